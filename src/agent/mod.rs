@@ -1,0 +1,83 @@
+//! The turn: from a user's text to a stored, spoken answer.
+//!
+//! [`Services`] is everything built once at start (store, LLM client,
+//! classifier, tools, memory); [`turn::run_turn`] runs one turn over them
+//! and reports through the R-SSE [`crate::events::Event`] stream. Every
+//! front door (CLI, voice loop, HTTP, Wyoming) calls `run_turn`.
+
+pub mod cleanup;
+pub mod dispatcher;
+pub mod nodes;
+pub mod prompts;
+pub mod tool_loop;
+pub mod turn;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::config::Config;
+use crate::llm::openai::OpenAiClient;
+use crate::llm::ChatModel;
+use crate::memory::Recall;
+use crate::nlu::router::Router;
+use crate::nlu::{Classifier, Embedder};
+use crate::store::Store;
+use crate::tools::ToolRegistry;
+
+/// Everything a turn needs, built once.
+#[derive(Clone)]
+pub struct Services {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub llm: Arc<dyn ChatModel>,
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// The route classifier (simple/context/persona) on device.
+    pub route_classifier: Option<Arc<dyn Classifier>>,
+    pub router: Arc<Router>,
+    pub tools: Arc<ToolRegistry>,
+    pub recall: Option<Arc<dyn Recall>>,
+}
+
+impl Services {
+    /// Build from config: open the database, the LLM client and whatever
+    /// on-device parts are available. Missing optional parts are logged and
+    /// left out; only the database is required.
+    pub fn build(config: Config) -> Result<Services> {
+        let store = Store::open(&config.database_path())?;
+        let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
+        Ok(Self::assemble(config, store, llm, None, None))
+    }
+
+    /// Wire the parts together (tests pass their own LLM).
+    pub fn assemble(
+        config: Config,
+        store: Store,
+        llm: Arc<dyn ChatModel>,
+        embedder: Option<Arc<dyn Embedder>>,
+        route_classifier: Option<Arc<dyn Classifier>>,
+    ) -> Services {
+        let router_llm = config
+            .router
+            .llm_fallback
+            .then(|| (llm.clone(), config.llm.model.clone()));
+        let router = Router::new(
+            &config.router.extra_keywords,
+            route_classifier.clone(),
+            config.router.classifier_threshold,
+            router_llm,
+        );
+        let tools = ToolRegistry::new(Duration::from_millis(config.tools.timeout_ms));
+        Services {
+            config: Arc::new(config),
+            store,
+            llm,
+            embedder,
+            route_classifier,
+            router: Arc::new(router),
+            tools: Arc::new(tools),
+            recall: None,
+        }
+    }
+}

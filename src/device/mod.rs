@@ -1,0 +1,19 @@
+//! The device around the software: button, LEDs, systemd notify.
+
+use serde::{Deserialize, Serialize};
+
+/// `[device]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceConfig {
+    /// none | enter | gpio:/dev/gpiochip0:17 | input:/dev/input/eventN:KEY | script:PATH
+    pub button: String,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        Self {
+            button: "none".into(),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! earshot: a private, fast voice assistant for a Raspberry Pi with a
+//! reSpeaker microphone, in one binary.
+//!
+//! Data flows one way — audio → text → decision → answer → speech — and
+//! every front door drives the same turn:
+//!
+//! ```no_run
+//! use earshot::{agent::{Services, turn::{run_turn, TurnInput}}, cancel::CancelToken, config};
+//! let loaded = config::load(None)?;
+//! let services = Services::build(loaded.config)?;
+//! let mut print = |e: &earshot::events::Event| println!("{e:?}");
+//! let outcome = run_turn(&services, TurnInput::text("what time is it"), &mut print, &CancelToken::new());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! See ARCHITECTURE.md for the code map and the invariants.
+
+pub mod agent;
+pub mod api;
+pub mod audio;
+pub mod cancel;
+pub mod cli;
+pub mod config;
+pub mod device;
+pub mod events;
+pub mod llm;
+pub mod memory;
+pub mod nlu;
+pub mod store;
+pub mod stt;
+pub mod telemetry;
+pub mod tools;
+pub mod tree;
+pub mod tts;

@@ -1,0 +1,106 @@
+//! The `earshot` command line: parse arguments and dispatch into the
+//! library (`earshot::cli`). Nothing else lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "earshot", version = earshot_version(), about = "A private, fast voice assistant for a Raspberry Pi")]
+struct Cli {
+    /// Config file (default: $EARSHOT_CONFIG, ./earshot.toml, /etc/earshot/earshot.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// More logging (debug level).
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Take one text turn (or a REPL with no TEXT), streaming the answer.
+    Chat {
+        text: Option<String>,
+        /// Continue this conversation.
+        #[arg(long)]
+        conversation: Option<i64>,
+        /// Print the R-SSE events, one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how the router decides a request.
+    Route {
+        text: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List conversations, or print one.
+    History {
+        id: Option<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Print the effective config (secrets masked) and where each value came from.
+    Show {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn earshot_version() -> &'static str {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (",
+        env!("EARSHOT_GIT_HASH"),
+        "; features: ",
+        env!("EARSHOT_FEATURES"),
+        ")"
+    )
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    earshot::telemetry::init_logging(cli.verbose);
+    let config = cli.config.as_deref();
+    let result: anyhow::Result<bool> = match cli.command {
+        Command::Chat {
+            text,
+            conversation,
+            json,
+        } => earshot::cli::chat::run(config, text, conversation, json),
+        Command::Route { text, json } => {
+            earshot::cli::route::run(config, &text, json).map(|_| true)
+        }
+        Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
+        Command::Config { action } => match action {
+            ConfigAction::Show { json } => {
+                earshot::cli::config_cmd::show(config, json).map(|_| true)
+            }
+        },
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            // One line: the outermost context and its cause.
+            let mut message = e.to_string();
+            if let Some(cause) = e.chain().nth(1) {
+                message = format!("{message}: {cause}");
+            }
+            eprintln!("earshot: {}", message.replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! On-device understanding: the MiniLM embedder, classifiers over its
+//! embeddings, and the router that picks a path for every request.
+//!
+//! The two seams here are [`Embedder`] (text → unit vectors) and
+//! [`Classifier`] (`classify(text) -> Option<(label, confidence)>`, R-KNN):
+//! any classifier implementing it plugs into the router and the intent
+//! tree unchanged.
+
+pub mod router;
+
+use serde::{Deserialize, Serialize};
+
+/// `[nlu]`: the embedder and the on-device classifiers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NluConfig {
+    /// `EMBEDDING_MODEL`; only all-MiniLM-L6-v2 (384 dims) ships.
+    pub embedding_model: String,
+    /// ONNX model file under `models_dir`.
+    pub model_file: String,
+    /// tokenizer.json under `models_dir`.
+    pub tokenizer_file: String,
+    /// Path of libonnxruntime.so (`ORT_DYLIB_PATH`); empty = look in
+    /// `models_dir` and the usual places.
+    pub onnxruntime_lib: String,
+    /// Global kNN acceptance threshold (R-KNN); classify nodes may override.
+    pub threshold: f32,
+    /// Neighbours per intent (R-KNN: 3).
+    pub k: usize,
+    /// Intra-op threads for the embedder (1 is fastest for one utterance).
+    pub threads: usize,
+}
+
+impl Default for NluConfig {
+    fn default() -> Self {
+        Self {
+            embedding_model: "all-MiniLM-L6-v2".into(),
+            model_file: "all-MiniLM-L6-v2-int8.onnx".into(),
+            tokenizer_file: "all-MiniLM-L6-v2-tokenizer.json".into(),
+            onnxruntime_lib: String::new(),
+            threshold: 0.65,
+            k: 3,
+            threads: 1,
+        }
+    }
+}
+
+/// Text → L2-normalised vectors (cosine = dot product).
+pub trait Embedder: Send + Sync {
+    /// Embed a batch; one vector per input, each of [`Embedder::dims`].
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>>;
+    /// Embed one utterance without padding.
+    fn embed_one(&self, text: &str) -> anyhow::Result<Vec<f32>> {
+        self.embed(&[text])?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("the embedder returned no vector"))
+    }
+    fn dims(&self) -> usize;
+    /// Identifies the model for cache keys (name + file hash).
+    fn model_id(&self) -> String;
+}
+
+/// The R-KNN contract: the best label and its confidence, or `None` when
+/// the classifier cannot answer (no model loaded) — the caller falls back.
+pub trait Classifier: Send + Sync {
+    fn classify(&self, text: &str) -> Option<(String, f32)>;
+}

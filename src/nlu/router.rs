@@ -1,0 +1,408 @@
+//! The router graph's decision (R-ROUTE): which of simple / context /
+//! persona answers a request.
+//!
+//! 1. Keyword precheck on whole words and phrases (case-insensitive), so
+//!    "tell me about mastodons" does not match `todo` and "report" does not
+//!    match "repo" — the reference's substring bug.
+//! 2. The on-device classifier (kNN over MiniLM) when present and sure.
+//! 3. The main LLM with a one-word prompt, normalised.
+//! 4. Otherwise `simple`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use regex::Regex;
+use serde::Serialize;
+
+use super::Classifier;
+use crate::cancel::CancelToken;
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
+
+/// The three paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Route {
+    Simple,
+    Context,
+    Persona,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Simple => "simple",
+            Route::Context => "context",
+            Route::Persona => "persona",
+        }
+    }
+}
+
+/// How the route was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecidedBy {
+    Keyword,
+    Classifier,
+    Llm,
+    Default,
+}
+
+/// A routing decision, as `earshot route --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub route: Route,
+    pub by: DecidedBy,
+    /// Classifier confidence (or 1.0 for a keyword hit); `null` otherwise.
+    pub confidence: Option<f32>,
+    /// The keyword that matched, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
+    /// Why the LLM was not used, or failed (shown in the turn log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub elapsed_ms: f64,
+}
+
+/// The seed's 11 keywords (R-ROUTE), always on.
+pub const SEED_KEYWORDS: &[&str] = &[
+    "notion",
+    "to-do",
+    "todo",
+    "task list",
+    "to do list",
+    "calendar",
+    "schedule",
+    "reminder",
+    "note down",
+    "create a task",
+    "add a task",
+];
+
+/// More phrases in the spirit of the reference's multilingual list
+/// (Spanish, Portuguese), whole words only.
+pub const EXTRA_KEYWORDS: &[&str] = &[
+    "todos",
+    "to-dos",
+    "reminders",
+    "remind me",
+    "my tasks",
+    "my list",
+    "search the web",
+    "look up",
+    "calculate",
+    "lista de tareas",
+    "tarea",
+    "tareas",
+    "recordatorio",
+    "recuérdame",
+    "calendario",
+    "agenda",
+    "lista de tarefas",
+    "tarefa",
+    "tarefas",
+    "lembrete",
+    "lembre-me",
+];
+
+/// One-word classification prompt (the seed's, tightened).
+pub const CLASSIFY_PROMPT: &str = "Classify the user's request into exactly one word.\n\
+- simple: general questions, explanations, chit-chat; no tools needed.\n\
+- context: needs outside or live information or a tool: web search, maths, todo lists, calendar, reminders, past conversations, facts the user stored.\n\
+- persona: the user explicitly asks for a style, personality, role, teaching style or behaviour.\n\
+Answer with only one word: simple, context or persona.";
+
+/// Whole-word, case-insensitive keyword matcher.
+pub struct KeywordMatcher {
+    patterns: Vec<(String, Regex)>,
+}
+
+impl KeywordMatcher {
+    pub fn new(extra: &[String]) -> Self {
+        let mut words: Vec<String> = SEED_KEYWORDS
+            .iter()
+            .chain(EXTRA_KEYWORDS)
+            .map(|s| s.to_string())
+            .collect();
+        words.extend(
+            extra
+                .iter()
+                .map(|s| s.trim().to_lowercase())
+                .filter(|s| !s.is_empty()),
+        );
+        let patterns = words
+            .into_iter()
+            .filter_map(|word| {
+                // Spaces and hyphens inside a phrase match any run of
+                // whitespace/hyphens; the ends must be word boundaries
+                // (letters of any script count as word characters).
+                let body = word
+                    .split(|c: char| c.is_whitespace() || c == '-')
+                    .filter(|p| !p.is_empty())
+                    .map(regex::escape)
+                    .collect::<Vec<_>>()
+                    .join(r"[\s\-]+");
+                let hyphen_exact = if word.contains('-') {
+                    regex::escape(&word)
+                } else {
+                    body.clone()
+                };
+                let pattern = if word.contains('-') {
+                    format!(r"(?i)(?:^|[^\w-])(?:{hyphen_exact})(?:$|[^\w-])")
+                } else {
+                    format!(r"(?i)(?:^|[^\w-])(?:{body})(?:$|[^\w-])")
+                };
+                Regex::new(&pattern).ok().map(|r| (word, r))
+            })
+            .collect();
+        Self { patterns }
+    }
+
+    /// The first keyword found as a whole word/phrase.
+    pub fn find(&self, text: &str) -> Option<&str> {
+        self.patterns
+            .iter()
+            .find(|(_, re)| re.is_match(text))
+            .map(|(w, _)| w.as_str())
+    }
+}
+
+/// Normalise the LLM's one-word answer: lower-cased, trimmed, punctuation
+/// and think blocks dropped; anything else becomes `simple`.
+pub fn normalise_label(raw: &str) -> Route {
+    let cleaned = crate::llm::think::strip_think(raw).to_lowercase();
+    let word = cleaned
+        .split(|c: char| !c.is_alphabetic())
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    match word {
+        "context" => Route::Context,
+        "persona" => Route::Persona,
+        _ => Route::Simple,
+    }
+}
+
+/// Map a classifier label to a route (labels may be intent names such as
+/// `route.context`).
+fn label_to_route(label: &str) -> Option<Route> {
+    let last = label.rsplit(['.', ':', '/']).next().unwrap_or(label);
+    match last.trim().to_lowercase().as_str() {
+        "simple" => Some(Route::Simple),
+        "context" => Some(Route::Context),
+        "persona" => Some(Route::Persona),
+        _ => None,
+    }
+}
+
+/// The router: keywords, then classifier, then LLM.
+pub struct Router {
+    keywords: KeywordMatcher,
+    classifier: Option<Arc<dyn Classifier>>,
+    threshold: f32,
+    llm: Option<(Arc<dyn ChatModel>, String)>,
+}
+
+impl Router {
+    pub fn new(
+        extra_keywords: &[String],
+        classifier: Option<Arc<dyn Classifier>>,
+        threshold: f32,
+        llm: Option<(Arc<dyn ChatModel>, String)>,
+    ) -> Self {
+        Self {
+            keywords: KeywordMatcher::new(extra_keywords),
+            classifier,
+            threshold,
+            llm,
+        }
+    }
+
+    /// Decide the route of `text`. Never fails: an LLM error falls back to
+    /// `simple` with a note.
+    pub fn decide(&self, text: &str, cancel: &CancelToken) -> Decision {
+        let started = Instant::now();
+        let done =
+            |route, by, confidence, keyword: Option<String>, note: Option<String>| Decision {
+                route,
+                by,
+                confidence,
+                keyword,
+                note,
+                elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+            };
+        if let Some(word) = self.keywords.find(text) {
+            return done(
+                Route::Context,
+                DecidedBy::Keyword,
+                Some(1.0),
+                Some(word.to_string()),
+                None,
+            );
+        }
+        let mut note = None;
+        let mut below: Option<(Route, f32)> = None;
+        if let Some(classifier) = &self.classifier {
+            match classifier.classify(text) {
+                Some((label, confidence)) => match label_to_route(&label) {
+                    Some(route) if confidence >= self.threshold => {
+                        return done(route, DecidedBy::Classifier, Some(confidence), None, None);
+                    }
+                    Some(route) => {
+                        below = Some((route, confidence));
+                        note = Some(format!(
+                            "classifier said {} at {confidence:.2}, below {:.2}",
+                            route.as_str(),
+                            self.threshold
+                        ));
+                    }
+                    None => note = Some(format!("classifier label {label:?} is not a route")),
+                },
+                None => note = Some("no on-device classifier loaded".into()),
+            }
+        }
+        if let Some((llm, model)) = &self.llm {
+            match ask_llm(llm.as_ref(), model, text, cancel) {
+                Ok(route) => return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note),
+                Err(e) => {
+                    note = Some(match note {
+                        Some(n) => format!("{n}; LLM classification failed: {e}"),
+                        None => format!("LLM classification failed: {e}"),
+                    })
+                }
+            }
+        }
+        done(
+            Route::Simple,
+            DecidedBy::Default,
+            below.map(|b| b.1),
+            None,
+            note,
+        )
+    }
+}
+
+fn ask_llm(
+    llm: &dyn ChatModel,
+    model: &str,
+    text: &str,
+    cancel: &CancelToken,
+) -> Result<Route, LlmError> {
+    llm.check_configured()?;
+    let request = ChatRequest {
+        model: model.to_string(),
+        messages: vec![
+            ChatMessage::system(CLASSIFY_PROMPT),
+            ChatMessage::user(text),
+        ],
+        temperature: 0.0,
+        max_completion_tokens: 512,
+        top_p: 1.0,
+        tools: Vec::new(),
+        stream: false,
+    };
+    let response = llm.chat(&request, &mut |_| {}, cancel)?;
+    Ok(normalise_label(&response.content))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matcher() -> KeywordMatcher {
+        KeywordMatcher::new(&[])
+    }
+
+    #[test]
+    fn every_seed_keyword_matches_as_a_phrase() {
+        let m = matcher();
+        for kw in SEED_KEYWORDS {
+            let text = format!("please {kw} for me");
+            assert!(m.find(&text).is_some(), "{kw}");
+            let upper = format!("PLEASE {} NOW", kw.to_uppercase());
+            assert!(m.find(&upper).is_some(), "{kw} upper");
+        }
+        assert!(m.find("Add milk to my to do list.").is_some());
+        assert!(m.find("what's on my calendar?").is_some());
+        assert!(m.find("add it to Notion").is_some());
+    }
+
+    #[test]
+    fn substrings_are_not_keywords() {
+        let m = matcher();
+        for text in [
+            "tell me about mastodons",
+            "what is a todolist in haskell", // no boundary after todo
+            "the reminderless life",
+            "rescheduled flights are annoying",
+            "calendars of the maya",
+            "give me a report on the repo",
+            "annotation tools",
+            "tasks are hard", // "task list" needs both words
+        ] {
+            assert_eq!(m.find(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn non_english_entries_match() {
+        let m = matcher();
+        assert!(m.find("añade leche a mi lista de tareas").is_some());
+        assert!(m.find("Recuérdame llamar a mamá").is_some());
+        assert!(m.find("crie um lembrete para amanhã").is_some());
+        assert!(m.find("lembre-me de comprar pão").is_some());
+    }
+
+    #[test]
+    fn hyphenated_keyword_is_exact() {
+        let m = matcher();
+        assert!(m.find("my to-do items").is_some());
+        assert!(m.find("to-dos for today").is_some());
+    }
+
+    #[test]
+    fn llm_output_is_normalised() {
+        assert_eq!(normalise_label("Context"), Route::Context);
+        assert_eq!(normalise_label("  persona.\n"), Route::Persona);
+        assert_eq!(
+            normalise_label("<think>maybe context</think>simple"),
+            Route::Simple
+        );
+        assert_eq!(normalise_label("**CONTEXT**"), Route::Context);
+        assert_eq!(normalise_label("I think it's context"), Route::Simple);
+        assert_eq!(normalise_label(""), Route::Simple);
+        assert_eq!(normalise_label("weather"), Route::Simple);
+    }
+
+    struct Fixed(Option<(String, f32)>);
+    impl Classifier for Fixed {
+        fn classify(&self, _: &str) -> Option<(String, f32)> {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn classifier_above_threshold_decides_below_falls_back() {
+        let cancel = CancelToken::new();
+        let sure = Router::new(
+            &[],
+            Some(Arc::new(Fixed(Some(("persona".into(), 0.9))))),
+            0.65,
+            None,
+        );
+        let d = sure.decide("talk like a pirate", &cancel);
+        assert_eq!(
+            (d.route, d.by, d.confidence),
+            (Route::Persona, DecidedBy::Classifier, Some(0.9))
+        );
+        let unsure = Router::new(
+            &[],
+            Some(Arc::new(Fixed(Some(("context".into(), 0.5))))),
+            0.65,
+            None,
+        );
+        let d = unsure.decide("hmm", &cancel);
+        assert_eq!((d.route, d.by), (Route::Simple, DecidedBy::Default));
+        assert!(d.note.unwrap().contains("below"));
+        let kw = unsure.decide("add a task: call mum", &cancel);
+        assert_eq!((kw.route, kw.by), (Route::Context, DecidedBy::Keyword));
+    }
+}

@@ -1,0 +1,280 @@
+//! Conversations and their messages; the atomic save of a turn.
+
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+use super::{now, Result, Store};
+use crate::telemetry::TurnRecord;
+
+/// One stored message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredMessage {
+    pub id: i64,
+    pub role: String,
+    pub content: String,
+    pub timestamp: String,
+}
+
+/// A conversation row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conversation {
+    pub id: i64,
+    pub user_id: String,
+    pub title: Option<String>,
+    pub overview: Option<String>,
+    pub action_items: Option<String>,
+    pub mode: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub messages: i64,
+}
+
+/// Everything one finished turn writes, in one transaction.
+#[derive(Debug, Clone)]
+pub struct SaveTurn<'a> {
+    pub user_id: &'a str,
+    /// `None` creates a new conversation.
+    pub conversation_id: Option<i64>,
+    pub user_text: &'a str,
+    pub answer: &'a str,
+    pub record: &'a TurnRecord,
+    /// Background work to run after the reply: (kind, JSON payload).
+    pub jobs: Vec<(String, String)>,
+}
+
+impl Store {
+    /// Create a conversation now (used when a caller needs an id before the
+    /// first turn finishes, e.g. tree state).
+    pub fn create_conversation(&self, user_id: &str) -> Result<i64> {
+        self.with_conn(|c| {
+            ensure_user(c, user_id)?;
+            let ts = now();
+            c.execute(
+                "INSERT INTO conversations (user_id, created_at, updated_at) VALUES (?1, ?2, ?2)",
+                params![user_id, ts],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    pub fn conversation(&self, id: i64) -> Result<Option<Conversation>> {
+        self.with_conn(|c| {
+            c.query_row(
+                "SELECT id, user_id, title, overview, action_items, mode, created_at, updated_at,
+                        (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id)
+                 FROM conversations WHERE id = ?1",
+                [id],
+                row_to_conversation,
+            )
+            .optional()
+        })
+    }
+
+    /// Conversations of a user, most recently updated first.
+    pub fn conversations(&self, user_id: &str, limit: usize) -> Result<Vec<Conversation>> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare(
+                "SELECT id, user_id, title, overview, action_items, mode, created_at, updated_at,
+                        (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id)
+                 FROM conversations WHERE user_id = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![user_id, limit as i64], row_to_conversation)?;
+            rows.collect()
+        })
+    }
+
+    /// All messages of a conversation, oldest first.
+    pub fn messages(&self, conversation_id: i64) -> Result<Vec<StoredMessage>> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare(
+                "SELECT id, role, content, timestamp FROM messages
+                 WHERE conversation_id = ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([conversation_id], row_to_message)?;
+            rows.collect()
+        })
+    }
+
+    /// The last `max_messages` messages of a conversation, oldest first.
+    pub fn recent_messages(
+        &self,
+        conversation_id: i64,
+        max_messages: usize,
+    ) -> Result<Vec<StoredMessage>> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare(
+                "SELECT id, role, content, timestamp FROM messages
+                 WHERE conversation_id = ?1 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(
+                params![conversation_id, max_messages as i64],
+                row_to_message,
+            )?;
+            let mut out: Vec<StoredMessage> = rows.collect::<rusqlite::Result<_>>()?;
+            out.reverse();
+            Ok(out)
+        })
+    }
+
+    /// Per-conversation dispatch mode override (`tree`/`graph`), if set.
+    pub fn set_conversation_mode(&self, id: i64, mode: Option<&str>) -> Result<usize> {
+        self.with_conn(|c| {
+            c.execute(
+                "UPDATE conversations SET mode = ?2 WHERE id = ?1",
+                params![id, mode],
+            )
+        })
+    }
+
+    /// Save a finished turn atomically: the conversation (created if new),
+    /// both messages, the turn-log row and its background jobs — all or
+    /// nothing. Returns (conversation id, turn id).
+    pub fn save_turn(&self, turn: &SaveTurn<'_>) -> Result<(i64, i64)> {
+        self.with_tx(|tx| {
+            ensure_user(tx, turn.user_id)?;
+            let ts = now();
+            let conversation_id = match turn.conversation_id {
+                Some(id) => {
+                    tx.execute(
+                        "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+                        params![id, ts],
+                    )?;
+                    id
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO conversations (user_id, created_at, updated_at) VALUES (?1, ?2, ?2)",
+                        params![turn.user_id, ts],
+                    )?;
+                    tx.last_insert_rowid()
+                }
+            };
+            tx.execute(
+                "INSERT INTO messages (conversation_id, role, content, timestamp) VALUES (?1, 'user', ?2, ?3)",
+                params![conversation_id, turn.user_text, ts],
+            )?;
+            tx.execute(
+                "INSERT INTO messages (conversation_id, role, content, timestamp) VALUES (?1, 'assistant', ?2, ?3)",
+                params![conversation_id, turn.answer, now()],
+            )?;
+            let turn_id = super::turn_log::insert(tx, Some(conversation_id), turn.user_id, turn.record)?;
+            for (kind, payload) in &turn.jobs {
+                // The conversation id is only known here for a new one.
+                let payload = match serde_json::from_str::<serde_json::Value>(payload) {
+                    Ok(serde_json::Value::Object(mut map)) => {
+                        map.insert("conversation_id".into(), conversation_id.into());
+                        serde_json::Value::Object(map).to_string()
+                    }
+                    _ => payload.clone(),
+                };
+                super::jobs::enqueue_in(tx, kind, &payload)?;
+            }
+            Ok((conversation_id, turn_id))
+        })
+    }
+
+    /// Log a turn that produced no answer (error, cancelled): only the
+    /// turn-log row, never half a conversation.
+    pub fn log_turn_only(
+        &self,
+        conversation_id: Option<i64>,
+        user_id: &str,
+        record: &TurnRecord,
+    ) -> Result<i64> {
+        self.with_tx(|tx| super::turn_log::insert(tx, conversation_id, user_id, record))
+    }
+}
+
+fn ensure_user(c: &rusqlite::Connection, user_id: &str) -> rusqlite::Result<()> {
+    c.execute("INSERT OR IGNORE INTO users (id) VALUES (?1)", [user_id])
+        .map(|_| ())
+}
+
+fn row_to_message(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMessage> {
+    Ok(StoredMessage {
+        id: r.get(0)?,
+        role: r.get(1)?,
+        content: r.get(2)?,
+        timestamp: r.get(3)?,
+    })
+}
+
+fn row_to_conversation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Conversation> {
+    Ok(Conversation {
+        id: r.get(0)?,
+        user_id: r.get(1)?,
+        title: r.get(2)?,
+        overview: r.get(3)?,
+        action_items: r.get(4)?,
+        mode: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+        messages: r.get(8)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn save(store: &Store, conv: Option<i64>, q: &str, a: &str) -> (i64, i64) {
+        let record = TurnRecord::new("text", q);
+        store
+            .save_turn(&SaveTurn {
+                user_id: "user-1",
+                conversation_id: conv,
+                user_text: q,
+                answer: a,
+                record: &record,
+                jobs: vec![("summarize".into(), "{}".into())],
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn history_is_in_order_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let (conv, _) = save(&store, None, "q0", "a0");
+        for i in 1..15 {
+            save(&store, Some(conv), &format!("q{i}"), &format!("a{i}"));
+        }
+        let recent = store.recent_messages(conv, 20).unwrap();
+        assert_eq!(recent.len(), 20);
+        assert_eq!(recent[0].content, "q5");
+        assert_eq!(recent[0].role, "user");
+        assert_eq!(recent[19].content, "a14");
+        assert_eq!(recent[19].role, "assistant");
+        assert_eq!(store.messages(conv).unwrap().len(), 30);
+        let c = store.conversation(conv).unwrap().unwrap();
+        assert_eq!(c.messages, 30);
+    }
+
+    #[test]
+    fn a_failed_save_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let record = TurnRecord::new("text", "q");
+        // Conversation 999 does not exist: the FK makes the message insert
+        // fail, and the whole transaction rolls back.
+        let err = store.save_turn(&SaveTurn {
+            user_id: "user-1",
+            conversation_id: Some(999),
+            user_text: "q",
+            answer: "a",
+            record: &record,
+            jobs: vec![],
+        });
+        assert!(err.is_err());
+        let n: i64 = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM turn_log)",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}

@@ -1,0 +1,96 @@
+//! The turn-log table: one row per turn, kept apart from conversations.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{Result, Store};
+use crate::telemetry::TurnRecord;
+
+pub(super) fn insert(
+    c: &Connection,
+    conversation_id: Option<i64>,
+    user_id: &str,
+    r: &TurnRecord,
+) -> rusqlite::Result<i64> {
+    let json = |v: &dyn erased::Json| v.to_json();
+    c.execute(
+        "INSERT INTO turn_log (conversation_id, user_id, started_at, source, input, response, mode,
+            route, route_by, confidence, intent, intent_confidence, node, model, outcome, error,
+            notes, timings_json, tools_json, extra_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+        params![
+            conversation_id,
+            user_id,
+            r.started_at,
+            r.source,
+            r.input,
+            r.response,
+            r.mode,
+            r.route,
+            r.route_by,
+            r.confidence,
+            r.intent,
+            r.intent_confidence,
+            r.node,
+            r.model,
+            r.outcome,
+            r.error,
+            if r.notes.is_empty() { None } else { Some(r.notes.join("; ")) },
+            json(&r.timings),
+            json(&r.tools),
+            json(&r.extra),
+        ],
+    )?;
+    Ok(c.last_insert_rowid())
+}
+
+mod erased {
+    pub trait Json {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string(self).unwrap_or_else(|_| "null".into())
+        }
+    }
+}
+
+impl Store {
+    /// One turn-log row as JSON (all columns), for `earshot log` and tests.
+    pub fn turn_log_row(&self, turn_id: i64) -> Result<Option<serde_json::Value>> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare("SELECT * FROM turn_log WHERE id = ?1")?;
+            let names: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
+            stmt.query_row([turn_id], |row| {
+                let mut map = serde_json::Map::new();
+                for (i, name) in names.iter().enumerate() {
+                    let v: rusqlite::types::Value = row.get(i)?;
+                    let v = match v {
+                        rusqlite::types::Value::Null => serde_json::Value::Null,
+                        rusqlite::types::Value::Integer(n) => n.into(),
+                        rusqlite::types::Value::Real(f) => f.into(),
+                        rusqlite::types::Value::Text(t) => {
+                            if name.ends_with("_json") {
+                                serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))
+                            } else {
+                                t.into()
+                            }
+                        }
+                        rusqlite::types::Value::Blob(_) => serde_json::Value::Null,
+                    };
+                    map.insert(name.clone(), v);
+                }
+                Ok(serde_json::Value::Object(map))
+            })
+            .optional()
+        })
+    }
+
+    /// Ids of the most recent turns, newest first.
+    pub fn recent_turn_ids(&self, limit: usize) -> Result<Vec<i64>> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare("SELECT id FROM turn_log ORDER BY id DESC LIMIT ?1")?;
+            let rows = stmt.query_map([limit as i64], |r| r.get(0))?;
+            rows.collect()
+        })
+    }
+}

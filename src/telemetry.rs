@@ -1,0 +1,95 @@
+//! What a turn records about itself (R-OBS): stage timings, how the route
+//! was decided, models, tool calls, outcome. Written as one turn-log row.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// One tool call as the turn log keeps it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolCallRecord {
+    pub name: String,
+    pub ms: f64,
+    pub ok: bool,
+}
+
+/// The turn-log row being built while a turn runs.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct TurnRecord {
+    pub started_at: String,
+    /// text | voice | api | wyoming
+    pub source: String,
+    pub input: String,
+    pub response: Option<String>,
+    pub mode: Option<String>,
+    pub route: Option<String>,
+    pub route_by: Option<String>,
+    pub confidence: Option<f32>,
+    pub intent: Option<String>,
+    pub intent_confidence: Option<f32>,
+    pub node: Option<String>,
+    pub model: Option<String>,
+    /// ok | error | cancelled
+    pub outcome: String,
+    pub error: Option<String>,
+    /// Why a fallback happened, in words.
+    pub notes: Vec<String>,
+    /// Stage → milliseconds (stt, recall, route, first_token, total, …).
+    pub timings: BTreeMap<String, f64>,
+    pub tools: Vec<ToolCallRecord>,
+    /// Anything a later concern adds before it has its own column.
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl TurnRecord {
+    pub fn new(source: &str, input: &str) -> Self {
+        Self {
+            started_at: crate::events::timestamp_now(),
+            source: source.into(),
+            input: input.into(),
+            outcome: "ok".into(),
+            ..Default::default()
+        }
+    }
+
+    /// Record a stage's duration since `since`.
+    pub fn stage(&mut self, name: &str, since: Instant) {
+        self.timings
+            .insert(name.into(), since.elapsed().as_secs_f64() * 1000.0);
+    }
+
+    /// Record a stage's duration in ms.
+    pub fn set_ms(&mut self, name: &str, ms: f64) {
+        self.timings.insert(name.into(), ms);
+    }
+
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+}
+
+/// Set up logging: to stderr (the journal captures it under systemd), level
+/// from `RUST_LOG` or `EARSHOT_LOG`, default `info`.
+pub fn init_logging(verbose: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if verbose {
+        "debug"
+    } else {
+        "warn,earshot=info"
+    };
+    let filter = std::env::var("EARSHOT_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| default.to_string());
+    let under_journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let _ = if under_journal {
+        builder.without_time().with_ansi(false).try_init()
+    } else {
+        builder.try_init()
+    };
+}

@@ -1,0 +1,210 @@
+//! Tools the agent (and the intent tree's actions) can call (R-TOOL).
+//!
+//! One trait, one file per tool, one registry looked up by name. A tool
+//! never crashes the agent: every failure becomes a short string the model
+//! can read, and a tool that is not configured is not offered at all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `[tools]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Tool names offered to the agent (those not configured are skipped).
+    pub enabled: Vec<String>,
+    /// `TAVILY_API_KEY`
+    pub tavily_api_key: String,
+    /// `TAVILY_BASE_URL`
+    pub tavily_base_url: String,
+    /// `NOTION_API_KEY`
+    pub notion_api_key: String,
+    /// `NOTION_DATABASE_ID`
+    pub notion_database_id: String,
+    /// `NOTION_BASE_URL`
+    pub notion_base_url: String,
+    /// Longest a single tool call may take.
+    pub timeout_ms: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: vec![
+                "calculator".into(),
+                "web_search".into(),
+                "search_conversations".into(),
+                "add_todo".into(),
+                "list_todos".into(),
+                "complete_todo".into(),
+                "delete_todo".into(),
+            ],
+            tavily_api_key: String::new(),
+            tavily_base_url: "https://api.tavily.com".into(),
+            notion_api_key: String::new(),
+            notion_database_id: String::new(),
+            notion_base_url: "https://api.notion.com".into(),
+            timeout_ms: 5000,
+        }
+    }
+}
+
+/// A typed tool failure; its text is what the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    BadArguments(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("{0} is unavailable right now")]
+    Unavailable(String),
+}
+
+/// One callable tool, described in the OpenAI tool-calling format.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    /// One sentence the model reads to decide when to call it.
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    /// Run it. Arguments are already parsed JSON.
+    fn call(&self, args: &Value) -> Result<String, ToolError>;
+}
+
+/// The tools available on this device, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    timeout: Duration,
+}
+
+impl ToolRegistry {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            tools: Vec::new(),
+            timeout,
+        }
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name().to_string()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools in the chat-completions `tools` format.
+    pub fn specs(&self) -> Vec<crate::llm::ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| crate::llm::ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
+    /// Call a tool by name with raw JSON arguments, bounded by the timeout.
+    /// Always returns a string for the model: failures are short sentences.
+    pub fn call(&self, name: &str, raw_args: &str) -> Result<String, ToolError> {
+        let tool = self
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ToolError::Unavailable(format!("The tool {name}")))?;
+        let args: Value = if raw_args.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(raw_args)
+                .map_err(|e| ToolError::BadArguments(format!("arguments are not JSON ({e})")))?
+        };
+        if !args.is_object() {
+            return Err(ToolError::BadArguments(
+                "arguments must be a JSON object".into(),
+            ));
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tool-{name}"))
+            .spawn(move || {
+                let _ = tx.send(tool.call(&args));
+            });
+        if spawned.is_err() {
+            return Err(ToolError::Failed("could not start the tool".into()));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::Failed(format!(
+                "{name} took longer than {} s and was abandoned",
+                self.timeout.as_secs_f32()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Echo;
+    impl Tool for Echo {
+        fn name(&self) -> &str {
+            "echo"
+        }
+        fn description(&self) -> &str {
+            "echo"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type":"object"})
+        }
+        fn call(&self, args: &Value) -> Result<String, ToolError> {
+            if args.get("hang").is_some() {
+                std::thread::sleep(Duration::from_secs(5));
+            }
+            Ok(args.to_string())
+        }
+    }
+
+    #[test]
+    fn bad_json_and_unknown_tools_are_errors_not_panics() {
+        let mut reg = ToolRegistry::new(Duration::from_millis(200));
+        reg.register(Arc::new(Echo));
+        assert!(matches!(
+            reg.call("echo", "{not json"),
+            Err(ToolError::BadArguments(_))
+        ));
+        assert!(matches!(
+            reg.call("echo", "[1]"),
+            Err(ToolError::BadArguments(_))
+        ));
+        assert!(matches!(
+            reg.call("nope", "{}"),
+            Err(ToolError::Unavailable(_))
+        ));
+        assert_eq!(reg.call("echo", "{\"a\":1}").unwrap(), "{\"a\":1}");
+    }
+
+    #[test]
+    fn a_hanging_tool_times_out() {
+        let mut reg = ToolRegistry::new(Duration::from_millis(100));
+        reg.register(Arc::new(Echo));
+        let start = std::time::Instant::now();
+        let err = reg.call("echo", "{\"hang\":true}").unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert!(err.to_string().contains("longer than"), "{err}");
+    }
+}
