@@ -1,0 +1,57 @@
+//! Shared helpers for the integration tests (each `tests/*.rs` is its own
+//! binary; include with `mod common;`).
+
+#![allow(dead_code)]
+
+pub mod http;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The built `earshot` binary.
+pub fn earshot_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_earshot"))
+}
+
+/// The repository's `models/` dir (or `$EARSHOT_MODELS_DIR`).
+pub fn models_dir() -> PathBuf {
+    std::env::var_os("EARSHOT_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"))
+}
+
+/// `tests/data/<name>`.
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// A command for the real binary with a clean, isolated environment: its
+/// own state dir, no config file, no keys from the developer's shell.
+pub fn earshot(state_dir: &Path) -> Command {
+    let mut cmd = Command::new(earshot_bin());
+    for var in [
+        "GROQ_API_KEY", "LLM_BASE_URL", "GROQ_LLM_MODEL", "GROQ_AGENT_MODEL", "TAVILY_API_KEY",
+        "NOTION_API_KEY", "NOTION_DATABASE_ID", "EARSHOT_CONFIG", "MEM0_USER_ID", "USER_ID",
+        "STT_BASE_URL", "TTS_BASE_URL", "TAVILY_BASE_URL", "NOTION_BASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("EARSHOT_STATE_DIR", state_dir)
+        .env("EARSHOT_MODELS_DIR", models_dir())
+        .env("EARSHOT_LOG", "warn")
+        .current_dir(state_dir);
+    cmd
+}
+
+/// Run and return output, panicking with stderr on spawn failure.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("spawn earshot")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
