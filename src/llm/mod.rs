@@ -142,9 +142,9 @@ impl ChatRequest {
         let mut body = json!({
             "model": self.model,
             "messages": self.messages,
-            "temperature": self.temperature,
+            "temperature": short_float(self.temperature),
             "max_completion_tokens": self.max_completion_tokens,
-            "top_p": self.top_p,
+            "top_p": short_float(self.top_p),
             "stream": self.stream,
         });
         if !self.tools.is_empty() {
@@ -153,6 +153,17 @@ impl ChatRequest {
         }
         body
     }
+}
+
+/// An f32 setting as the JSON number a user wrote (0.7, not
+/// 0.699999988079071): the shortest decimal that round-trips the f32.
+fn short_float(x: f32) -> Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// What the model answered (think blocks already removed from `content`).

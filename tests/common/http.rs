@@ -65,20 +65,30 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16) -> Self {
-        Self { status, headers: Vec::new(), pieces: Vec::new(), sized: true }
+        Self {
+            status,
+            headers: Vec::new(),
+            pieces: Vec::new(),
+            sized: true,
+        }
     }
     pub fn json(status: u16, body: &str) -> Self {
-        Self::new(status).header("Content-Type", "application/json").body(body.as_bytes())
+        Self::new(status)
+            .header("Content-Type", "application/json")
+            .body(body.as_bytes())
     }
     pub fn bytes(status: u16, content_type: &str, body: &[u8]) -> Self {
-        Self::new(status).header("Content-Type", content_type).body(body)
+        Self::new(status)
+            .header("Content-Type", content_type)
+            .body(body)
     }
     /// A server-sent-events stream: each item is one `data:` payload.
     pub fn sse(events: &[&str]) -> Self {
         let mut r = Self::new(200).header("Content-Type", "text/event-stream");
         r.sized = false;
         for e in events {
-            r.pieces.push(Piece::Bytes(format!("data: {e}\n\n").into_bytes()));
+            r.pieces
+                .push(Piece::Bytes(format!("data: {e}\n\n").into_bytes()));
         }
         r
     }
@@ -175,7 +185,12 @@ fn serve(stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Request>>) {
         if chunked {
             body = read_chunked(&mut reader);
         }
-        let request = Request { method, path, headers, body };
+        let request = Request {
+            method,
+            path,
+            headers,
+            body,
+        };
         log.lock().unwrap().push(request.clone());
         let reply = handler(&request);
         let mut out = stream.try_clone().unwrap();
@@ -239,7 +254,8 @@ fn read_chunked(reader: &mut BufReader<TcpStream>) -> Vec<u8> {
         if reader.read_line(&mut size).unwrap_or(0) == 0 {
             return body;
         }
-        let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let n =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
         if n == 0 {
             let mut end = String::new();
             let _ = reader.read_line(&mut end);

@@ -22,7 +22,9 @@ pub fn models_dir() -> PathBuf {
 
 /// `tests/data/<name>`.
 pub fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// A command for the real binary with a clean, isolated environment: its
@@ -30,9 +32,20 @@ pub fn data(name: &str) -> PathBuf {
 pub fn earshot(state_dir: &Path) -> Command {
     let mut cmd = Command::new(earshot_bin());
     for var in [
-        "GROQ_API_KEY", "LLM_BASE_URL", "GROQ_LLM_MODEL", "GROQ_AGENT_MODEL", "TAVILY_API_KEY",
-        "NOTION_API_KEY", "NOTION_DATABASE_ID", "EARSHOT_CONFIG", "MEM0_USER_ID", "USER_ID",
-        "STT_BASE_URL", "TTS_BASE_URL", "TAVILY_BASE_URL", "NOTION_BASE_URL",
+        "GROQ_API_KEY",
+        "LLM_BASE_URL",
+        "GROQ_LLM_MODEL",
+        "GROQ_AGENT_MODEL",
+        "TAVILY_API_KEY",
+        "NOTION_API_KEY",
+        "NOTION_DATABASE_ID",
+        "EARSHOT_CONFIG",
+        "MEM0_USER_ID",
+        "USER_ID",
+        "STT_BASE_URL",
+        "TTS_BASE_URL",
+        "TAVILY_BASE_URL",
+        "NOTION_BASE_URL",
     ] {
         cmd.env_remove(var);
     }

@@ -1,0 +1,511 @@
+//! The foundation through the real binary: `earshot chat`, `route`,
+//! `history`, `config show`, against an OpenAI-compatible server on a real
+//! loopback socket speaking Groq's exact wire format — including its
+//! failures.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::http::{openai_completion, openai_stream_chunks, Piece, Reply, Request, TestServer};
+use common::{earshot, run, stderr, stdout};
+use serde_json::Value;
+
+const MODEL: &str = "qwen/qwen3.6-27b";
+
+/// Is this the router's one-word classification request?
+fn is_classification(req: &Request) -> bool {
+    let body = req.json();
+    body["stream"] == false
+        && body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Classify the user's request"))
+}
+
+/// Answer classification with `simple`, anything else with `reply`.
+fn llm_server(reply: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> TestServer {
+    TestServer::start(move |req| {
+        if is_classification(req) {
+            return Reply::json(200, &openai_completion(MODEL, "simple"));
+        }
+        reply(req)
+    })
+}
+
+fn sse_answer(pieces: &[&str]) -> Reply {
+    let chunks = openai_stream_chunks(MODEL, pieces);
+    let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+    Reply::sse(&refs)
+}
+
+/// A state dir with an earshot.toml (found as ./earshot.toml).
+fn state(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("earshot.toml"), config).unwrap();
+    dir
+}
+
+fn config_for(server: &TestServer, extra: &str) -> String {
+    // graph mode: these tests exercise the router graph, not the tree.
+    format!(
+        "mode = \"graph\"\n[llm]\nbase_url = \"{}/openai/v1\"\napi_key = \"gsk_test_secret_value_123\"\nretry_backoff_ms = 10\n{extra}",
+        server.url()
+    )
+}
+
+fn json_lines(out: &str) -> Vec<Value> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l} ({e})")))
+        .collect()
+}
+
+fn count(dir: &Path, sql: &str) -> i64 {
+    let c = rusqlite::Connection::open(dir.join("earshot.db")).unwrap();
+    c.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn streamed_turn_prints_tokens_and_stores_the_cleaned_answer() {
+    let server =
+        llm_server(|_| sse_answer(&["<think>hmm</think>", "**Paris** is ", "the capital. ", "😀"]));
+    let dir = state(&config_for(&server, ""));
+    let out = run(earshot(dir.path()).args(["chat", "what is the capital of France"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Paris is the capital."), "{text}");
+    assert!(!text.contains("hmm") && !text.contains("**"), "{text}");
+    // Stored: both messages, cleaned for speech.
+    let c = rusqlite::Connection::open(dir.path().join("earshot.db")).unwrap();
+    let answer: String = c
+        .query_row(
+            "SELECT content FROM messages WHERE role='assistant'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(answer, "Paris is the capital.");
+    // The request followed R-MODEL and the seed's message layout.
+    let reqs = server.requests();
+    let answer_req = reqs.iter().find(|r| !is_classification(r)).unwrap();
+    let body = answer_req.json();
+    assert_eq!(answer_req.path, "/openai/v1/chat/completions");
+    assert_eq!(
+        answer_req.header("authorization"),
+        Some("Bearer gsk_test_secret_value_123")
+    );
+    assert_eq!(body["model"], MODEL);
+    assert_eq!(body["temperature"], 0.7);
+    assert_eq!(body["max_completion_tokens"], 2048);
+    assert_eq!(body["top_p"], 1.0);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(
+        body["messages"].as_array().unwrap().last().unwrap()["content"],
+        "what is the capital of France"
+    );
+}
+
+#[test]
+fn json_events_are_timestamped_and_end_in_done() {
+    let server = llm_server(|_| sse_answer(&["Hello ", "there."]));
+    let dir = state(&config_for(&server, ""));
+    let out = run(earshot(dir.path()).args(["chat", "hi", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events = json_lines(&stdout(&out));
+    let contents: String = events
+        .iter()
+        .filter(|e| e["type"] == "content")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, "Hello there.");
+    for e in &events {
+        let ts = e["timestamp"].as_str().expect("timestamp");
+        assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{ts}");
+        assert_eq!(ts.len(), 24, "RFC 3339 UTC with milliseconds: {ts}");
+    }
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["route"], "simple");
+    assert_eq!(done["model"], MODEL);
+    assert!(done["latency_ms"].is_u64());
+    assert!(done["conversation_id"].as_i64().unwrap() > 0);
+}
+
+#[test]
+fn non_streamed_mode_works_too() {
+    let server = llm_server(|req| {
+        assert_eq!(req.json()["stream"], false);
+        Reply::json(200, &openai_completion(MODEL, "Four."))
+    });
+    let dir = state(&config_for(&server, "stream = false\n"));
+    let out = run(earshot(dir.path()).args(["chat", "two plus two, explain"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Four.");
+}
+
+#[test]
+fn history_is_sent_in_order_and_conversation_continues() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let server = llm_server(move |_| {
+        let i = n2.fetch_add(1, Ordering::SeqCst);
+        sse_answer(&[&format!("answer {i}.")])
+    });
+    let dir = state(&config_for(&server, ""));
+    let first = run(earshot(dir.path()).args(["chat", "first question", "--json"]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let conv = json_lines(&stdout(&first)).last().unwrap()["conversation_id"]
+        .as_i64()
+        .unwrap();
+    for q in ["second question", "third question"] {
+        let out = run(earshot(dir.path()).args(["chat", q, "--conversation", &conv.to_string()]));
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_classification(r))
+        .last()
+        .unwrap();
+    let msgs = last.json()["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+    let contents: Vec<&str> = msgs[1..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "first question",
+            "answer 0.",
+            "second question",
+            "answer 1.",
+            "third question"
+        ]
+    );
+    let hist = run(earshot(dir.path()).args(["history", &conv.to_string(), "--json"]));
+    let v: Value = serde_json::from_str(&stdout(&hist)).unwrap();
+    assert_eq!(v["messages"].as_array().unwrap().len(), 6);
+    let list = run(earshot(dir.path()).args(["history"]));
+    assert!(stdout(&list).contains("6 messages"), "{}", stdout(&list));
+}
+
+#[test]
+fn rate_limit_with_retry_after_is_retried() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let server = llm_server(move |_| {
+        if n2.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::json(429, r#"{"error":{"message":"Rate limit reached for model","type":"tokens","code":"rate_limit_exceeded"}}"#)
+                .header("retry-after", "0.2")
+        } else {
+            sse_answer(&["Recovered."])
+        }
+    });
+    let dir = state(&config_for(&server, ""));
+    let started = Instant::now();
+    let out = run(earshot(dir.path()).args(["chat", "hello"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Recovered.");
+    assert_eq!(n.load(Ordering::SeqCst), 2);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "retry-after honoured"
+    );
+}
+
+#[test]
+fn server_errors_become_one_sentence_and_nothing_is_stored() {
+    let server = llm_server(|_| {
+        Reply::json(
+            500,
+            r#"{"error":{"message":"Internal Server Error","type":"internal_server_error"}}"#,
+        )
+    });
+    let dir = state(&config_for(&server, "max_retries = 1\n"));
+    let out = run(earshot(dir.path()).args(["chat", "hello", "--json"]));
+    assert!(!out.status.success());
+    let events = json_lines(&stdout(&out));
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "error");
+    let msg = last["message"].as_str().unwrap();
+    assert!(msg.contains("HTTP 500") && !msg.contains('\n'), "{msg}");
+    // One try + one retry.
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .filter(|r| !is_classification(r))
+            .count(),
+        2
+    );
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 0);
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM conversations"), 0);
+    assert_eq!(
+        count(
+            dir.path(),
+            "SELECT COUNT(*) FROM turn_log WHERE outcome='error'"
+        ),
+        1
+    );
+}
+
+#[test]
+fn broken_sse_chunk_is_a_clear_error() {
+    let server = llm_server(|_| Reply::sse(&["{\"choices\":[{\"delta\":{\"content\":\"Hel"]));
+    let dir = state(&config_for(&server, ""));
+    let out = run(earshot(dir.path()).args(["chat", "hello"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("couldn't read"), "{err}");
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 0);
+}
+
+#[test]
+fn stalled_stream_times_out() {
+    let server = llm_server(|_| {
+        let chunks = openai_stream_chunks(MODEL, &["Hel"]);
+        Reply::sse(&[&chunks[0], &chunks[1]]).piece(Piece::Stall(Duration::from_secs(20)))
+    });
+    let dir = state(&config_for(
+        &server,
+        "read_timeout_secs = 1\nmax_retries = 0\n",
+    ));
+    let started = Instant::now();
+    let out = run(earshot(dir.path()).args(["chat", "hello"]));
+    assert!(!out.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(stderr(&out).contains("took too long"), "{}", stderr(&out));
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 0);
+}
+
+#[test]
+fn unreachable_or_unconfigured_llm_is_one_line_with_the_fix() {
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = state(&format!(
+        "mode = \"graph\"\n[llm]\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmax_retries = 0\n"
+    ));
+    let out = run(earshot(dir.path()).args(["chat", "explain photosynthesis"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("can't reach the language model") && err.contains("LLM_BASE_URL"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // Default config: Groq with no key.
+    let dir = state("mode = \"graph\"\n");
+    let out = run(earshot(dir.path()).args(["chat", "explain photosynthesis"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("GROQ_API_KEY"), "{err}");
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 0);
+}
+
+#[test]
+fn killing_mid_stream_leaves_only_complete_turns() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let server = llm_server(move |_| {
+        if n2.fetch_add(1, Ordering::SeqCst) == 0 {
+            sse_answer(&["Complete answer."])
+        } else {
+            // Second turn: a slow stream that never finishes in time.
+            let chunks = openai_stream_chunks(MODEL, &["Partial ", "answer"]);
+            Reply::sse(&[&chunks[0], &chunks[1]])
+                .piece(Piece::Pause(Duration::from_secs(30)))
+                .piece(Piece::Bytes(
+                    format!("data: {}\n\n", chunks[2]).into_bytes(),
+                ))
+        }
+    });
+    let dir = state(&config_for(&server, ""));
+    let first = run(earshot(dir.path()).args(["chat", "one", "--json"]));
+    assert!(first.status.success(), "{}", stderr(&first));
+    let conv = json_lines(&stdout(&first)).last().unwrap()["conversation_id"]
+        .as_i64()
+        .unwrap();
+
+    let mut child = earshot(dir.path())
+        .args(["chat", "two", "--json", "--conversation", &conv.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the first streamed token, then kill -9.
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "stream ended early"
+        );
+        if line.contains("\"content\"") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The database opens and holds only the complete first turn.
+    let out = run(earshot(dir.path()).args(["history", &conv.to_string(), "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let contents: Vec<&str> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["one", "Complete answer."]);
+    let c = rusqlite::Connection::open(dir.path().join("earshot.db")).unwrap();
+    let check: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+#[test]
+fn route_json_reports_keyword_decisions() {
+    let dir = state("");
+    for (text, keyword) in [
+        ("add milk to my todo list", "todo"),
+        ("what's on my Calendar tomorrow", "calendar"),
+        ("set a reminder for 5pm", "reminder"),
+        ("please note down my idea", "note down"),
+    ] {
+        let out = run(earshot(dir.path()).args(["route", text, "--json"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        assert_eq!(v["route"], "context", "{text}");
+        assert_eq!(v["by"], "keyword", "{text}");
+        assert_eq!(v["keyword"], keyword, "{text}");
+        assert_eq!(v["confidence"], 1.0);
+    }
+}
+
+#[test]
+fn route_json_uses_the_llm_when_asked_and_normalises() {
+    let server = TestServer::start(|req| {
+        assert!(is_classification(req));
+        Reply::json(
+            200,
+            &openai_completion(MODEL, "<think>it asks for a style</think> Persona."),
+        )
+    });
+    // No on-device classifier threshold can be met at 1.01: always asks the LLM.
+    let dir = state(&config_for(
+        &server,
+        "[router]\nclassifier_threshold = 1.0\n",
+    ));
+    let out = run(earshot(dir.path()).args(["route", "talk to me like a pirate", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["route"], "persona");
+    assert_eq!(v["by"], "llm");
+    // "tell me about mastodons" has no keyword: it is not context-by-keyword.
+    let out = run(earshot(dir.path()).args(["route", "tell me about mastodons", "--json"]));
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_ne!(v["by"], "keyword");
+}
+
+#[test]
+fn config_show_masks_secrets_and_names_sources() {
+    let dir = state("[llm]\nmodel = \"from-file\"\n");
+    let out = run(earshot(dir.path())
+        .args(["config", "show", "--json"])
+        .env("GROQ_API_KEY", "gsk_live_abcdefghijkl9876")
+        .env("GROQ_AGENT_MODEL", "env-agent"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("abcdefghijkl"), "secret leaked: {text}");
+    let v: Value = serde_json::from_str(text.trim()).unwrap();
+    let find = |k: &str| {
+        v["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == k)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(find("llm.api_key")["value"], "****9876");
+    assert_eq!(find("llm.api_key")["source"], "env GROQ_API_KEY");
+    assert_eq!(find("llm.model")["value"], "from-file");
+    assert!(find("llm.model")["source"]
+        .as_str()
+        .unwrap()
+        .starts_with("file "));
+    assert_eq!(find("llm.agent_model")["value"], "env-agent");
+    assert_eq!(find("llm.temperature")["source"], "default");
+}
+
+#[test]
+fn broken_config_is_one_line_naming_key_and_line() {
+    let dir = state("[llm]\nmodel = \"x\"\ntemprature = 0.2\n");
+    let out = run(earshot(dir.path()).args(["chat", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("temprature"),
+        "{err}"
+    );
+}
+
+#[test]
+fn corrupt_database_is_reported_and_left_alone() {
+    let dir = state("mode = \"graph\"\n");
+    let junk = b"definitely not sqlite ".repeat(300);
+    std::fs::write(dir.path().join("earshot.db"), &junk).unwrap();
+    let out = run(earshot(dir.path()).args(["history"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("not a readable SQLite file") && err.contains("move it aside"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.path().join("earshot.db")).unwrap(), junk);
+}
+
+#[test]
+fn secrets_never_reach_logs() {
+    let server = llm_server(|_| {
+        Reply::json(
+            401,
+            r#"{"error":{"message":"Invalid API Key","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+        )
+    });
+    let dir = state(&config_for(&server, ""));
+    let out = run(earshot(dir.path())
+        .args(["chat", "hello", "--verbose"])
+        .env("EARSHOT_LOG", "debug"));
+    assert!(!out.status.success());
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(all.contains("GROQ_API_KEY"), "{all}");
+    assert!(
+        !all.contains("gsk_test_secret_value_123"),
+        "secret leaked: {all}"
+    );
+}
