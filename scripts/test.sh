@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: installs packages and models,
+# then format check, clippy (warnings are errors) and every test.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
+"$here/setup.sh"
+[[ -d "$HOME/.cargo/bin" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+export EARSHOT_MODELS_DIR=${EARSHOT_MODELS_DIR:-"$PWD/models"}
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --all-targets -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
+cargo test --doc
