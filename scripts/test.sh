@@ -12,5 +12,6 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== cargo test"
-cargo test --all-targets -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
-cargo test --doc
+# lib, binary, integration tests and doc tests (benches are compiled by clippy
+# above and run by `cargo bench`).
+cargo test -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
