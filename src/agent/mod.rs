@@ -47,7 +47,21 @@ impl Services {
     pub fn build(config: Config) -> Result<Services> {
         let store = Store::open(&config.database_path())?;
         let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
-        Ok(Self::assemble(config, store, llm, None, None))
+        // On-device understanding is optional: without ONNX Runtime or the
+        // model the router asks the LLM instead (logged once here).
+        let embedder = match crate::nlu::load_embedder(&config) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::warn!("on-device embedder unavailable, routing by LLM: {e:#}");
+                None
+            }
+        };
+        let route_classifier = embedder.as_ref().and_then(|e| {
+            crate::nlu::routes::route_classifier(&config, e.clone())
+                .map_err(|err| tracing::warn!("route classifier unavailable: {err:#}"))
+                .ok()
+        });
+        Ok(Self::assemble(config, store, llm, embedder, route_classifier))
     }
 
     /// Wire the parts together (tests pass their own LLM).

@@ -6,7 +6,15 @@
 //! any classifier implementing it plugs into the router and the intent
 //! tree unchanged.
 
+pub mod embedder;
+pub mod examples;
+pub mod knn;
+pub mod onnx;
 pub mod router;
+pub mod routes;
+
+pub use embedder::{load_embedder, embed_all};
+pub use onnx::onnxruntime_status;
 
 use serde::{Deserialize, Serialize};
 

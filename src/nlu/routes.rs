@@ -1,0 +1,57 @@
+//! The router's on-device classifier: R-KNN over the shipped
+//! simple / context / persona examples (`intents/routes.txt`, compiled into
+//! the binary so a device needs no extra files).
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::examples::{parse_examples, Examples};
+use super::knn::KnnClassifier;
+use super::{Classifier, Embedder};
+use crate::config::Config;
+
+/// The shipped route examples (≥ 40 per route, written for speech).
+pub const ROUTE_EXAMPLES: &str = include_str!("intents/routes.txt");
+
+/// The parsed route examples.
+pub fn route_examples() -> Result<Examples> {
+    parse_examples(ROUTE_EXAMPLES, "src/nlu/intents/routes.txt")
+        .context("the built-in route examples are invalid")
+}
+
+/// Build the route classifier (labels `simple`, `context`, `persona`); the
+/// example matrix is cached under `state_dir/cache`, so after the first run
+/// this costs a file read, not 150 embeddings.
+pub fn route_knn(config: &Config, embedder: Arc<dyn Embedder>) -> Result<KnnClassifier> {
+    Ok(
+        KnnClassifier::build(embedder, &route_examples()?, Some(&config.state_dir))?
+            .with_k(config.nlu.k)
+            .with_threshold(config.router.classifier_threshold),
+    )
+}
+
+/// [`route_knn`] behind the `Classifier` seam, as the router takes it.
+pub fn route_classifier(
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+) -> Result<Arc<dyn Classifier>> {
+    Ok(Arc::new(route_knn(config, embedder)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_examples_parse_with_forty_per_route() {
+        let ex = route_examples().unwrap();
+        assert_eq!(
+            ex.keys().collect::<Vec<_>>(),
+            ["context", "persona", "simple"]
+        );
+        for (route, list) in &ex {
+            assert!(list.len() >= 40, "{route}: {}", list.len());
+        }
+    }
+}
