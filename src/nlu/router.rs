@@ -78,18 +78,31 @@ pub const SEED_KEYWORDS: &[&str] = &[
     "add a task",
 ];
 
-/// More phrases in the spirit of the reference's multilingual list
-/// (Spanish, Portuguese), whole words only.
+/// More phrases from the reference's longer multilingual list (its
+/// live-information and scheduling entries; its shopping and chat-app words
+/// such as "order", "track", "dm" are left out because, even as whole words,
+/// they fire on everyday speech: "in order to", "back on track").
 pub const EXTRA_KEYWORDS: &[&str] = &[
     "todos",
     "to-dos",
     "reminders",
     "remind me",
     "my tasks",
-    "my list",
     "search the web",
     "look up",
-    "calculate",
+    "stock price",
+    "share price",
+    "stock market",
+    "market cap",
+    "exchange rate",
+    "bitcoin",
+    "ethereum",
+    "crypto",
+    "cryptocurrency",
+    "gold price",
+    "nasdaq",
+    "dow jones",
+    "s&p 500",
     "lista de tareas",
     "tarea",
     "tareas",
@@ -102,6 +115,14 @@ pub const EXTRA_KEYWORDS: &[&str] = &[
     "tarefas",
     "lembrete",
     "lembre-me",
+    "待办",
+    "提醒",
+    "日程",
+    "任务清单",
+    "股价",
+    "股票",
+    "汇率",
+    "比特币",
 ];
 
 /// One-word classification prompt (the seed's, tightened).
@@ -132,6 +153,13 @@ impl KeywordMatcher {
         let patterns = words
             .into_iter()
             .filter_map(|word| {
+                // Scripts written without spaces (CJK) have no word
+                // boundaries: match those keywords as substrings.
+                if word.chars().any(is_cjk) {
+                    return Regex::new(&format!("(?i){}", regex::escape(&word)))
+                        .ok()
+                        .map(|r| (word, r));
+                }
                 // Spaces and hyphens inside a phrase match any run of
                 // whitespace/hyphens; the ends must be word boundaries
                 // (letters of any script count as word characters).
@@ -164,6 +192,10 @@ impl KeywordMatcher {
             .find(|(_, re)| re.is_match(text))
             .map(|(w, _)| w.as_str())
     }
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF)
 }
 
 /// Normalise the LLM's one-word answer: lower-cased, trimmed, punctuation
@@ -349,6 +381,27 @@ mod tests {
         assert!(m.find("Recuérdame llamar a mamá").is_some());
         assert!(m.find("crie um lembrete para amanhã").is_some());
         assert!(m.find("lembre-me de comprar pão").is_some());
+    }
+
+    #[test]
+    fn reference_substring_false_positives_do_not_fire() {
+        let m = matcher();
+        // Each of these contains a reference keyword as a substring only.
+        for text in [
+            "tell me about mastodons",       // todo
+            "who is the system admin",       // dm (not a keyword here either)
+            "the livestock of mongolia",     // stock
+            "a cryptographic hash function", // crypto
+            "notional value of a bond",      // notion
+            "she was very productive",       // product
+            "the schedules of trains in 1900 were printed", // schedule
+        ] {
+            assert_eq!(m.find(text), None, "{text}");
+        }
+        assert_eq!(m.find("what's the bitcoin price"), Some("bitcoin"));
+        assert_eq!(m.find("S&P 500 today"), Some("s&p 500"));
+        assert_eq!(m.find("帮我添加一个待办事项"), Some("待办"));
+        assert_eq!(m.find("今天的股价怎么样"), Some("股价"));
     }
 
     #[test]
