@@ -13,7 +13,6 @@ pub mod tool_loop;
 pub mod turn;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Result;
 
@@ -82,7 +81,9 @@ impl Services {
             config.router.classifier_threshold,
             router_llm,
         );
-        let tools = ToolRegistry::new(Duration::from_millis(config.tools.timeout_ms));
+        // Built once here; `set_conversation_search` rebuilds it when the
+        // memory module supplies its index.
+        let tools = crate::tools::build_registry(&config, &store, None);
         Services {
             config: Arc::new(config),
             store,
@@ -93,5 +94,18 @@ impl Services {
             tools: Arc::new(tools),
             recall: None,
         }
+    }
+
+    /// Supply the conversation index (the memory module's vector search)
+    /// and rebuild the tool set so `search_conversations` is offered.
+    pub fn set_conversation_search(
+        &mut self,
+        search: Arc<dyn crate::tools::search_conversations::ConversationSearch>,
+    ) {
+        self.tools = Arc::new(crate::tools::build_registry(
+            &self.config,
+            &self.store,
+            Some(search),
+        ));
     }
 }

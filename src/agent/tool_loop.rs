@@ -1,16 +1,243 @@
 //! The context path's tool-calling agent (R-NODE context, R-TOOL).
 //!
-//! Until the agent lands, `run` returns `None` and the context route is
-//! answered by the simple node (the turn log says so).
+//! The OpenAI tool-calling loop: offer the configured tools, run every
+//! `tool_calls` entry of a reply (several may come at once), answer each
+//! with a `tool` message carrying its `tool_call_id`, and ask again — at
+//! most [`MAX_ITERATIONS`] times, then a fixed friendly answer instead of
+//! looping forever. Groq's transient `tool_use_failed` is retried; every
+//! other failure becomes a sentence the user hears, never a crash. Each
+//! call is announced (`thinking`) and recorded with its latency in the
+//! turn log.
 
-use super::nodes::NodeAnswer;
+use std::time::{Duration, Instant};
+
+use super::cleanup::StreamCleaner;
+use super::nodes::{build_messages, NodeAnswer};
+use super::prompts;
 use super::turn::TurnContext;
-use crate::events::EventSink;
+use crate::events::{Event, EventSink};
+use crate::llm::{ChatMessage, ChatRequest, ChatResponse, LlmError, ToolCall};
+use crate::telemetry::ToolCallRecord;
+use crate::tools::{ToolError, ToolRegistry};
 
-/// Run the agent loop; `None` when no agent is available on this build.
+/// Model requests per turn before giving up.
+pub const MAX_ITERATIONS: usize = 10;
+/// What is said when the model keeps calling tools.
+pub const LIMIT_ANSWER: &str =
+    "I hit my limit of steps for this request. Please try asking in a simpler way.";
+/// Attempts for a request that fails with `tool_use_failed`.
+pub const TOOL_USE_FAILED_ATTEMPTS: u32 = 3;
+/// Pause between those attempts.
+pub const TOOL_USE_FAILED_PAUSE: Duration = Duration::from_secs(1);
+/// Longest tool result passed back to the model, in characters.
+const MAX_RESULT_CHARS: usize = 4000;
+
+/// Run the agent loop. Always `Some` now that the agent exists.
 pub fn run(
-    _ctx: &mut TurnContext<'_>,
-    _sink: &mut dyn EventSink,
+    ctx: &mut TurnContext<'_>,
+    sink: &mut dyn EventSink,
 ) -> Option<Result<NodeAnswer, String>> {
-    None
+    Some(run_agent(ctx, sink))
+}
+
+fn run_agent(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
+    let services = ctx.services;
+    let tools = services.tools.clone();
+    let cfg = &services.config.llm;
+    ctx.record.node = Some("context".into());
+    let mut messages = build_messages(prompts::agent(&tools.names()), ctx);
+    let specs = tools.specs();
+    let started = Instant::now();
+    let mut cleaner = StreamCleaner::new();
+    // Everything emitted as content, so the stored answer is what was said.
+    let mut said = String::new();
+    let mut model = String::new();
+
+    for iteration in 0..MAX_ITERATIONS {
+        let request = ChatRequest {
+            model: cfg.agent_model.clone(),
+            messages: messages.clone(),
+            temperature: cfg.agent_temperature,
+            max_completion_tokens: cfg.max_completion_tokens,
+            top_p: cfg.top_p,
+            tools: specs.clone(),
+            stream: cfg.stream,
+        };
+        let response = chat_with_retry(ctx, &request, &mut |token| {
+            let shown = cleaner.push(token);
+            if !shown.is_empty() {
+                said.push_str(&shown);
+                sink.emit(&Event::Content { data: shown });
+            }
+        })
+        .map_err(|e| {
+            ctx.record.error = Some(e.to_string());
+            ctx.record
+                .note(format!("agent stopped at step {}", iteration + 1));
+            sentence(&e)
+        })?;
+        if iteration == 0 {
+            if let Some(ms) = response.first_token_ms {
+                ctx.record.set_ms("first_token", ms);
+            }
+        }
+        if !response.model.is_empty() {
+            model = response.model.clone();
+        }
+        if response.tool_calls.is_empty() {
+            ctx.record.stage("llm", started);
+            return Ok(answer(said, model, &cfg.agent_model));
+        }
+        if !said.is_empty() && !said.ends_with(char::is_whitespace) {
+            // Text said before a tool call is kept apart from what follows.
+            said.push(' ');
+            sink.emit(&Event::Content { data: " ".into() });
+        }
+        let calls = with_ids(response.tool_calls, iteration);
+        let content = Some(response.content).filter(|c| !c.is_empty());
+        messages.push(ChatMessage::assistant_tool_calls(content, calls.clone()));
+        for call in &calls {
+            if ctx.cancel.is_cancelled() {
+                return Err("Okay, stopped.".into());
+            }
+            let result = run_tool(ctx, &tools, call, sink);
+            messages.push(ChatMessage::tool_result(call.id.clone(), result));
+        }
+    }
+    ctx.record.stage("llm", started);
+    ctx.record
+        .note(format!("agent hit its limit of {MAX_ITERATIONS} steps"));
+    if !said.is_empty() && !said.ends_with(char::is_whitespace) {
+        said.push(' ');
+        sink.emit(&Event::Content { data: " ".into() });
+    }
+    said.push_str(LIMIT_ANSWER);
+    sink.emit(&Event::Content {
+        data: LIMIT_ANSWER.into(),
+    });
+    Ok(answer(said, model, &cfg.agent_model))
+}
+
+fn answer(text: String, model: String, fallback_model: &str) -> NodeAnswer {
+    NodeAnswer {
+        text,
+        model: if model.is_empty() {
+            fallback_model.to_string()
+        } else {
+            model
+        },
+        route: "context".into(),
+        ..Default::default()
+    }
+}
+
+/// The sentence the user hears for an agent failure.
+fn sentence(e: &LlmError) -> String {
+    if e.is_tool_use_failed() {
+        "I had trouble using my tools for that request. Please try asking in a different way."
+            .into()
+    } else {
+        e.user_sentence()
+    }
+}
+
+/// One request, retrying `tool_use_failed` up to
+/// [`TOOL_USE_FAILED_ATTEMPTS`] times, [`TOOL_USE_FAILED_PAUSE`] apart.
+fn chat_with_retry(
+    ctx: &mut TurnContext<'_>,
+    request: &ChatRequest,
+    on_token: &mut dyn FnMut(&str),
+) -> Result<ChatResponse, LlmError> {
+    let mut attempt = 1;
+    loop {
+        match ctx.services.llm.chat(request, on_token, &ctx.cancel) {
+            Err(e) if e.is_tool_use_failed() && attempt < TOOL_USE_FAILED_ATTEMPTS => {
+                tracing::warn!(
+                    attempt,
+                    "the model produced a malformed tool call; retrying"
+                );
+                ctx.record
+                    .note(format!("tool_use_failed on attempt {attempt}; retried"));
+                attempt += 1;
+                let until = Instant::now() + TOOL_USE_FAILED_PAUSE;
+                while Instant::now() < until {
+                    if ctx.cancel.is_cancelled() {
+                        return Err(LlmError::Cancelled);
+                    }
+                    std::thread::sleep(
+                        Duration::from_millis(20)
+                            .min(until.saturating_duration_since(Instant::now())),
+                    );
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Calls without an id get one, so each `tool` message can answer its call.
+fn with_ids(calls: Vec<ToolCall>, iteration: usize) -> Vec<ToolCall> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            if c.id.trim().is_empty() {
+                c.id = format!("call_{iteration}_{i}");
+            }
+            c
+        })
+        .collect()
+}
+
+/// Run one call: announce it, time it, record it; the model always gets a
+/// short string back.
+fn run_tool(
+    ctx: &mut TurnContext<'_>,
+    tools: &ToolRegistry,
+    call: &ToolCall,
+    sink: &mut dyn EventSink,
+) -> String {
+    let name = if call.name.trim().is_empty() {
+        "unnamed".to_string()
+    } else {
+        call.name.trim().to_string()
+    };
+    sink.emit(&Event::Thinking { tool: name.clone() });
+    sink.emit(&Event::KeepAlive);
+    let started = Instant::now();
+    let result = if call.name.trim().is_empty() {
+        Err(ToolError::BadArguments("the tool call has no name".into()))
+    } else {
+        tools.call(&name, &call.arguments)
+    };
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    ctx.record.tools.push(ToolCallRecord {
+        name: name.clone(),
+        ms,
+        ok: result.is_ok(),
+    });
+    let text = match result {
+        Ok(text) => text,
+        Err(ToolError::Unavailable(sentence)) => sentence,
+        Err(e) => {
+            tracing::info!(tool = %name, error = %e, "tool call failed");
+            let e = e.to_string();
+            if e.starts_with("Error") {
+                e
+            } else {
+                format!("Error: {e}")
+            }
+        }
+    };
+    clip(&text, MAX_RESULT_CHARS)
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max).collect();
+        t.push('…');
+        t
+    }
 }

@@ -4,6 +4,19 @@
 //! never crashes the agent: every failure becomes a short string the model
 //! can read, and a tool that is not configured is not offered at all.
 
+mod build;
+pub mod calculator;
+pub mod http;
+pub mod search_conversations;
+pub mod todos;
+pub mod todos_local;
+pub mod todos_notion;
+pub mod web_search;
+
+pub use build::{
+    build_registry, fingerprint, notion_configured, rebuild_if_changed, todo_backend, KNOWN_TOOLS,
+};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,7 +72,8 @@ pub enum ToolError {
     BadArguments(String),
     #[error("{0}")]
     Failed(String),
-    #[error("{0} is unavailable right now")]
+    /// A whole sentence: which tool, and why (e.g. the key that is missing).
+    #[error("{0}")]
     Unavailable(String),
 }
 
@@ -78,20 +92,55 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Known tools that are not configured: name → the sentence said when
+    /// the model calls one anyway. Never offered in [`ToolRegistry::specs`].
+    unavailable: Vec<(String, String)>,
     timeout: Duration,
+    /// What the registry was built from (see [`fingerprint`]).
+    fingerprint: u64,
 }
 
 impl ToolRegistry {
     pub fn new(timeout: Duration) -> Self {
         Self {
             tools: Vec::new(),
+            unavailable: Vec::new(),
             timeout,
+            fingerprint: 0,
         }
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.retain(|t| t.name() != tool.name());
+        self.unavailable.retain(|(n, _)| n != tool.name());
         self.tools.push(tool);
+    }
+
+    /// Record a known tool that is not configured, with the sentence to
+    /// answer if the model calls it anyway.
+    pub fn mark_unavailable(&mut self, name: &str, sentence: impl Into<String>) {
+        if self.get(name).is_none() {
+            self.unavailable.retain(|(n, _)| n != name);
+            self.unavailable.push((name.to_string(), sentence.into()));
+        }
+    }
+
+    /// Why `name` is not offered, if it is a known but unconfigured tool.
+    pub fn unavailable_reason(&self, name: &str) -> Option<&str> {
+        self.unavailable
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.as_str())
+    }
+
+    /// The fingerprint of the configuration this registry was built from.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
@@ -121,10 +170,16 @@ impl ToolRegistry {
     /// Call a tool by name with raw JSON arguments, bounded by the timeout.
     /// Always returns a string for the model: failures are short sentences.
     pub fn call(&self, name: &str, raw_args: &str) -> Result<String, ToolError> {
-        let tool = self
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ToolError::Unavailable(format!("The tool {name}")))?;
+        let tool = match self.get(name) {
+            Some(tool) => tool.clone(),
+            None => {
+                return Err(ToolError::Unavailable(
+                    self.unavailable_reason(name)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("There is no tool named {name}.")),
+                ))
+            }
+        };
         let args: Value = if raw_args.trim().is_empty() {
             Value::Object(Default::default())
         } else {

@@ -1,0 +1,198 @@
+//! The one JSON-over-HTTP helper the cloud tools (Tavily, Notion) share.
+//!
+//! Why: every cloud tool needs the same bounded request (a deadline below
+//! the registry's tool timeout, a body size limit) and the same mapping of
+//! failures to a short sentence the model can read — an HTML error page, a
+//! timeout or a refused key must never reach the model as a wall of text.
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Largest response body read.
+const MAX_BODY: u64 = 2 * 1024 * 1024;
+
+/// Why a request failed, already phrased for the model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HttpError {
+    #[error("could not reach {service}: {reason}")]
+    Unreachable { service: String, reason: String },
+    #[error("{service} did not answer in time")]
+    Timeout { service: String },
+    /// A non-2xx status; `message` is the API's own error text when it sent
+    /// JSON, else a note that it sent something else (e.g. an HTML page).
+    #[error("{service} answered HTTP {status}: {message}")]
+    Status {
+        service: String,
+        status: u16,
+        code: Option<String>,
+        message: String,
+    },
+    #[error("{service} sent a reply that is not JSON")]
+    NotJson { service: String },
+}
+
+/// A small blocking JSON client for one service.
+#[derive(Clone)]
+pub struct JsonHttp {
+    service: String,
+    agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for JsonHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonHttp")
+            .field("service", &self.service)
+            .finish()
+    }
+}
+
+impl JsonHttp {
+    /// `deadline` bounds the whole exchange (connect to last byte).
+    pub fn new(service: &str, deadline: Duration) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(deadline))
+            .http_status_as_error(false)
+            .user_agent(concat!("earshot/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Self {
+            service: service.to_string(),
+            agent,
+        }
+    }
+
+    /// Send `method url` with `headers` and an optional JSON body; the
+    /// parsed JSON reply on 2xx. Header values are never logged.
+    pub fn send(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value, HttpError> {
+        let result = match method {
+            "GET" => {
+                let mut req = self.agent.get(url);
+                for (k, v) in headers {
+                    req = req.header(*k, v.as_str());
+                }
+                req.call()
+            }
+            _ => {
+                let mut req = match method {
+                    "PATCH" => self.agent.patch(url),
+                    _ => self.agent.post(url),
+                };
+                req = req.header("Content-Type", "application/json");
+                for (k, v) in headers {
+                    req = req.header(*k, v.as_str());
+                }
+                let text = body.map(Value::to_string).unwrap_or_else(|| "{}".into());
+                req.send(text.as_bytes())
+            }
+        };
+        let response = result.map_err(|e| self.transport(e))?;
+        let status = response.status().as_u16();
+        let mut bytes = Vec::new();
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_BODY)
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    HttpError::Timeout {
+                        service: self.service.clone(),
+                    }
+                } else {
+                    HttpError::Unreachable {
+                        service: self.service.clone(),
+                        reason: format!("the connection broke ({e})"),
+                    }
+                }
+            })?;
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        if !(200..300).contains(&status) {
+            let (code, message) = match &parsed {
+                Some(v) => error_text(v),
+                None => (None, "it sent an error page instead of JSON".to_string()),
+            };
+            return Err(HttpError::Status {
+                service: self.service.clone(),
+                status,
+                code,
+                message,
+            });
+        }
+        parsed.ok_or_else(|| HttpError::NotJson {
+            service: self.service.clone(),
+        })
+    }
+
+    fn transport(&self, e: ureq::Error) -> HttpError {
+        match e {
+            ureq::Error::Timeout(_) => HttpError::Timeout {
+                service: self.service.clone(),
+            },
+            other => HttpError::Unreachable {
+                service: self.service.clone(),
+                reason: one_line(&other.to_string(), 120),
+            },
+        }
+    }
+}
+
+/// The code and message of the common JSON error shapes: Notion's
+/// `{"code","message"}`, Tavily's `{"detail":{"error"}}`, OpenAI-style
+/// `{"error":{"message"}}`.
+fn error_text(v: &Value) -> (Option<String>, String) {
+    let code = v.get("code").and_then(Value::as_str).map(str::to_string);
+    let message = v
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| v["detail"].get("error").and_then(Value::as_str))
+        .or_else(|| v.get("detail").and_then(Value::as_str))
+        .or_else(|| v["error"].get("message").and_then(Value::as_str))
+        .or_else(|| v.get("error").and_then(Value::as_str))
+        .unwrap_or("no details given");
+    (code, one_line(message, 200))
+}
+
+/// Collapse whitespace and cut to `max` characters.
+pub fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn error_shapes_are_read() {
+        let notion = json!({"object":"error","status":400,"code":"validation_error","message":"body failed validation"});
+        assert_eq!(
+            error_text(&notion),
+            (
+                Some("validation_error".into()),
+                "body failed validation".into()
+            )
+        );
+        let tavily = json!({"detail": {"error": "Unauthorized: missing or invalid API key."}});
+        assert_eq!(
+            error_text(&tavily).1,
+            "Unauthorized: missing or invalid API key."
+        );
+        assert_eq!(one_line("a\n  b", 10), "a b");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+    }
+}
