@@ -43,6 +43,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one agent tool directly and print its result, e.g.
+    /// `earshot tool calculator '{"expression":"2**10"}'`.
+    Tool {
+        /// calculator, web_search, add_todo, list_todos, complete_todo,
+        /// delete_todo or search_conversations.
+        name: String,
+        /// The arguments as one JSON object (default `{}`).
+        args: Option<String>,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -84,6 +93,7 @@ fn main() -> ExitCode {
             earshot::cli::route::run(config, &text, json).map(|_| true)
         }
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
+        Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod config_cmd;
 pub mod history;
 pub mod route;
+pub mod tool;
 
 use std::path::Path;
 
