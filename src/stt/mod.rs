@@ -1,4 +1,28 @@
 //! Speech to text: local whisper.cpp first, Groq's Whisper as fallback.
+//!
+//! Every backend implements [`Transcriber`]; [`Stt`] holds them in the
+//! configured order (`local-first`, `cloud-first`, `local-only`,
+//! `cloud-only`) and tries the next one when a backend fails. Built once at
+//! start (the whisper model stays loaded across turns), shared by the
+//! voice loop and `earshot transcribe`.
+//!
+//! ```no_run
+//! let loaded = earshot::config::load(None)?;
+//! let stt = earshot::stt::Stt::from_config(&loaded.config)?;
+//! stt.warm_up_in_background();
+//! let audio = vec![0.0f32; 16_000];
+//! let t = stt.transcribe(&audio)?;
+//! println!("{} ({} via {}, {} ms)", t.display_text(), t.engine, t.path, t.timings.stt_ms);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+pub mod groq;
+pub mod text;
+#[cfg(feature = "whisper")]
+pub mod whisper;
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +46,16 @@ pub struct SttConfig {
     pub cloud_base_url: String,
     /// `GROQ_STT_MODEL`
     pub cloud_model: String,
+    /// Key for the cloud STT; empty = `llm.api_key` (`GROQ_API_KEY`).
+    pub cloud_api_key: String,
+    /// Whole-request limit for the cloud call.
+    pub cloud_timeout_secs: u64,
+    /// Less voiced audio than this (webrtc-vad, 30 ms frames) is
+    /// "(no speech)" without running a model — whisper invents text for
+    /// silence and noise.
+    pub min_voiced_ms: u32,
+    /// `[stt.fast]`: the short-utterance fast path (issue 9).
+    pub fast: FastConfig,
 }
 
 impl Default for SttConfig {
@@ -35,6 +69,366 @@ impl Default for SttConfig {
             beam_size: 1,
             cloud_base_url: "https://api.groq.com/openai/v1".into(),
             cloud_model: "whisper-large-v3".into(),
+            cloud_api_key: String::new(),
+            cloud_timeout_secs: 20,
+            min_voiced_ms: 120,
+            fast: FastConfig::default(),
         }
+    }
+}
+
+/// `[stt.fast]`: whisper pads every input to 30 s; for a 3 s command the
+/// encoder does 10× the work needed. The fast path shrinks the encoder's
+/// context (`audio_ctx`) to the utterance plus a margin and bounds the
+/// decoder; when the result looks wrong it reruns with the full context.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastConfig {
+    pub enabled: bool,
+    /// Utterances longer than this go straight to the full path.
+    pub max_audio_ms: u32,
+    /// Context added after the audio (ms); too little and the decoder
+    /// loses the last word or loops.
+    pub margin_ms: u32,
+    /// Smallest context used (in encoder frames of 20 ms).
+    pub min_audio_ctx: u32,
+    /// Decoder budget: tokens per second of audio…
+    pub tokens_per_sec: f32,
+    /// …plus this many.
+    pub token_slack: u32,
+    /// Wall-time cap of the fast pass; hitting it falls back.
+    pub max_wall_ms: u32,
+    /// Fast pass average token log-probability below this falls back.
+    pub min_avg_logprob: f32,
+    /// A word n-gram repeated this many times in a row falls back.
+    pub max_repeats: u32,
+    /// Wall-time cap of the full pass (never hang on pathological input).
+    pub full_max_wall_ms: u32,
+}
+
+impl Default for FastConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_audio_ms: 20_000,
+            margin_ms: 1_000,
+            min_audio_ctx: 100,
+            tokens_per_sec: 6.0,
+            token_slack: 12,
+            max_wall_ms: 3_000,
+            min_avg_logprob: -1.0,
+            max_repeats: 3,
+            full_max_wall_ms: 60_000,
+        }
+    }
+}
+
+/// Fallback order of the engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    LocalFirst,
+    CloudFirst,
+    LocalOnly,
+    CloudOnly,
+}
+
+impl Order {
+    /// Parse `stt.order`; the error lists the accepted values.
+    pub fn parse(s: &str) -> Result<Order, SttError> {
+        match s.trim() {
+            "local-first" | "" => Ok(Order::LocalFirst),
+            "cloud-first" => Ok(Order::CloudFirst),
+            "local-only" => Ok(Order::LocalOnly),
+            "cloud-only" => Ok(Order::CloudOnly),
+            other => Err(SttError::Config(format!(
+                "stt.order = {other:?}; use local-first, cloud-first, local-only or cloud-only"
+            ))),
+        }
+    }
+
+    fn wants_local(self) -> bool {
+        !matches!(self, Order::CloudOnly)
+    }
+
+    fn wants_cloud(self) -> bool {
+        !matches!(self, Order::LocalOnly)
+    }
+}
+
+/// Why a transcription failed. Callers branch on it: the loop speaks
+/// [`SttError::user_sentence`] and keeps listening.
+#[derive(Debug, thiserror::Error)]
+pub enum SttError {
+    #[error("whisper model {path} not found; run scripts/fetch-whisper.sh or set stt.whisper_model / EARSHOT_MODELS_DIR")]
+    ModelMissing { path: String },
+    #[error("whisper model {path} could not be loaded ({reason}); re-download it with scripts/fetch-whisper.sh")]
+    ModelCorrupt { path: String, reason: String },
+    #[error("local transcription failed: {0}")]
+    Local(String),
+    #[error("cloud STT at {url} answered HTTP {status}: {message}")]
+    CloudHttp {
+        url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("cloud STT at {url} unreachable: {reason}")]
+    CloudTransport { url: String, reason: String },
+    #[error("cloud STT returned an unreadable answer: {0}")]
+    CloudBadBody(String),
+    #[error("cloud STT needs an API key: set GROQ_API_KEY (or stt.cloud_api_key), or use stt.order = \"local-only\"")]
+    NoApiKey,
+    #[error("{0}")]
+    Config(String),
+    #[error("no speech-to-text engine is available: {0}")]
+    NoEngine(String),
+    /// Every engine in the order failed; each reason, in order.
+    #[error("speech-to-text failed: {}", .0.join("; then "))]
+    AllFailed(Vec<String>),
+}
+
+impl SttError {
+    /// A sentence short enough to speak on the device.
+    pub fn user_sentence(&self) -> &'static str {
+        match self {
+            SttError::ModelMissing { .. } | SttError::ModelCorrupt { .. } => {
+                "My speech model is missing, so I can't understand you right now."
+            }
+            SttError::CloudHttp { status: 401, .. } | SttError::NoApiKey => {
+                "The speech service rejected my key."
+            }
+            SttError::CloudHttp { .. }
+            | SttError::CloudTransport { .. }
+            | SttError::CloudBadBody(_) => "The speech service isn't answering.",
+            _ => "Sorry, I couldn't make out what you said.",
+        }
+    }
+}
+
+/// Where the time went, for the loop's stage log and `--json`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SttTimings {
+    /// Inference only (model loaded): everything `transcribe` did.
+    pub stt_ms: u64,
+    /// Length of the audio.
+    pub audio_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_ms: Option<u64>,
+}
+
+/// A transcription with how it was made.
+#[derive(Debug, Clone, Serialize)]
+pub struct Transcript {
+    /// The words; empty when `no_speech`.
+    pub text: String,
+    pub no_speech: bool,
+    /// `whisper`, `groq`, or `gate` (no model run: no speech found).
+    pub engine: String,
+    /// `fast`, `full`, `fast+full` (fell back), `cloud`, `skipped`.
+    pub path: String,
+    /// Why this path ran (and why a fallback happened).
+    pub reason: String,
+    pub timings: SttTimings,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_ctx: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_logprob: Option<f32>,
+    /// Engines that failed before this one, with one-line reasons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
+}
+
+impl Transcript {
+    /// The text, or `(no speech)`.
+    pub fn display_text(&self) -> &str {
+        if self.no_speech {
+            "(no speech)"
+        } else {
+            &self.text
+        }
+    }
+
+    fn no_speech(engine: &str, path: &str, reason: String, audio_ms: u64) -> Transcript {
+        Transcript {
+            text: String::new(),
+            no_speech: true,
+            engine: engine.into(),
+            path: path.into(),
+            reason,
+            timings: SttTimings {
+                audio_ms,
+                ..Default::default()
+            },
+            audio_ctx: None,
+            avg_logprob: None,
+            fallbacks: Vec::new(),
+        }
+    }
+}
+
+/// A speech-to-text backend. Audio is 16 kHz mono `f32`.
+pub trait Transcriber: Send + Sync {
+    /// `whisper`, `groq`.
+    fn name(&self) -> &'static str;
+    /// Transcribe one utterance.
+    fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError>;
+    /// Make the first real call as fast as the rest (load pages, build
+    /// graphs). Default: nothing to do.
+    fn warm_up(&self) -> Result<(), SttError> {
+        Ok(())
+    }
+}
+
+/// The configured engines in fallback order.
+#[derive(Clone)]
+pub struct Stt {
+    engines: Vec<Arc<dyn Transcriber>>,
+    /// Engines that could not be built (logged; reported with failures).
+    unavailable: Vec<String>,
+    min_voiced_ms: u32,
+}
+
+impl Stt {
+    /// Build from the whole config: the local model is loaded now (once).
+    /// A local model that fails to load is an error unless the order
+    /// allows the cloud and a key is present — then it is logged and the
+    /// cloud is used.
+    pub fn from_config(config: &crate::config::Config) -> Result<Stt, SttError> {
+        let cfg = &config.stt;
+        let order = Order::parse(&cfg.order)?;
+        let mut local: Option<Arc<dyn Transcriber>> = None;
+        let mut cloud: Option<Arc<dyn Transcriber>> = None;
+        let mut unavailable = Vec::new();
+        if order.wants_local() {
+            match build_local(config) {
+                Ok(t) => local = Some(t),
+                Err(e) => {
+                    tracing::warn!(error = %e, "local STT unavailable");
+                    unavailable.push(format!("whisper: {e}"));
+                }
+            }
+        }
+        if order.wants_cloud() {
+            let key = if cfg.cloud_api_key.is_empty() {
+                config.llm.api_key.clone()
+            } else {
+                cfg.cloud_api_key.clone()
+            };
+            match groq::GroqStt::new(cfg, &key) {
+                Ok(t) => cloud = Some(Arc::new(t)),
+                Err(e) => unavailable.push(format!("groq: {e}")),
+            }
+        }
+        let engines: Vec<Arc<dyn Transcriber>> = match order {
+            Order::LocalFirst | Order::LocalOnly => local.into_iter().chain(cloud).collect(),
+            Order::CloudFirst | Order::CloudOnly => cloud.into_iter().chain(local).collect(),
+        };
+        if engines.is_empty() {
+            return Err(SttError::NoEngine(unavailable.join("; ")));
+        }
+        Ok(Stt {
+            engines,
+            unavailable,
+            min_voiced_ms: cfg.min_voiced_ms,
+        })
+    }
+
+    /// Engines given directly (tests, benches).
+    pub fn with_engines(engines: Vec<Arc<dyn Transcriber>>, min_voiced_ms: u32) -> Stt {
+        Stt {
+            engines,
+            unavailable: Vec::new(),
+            min_voiced_ms,
+        }
+    }
+
+    /// Names of the engines in order.
+    pub fn engine_names(&self) -> Vec<&'static str> {
+        self.engines.iter().map(|e| e.name()).collect()
+    }
+
+    /// Warm every engine up on a background thread (start-up, off the
+    /// voice loop). A transcription arriving meanwhile simply waits for
+    /// the model lock.
+    pub fn warm_up_in_background(&self) -> std::thread::JoinHandle<()> {
+        let engines = self.engines.clone();
+        std::thread::spawn(move || {
+            for e in engines {
+                let t = Instant::now();
+                match e.warm_up() {
+                    Ok(()) => tracing::debug!(
+                        engine = e.name(),
+                        ms = t.elapsed().as_millis() as u64,
+                        "STT warmed up"
+                    ),
+                    Err(err) => {
+                        tracing::warn!(engine = e.name(), error = %err, "STT warm-up failed")
+                    }
+                }
+            }
+        })
+    }
+
+    /// Transcribe 16 kHz mono audio with the first engine that works.
+    /// Audio without speech comes back as `no_speech` without a model run.
+    pub fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        let started = Instant::now();
+        let audio_ms = audio.len() as u64 * 1000 / u64::from(crate::audio::SAMPLE_RATE);
+        let pcm = crate::audio::to_i16(audio);
+        let voiced = crate::audio::vad::voiced_ms(&pcm, 2);
+        if voiced < u64::from(self.min_voiced_ms) {
+            let mut t = Transcript::no_speech(
+                "gate",
+                "skipped",
+                format!(
+                    "{voiced} ms voiced < stt.min_voiced_ms = {}",
+                    self.min_voiced_ms
+                ),
+                audio_ms,
+            );
+            t.timings.stt_ms = started.elapsed().as_millis() as u64;
+            return Ok(t);
+        }
+        let mut failures: Vec<String> = self.unavailable.clone();
+        for engine in &self.engines {
+            match engine.transcribe(audio) {
+                Ok(mut t) => {
+                    t.fallbacks = failures;
+                    t.timings.stt_ms = started.elapsed().as_millis() as u64;
+                    return Ok(t);
+                }
+                Err(e) => {
+                    tracing::warn!(engine = engine.name(), error = %e, "STT engine failed; trying the next");
+                    failures.push(format!("{}: {e}", engine.name()));
+                }
+            }
+        }
+        Err(SttError::AllFailed(failures))
+    }
+}
+
+#[cfg(feature = "whisper")]
+fn build_local(config: &crate::config::Config) -> Result<Arc<dyn Transcriber>, SttError> {
+    let path = config.models_dir.join(&config.stt.whisper_model);
+    Ok(Arc::new(whisper::WhisperStt::load(&path, &config.stt)?))
+}
+
+#[cfg(not(feature = "whisper"))]
+fn build_local(_config: &crate::config::Config) -> Result<Arc<dyn Transcriber>, SttError> {
+    Err(SttError::Local(
+        "this build has no local STT (built without the `whisper` feature)".into(),
+    ))
+}
+
+/// The number of threads to use: the configured value, else the cores
+/// available.
+pub fn threads(cfg: &SttConfig) -> usize {
+    if cfg.threads > 0 {
+        cfg.threads
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
     }
 }

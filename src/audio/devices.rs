@@ -1,0 +1,83 @@
+//! Enumerate audio devices with the names `audio.input` / `audio.output`
+//! accept (what `arecord -L` / `aplay -L` would show, through cpal).
+
+use cpal::traits::{DeviceTrait, HostTrait};
+use serde::Serialize;
+
+/// One device as `earshot devices` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    /// The value to put in the config (`alsa:` prefix dropped for ALSA).
+    pub name: String,
+    /// Human description from the backend.
+    pub description: String,
+    pub input: bool,
+    pub output: bool,
+    pub is_default_input: bool,
+    pub is_default_output: bool,
+    /// e.g. `16000-48000 Hz, 1-2 ch` for the input side.
+    pub input_formats: Vec<String>,
+    pub output_formats: Vec<String>,
+}
+
+/// The config name for a cpal device id (`alsa:hw:1,0` → `hw:1,0`).
+pub fn config_name(id: &str) -> String {
+    id.strip_prefix("alsa:").unwrap_or(id).to_string()
+}
+
+fn formats<I: Iterator<Item = cpal::SupportedStreamConfigRange>>(it: I) -> Vec<String> {
+    let mut out: Vec<String> = it
+        .map(|r| {
+            format!(
+                "{}-{} Hz {} ch {:?}",
+                r.min_sample_rate(),
+                r.max_sample_rate(),
+                r.channels(),
+                r.sample_format()
+            )
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// All devices of the default host (ALSA on Linux).
+pub fn list() -> Result<Vec<DeviceInfo>, super::AudioError> {
+    let host = cpal::default_host();
+    let default_in = host
+        .default_input_device()
+        .and_then(|d| d.id().ok())
+        .map(|id| id.to_string());
+    let default_out = host
+        .default_output_device()
+        .and_then(|d| d.id().ok())
+        .map(|id| id.to_string());
+    let devices = host
+        .devices()
+        .map_err(|e| super::AudioError::Backend(format!("cannot list devices: {e}")))?;
+    let mut out = Vec::new();
+    for d in devices {
+        let Ok(id) = d.id() else { continue };
+        let id = id.to_string();
+        let description = d
+            .description()
+            .map(|x| x.to_string().replace('\n', " "))
+            .unwrap_or_default();
+        let input_formats = d.supported_input_configs().map(formats).unwrap_or_default();
+        let output_formats = d
+            .supported_output_configs()
+            .map(formats)
+            .unwrap_or_default();
+        out.push(DeviceInfo {
+            name: config_name(&id),
+            description,
+            input: !input_formats.is_empty(),
+            output: !output_formats.is_empty(),
+            is_default_input: default_in.as_deref() == Some(id.as_str()),
+            is_default_output: default_out.as_deref() == Some(id.as_str()),
+            input_formats,
+            output_formats,
+        });
+    }
+    Ok(out)
+}

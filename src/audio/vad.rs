@@ -1,0 +1,483 @@
+//! Endpointing: webrtc-vad frame decisions turned into utterances.
+//!
+//! The state machine is small on purpose: *idle* keeps a pre-roll of the
+//! last few hundred ms; `start_frames` voiced frames within the last
+//! `start_window` frames start an utterance (pre-roll included, so the first
+//! syllable is never clipped); `hangover_ms` of continuous non-speech ends
+//! it; anything with less than `min_utterance_ms` of speech is dropped as a
+//! blip; `max_utterance_ms` forces an end so a stuck-open mic can't grow a
+//! buffer forever.
+//!
+//! `webrtc_vad::Vad` is not `Send`, so an [`Endpointer`] lives on the
+//! thread that created it (the voice loop's listening thread).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use webrtc_vad::{SampleRate, Vad, VadMode};
+
+use super::{AudioError, AudioSource, SAMPLE_RATE};
+use crate::cancel::CancelToken;
+
+/// `[audio.vad]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VadConfig {
+    /// 10, 20 or 30 (webrtc-vad's only frame sizes).
+    pub frame_ms: u32,
+    /// 0 (lets most sound through) … 3 (strictest about what is speech).
+    pub aggressiveness: u8,
+    /// Voiced frames needed within the last `start_window` frames to start.
+    pub start_frames: u32,
+    /// Window (in frames) the start trigger counts over.
+    pub start_window: u32,
+    /// Audio kept from before the trigger, so onsets are not clipped.
+    pub preroll_ms: u32,
+    /// Continuous non-speech that ends an utterance.
+    pub hangover_ms: u32,
+    /// Shorter speech (trigger to last voiced frame) is discarded as a blip.
+    pub min_utterance_ms: u32,
+    /// An utterance is cut here even if speech continues.
+    pub max_utterance_ms: u32,
+    /// Non-speech kept after the last voiced frame (whisper likes a little).
+    pub tail_ms: u32,
+}
+
+impl Default for VadConfig {
+    fn default() -> Self {
+        Self {
+            frame_ms: 30,
+            aggressiveness: 2,
+            start_frames: 4,
+            start_window: 6,
+            preroll_ms: 300,
+            hangover_ms: 700,
+            min_utterance_ms: 250,
+            max_utterance_ms: 15_000,
+            tail_ms: 200,
+        }
+    }
+}
+
+impl VadConfig {
+    /// Check the values; the error names the key and the allowed range.
+    pub fn validate(&self) -> Result<(), String> {
+        if ![10, 20, 30].contains(&self.frame_ms) {
+            return Err(format!(
+                "audio.vad.frame_ms = {} but webrtc-vad only takes 10, 20 or 30",
+                self.frame_ms
+            ));
+        }
+        if self.aggressiveness > 3 {
+            return Err(format!(
+                "audio.vad.aggressiveness = {} but it must be 0..=3",
+                self.aggressiveness
+            ));
+        }
+        if self.start_frames == 0 || self.start_window < self.start_frames {
+            return Err(format!(
+                "audio.vad.start_frames = {} must be ≥ 1 and ≤ audio.vad.start_window = {}",
+                self.start_frames, self.start_window
+            ));
+        }
+        if self.max_utterance_ms < 1000 || self.max_utterance_ms <= self.min_utterance_ms {
+            return Err(format!(
+                "audio.vad.max_utterance_ms = {} must be ≥ 1000 and above min_utterance_ms = {}",
+                self.max_utterance_ms, self.min_utterance_ms
+            ));
+        }
+        Ok(())
+    }
+
+    fn frame_len(&self) -> usize {
+        (SAMPLE_RATE * self.frame_ms / 1000) as usize
+    }
+}
+
+/// Why an utterance ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// `hangover_ms` of non-speech.
+    Silence,
+    /// `max_utterance_ms` reached.
+    MaxLength,
+    /// The input ended (file drained, button released) mid-speech.
+    EndOfInput,
+}
+
+/// One endpointed stretch of speech, 16 kHz mono.
+#[derive(Debug, Clone)]
+pub struct Utterance {
+    pub samples: Vec<i16>,
+    /// Stream position of `samples[0]` (ms since the endpointer started).
+    pub start_ms: u64,
+    /// Stream position of the first voiced frame of the trigger.
+    pub speech_start_ms: u64,
+    /// Stream position just after the last voiced frame.
+    pub speech_end_ms: u64,
+    pub reason: EndReason,
+    /// Wall-clock moment the end was decided (the loop's "VAD end" stamp).
+    pub decided_at: Instant,
+}
+
+impl Utterance {
+    /// Length of `samples` in ms.
+    pub fn duration_ms(&self) -> u64 {
+        self.samples.len() as u64 * 1000 / u64::from(SAMPLE_RATE)
+    }
+
+    /// Stream position just after the last sample.
+    pub fn end_ms(&self) -> u64 {
+        self.start_ms + self.duration_ms()
+    }
+
+    /// The samples as whisper wants them.
+    pub fn to_f32(&self) -> Vec<f32> {
+        super::to_f32(&self.samples)
+    }
+}
+
+/// What a chunk of audio produced.
+#[derive(Debug, Clone)]
+pub enum VadEvent {
+    /// The start trigger fired (the loop may duck playback / barge in).
+    SpeechStart { at_ms: u64 },
+    /// A complete utterance.
+    Utterance(Utterance),
+    /// Speech started but was shorter than `min_utterance_ms`.
+    Discarded { start_ms: u64, speech_ms: u64 },
+}
+
+/// The endpointer. Not `Send` (webrtc-vad's handle): create it on the
+/// thread that reads the source.
+pub struct Endpointer {
+    cfg: VadConfig,
+    vad: Vad,
+    frame_len: usize,
+    /// Partial frame carried between `push` calls.
+    partial: Vec<i16>,
+    /// Samples consumed so far (whole frames).
+    pos: u64,
+    /// Idle: the last `preroll` samples plus the trigger window.
+    preroll: VecDeque<i16>,
+    preroll_cap: usize,
+    /// Recent voiced flags (idle only), with each frame's start position.
+    window: VecDeque<(bool, u64)>,
+    speaking: Option<Speech>,
+    /// Events produced but not yet returned by `listen`.
+    queued: VecDeque<VadEvent>,
+}
+
+struct Speech {
+    buf: Vec<i16>,
+    start_ms: u64,
+    speech_start_ms: u64,
+    last_voiced_end_ms: u64,
+    silence_ms: u32,
+}
+
+fn ms(samples: u64) -> u64 {
+    samples * 1000 / u64::from(SAMPLE_RATE)
+}
+
+impl Endpointer {
+    /// A fresh endpointer; fails only on an invalid config.
+    pub fn new(cfg: &VadConfig) -> Result<Self, String> {
+        cfg.validate()?;
+        let mode = match cfg.aggressiveness {
+            0 => VadMode::Quality,
+            1 => VadMode::LowBitrate,
+            2 => VadMode::Aggressive,
+            _ => VadMode::VeryAggressive,
+        };
+        let vad = Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode);
+        let frame_len = cfg.frame_len();
+        let preroll_cap =
+            (SAMPLE_RATE * cfg.preroll_ms / 1000) as usize + frame_len * cfg.start_window as usize;
+        Ok(Self {
+            cfg: cfg.clone(),
+            vad,
+            frame_len,
+            partial: Vec::with_capacity(frame_len),
+            pos: 0,
+            preroll: VecDeque::with_capacity(preroll_cap + frame_len),
+            preroll_cap,
+            window: VecDeque::with_capacity(cfg.start_window as usize + 1),
+            speaking: None,
+            queued: VecDeque::new(),
+        })
+    }
+
+    /// True between a start trigger and the utterance's end.
+    pub fn is_speaking(&self) -> bool {
+        self.speaking.is_some()
+    }
+
+    /// Stream position (ms) of everything consumed so far.
+    pub fn position_ms(&self) -> u64 {
+        ms(self.pos)
+    }
+
+    /// Forget any speech in progress and the pre-roll (after playback, so
+    /// the device never answers its own voice). The clock keeps running.
+    pub fn reset(&mut self) {
+        self.partial.clear();
+        self.preroll.clear();
+        self.window.clear();
+        self.speaking = None;
+        self.queued.clear();
+        self.vad.reset();
+    }
+
+    /// Feed 16 kHz mono samples; returns what they completed.
+    pub fn push(&mut self, samples: &[i16]) -> Vec<VadEvent> {
+        let mut events = Vec::new();
+        let mut rest = samples;
+        if !self.partial.is_empty() {
+            let need = self.frame_len - self.partial.len();
+            let take = need.min(rest.len());
+            self.partial.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.partial.len() == self.frame_len {
+                let frame = std::mem::take(&mut self.partial);
+                self.frame(&frame, &mut events);
+                self.partial = frame;
+                self.partial.clear();
+            }
+        }
+        let mut chunks = rest.chunks_exact(self.frame_len);
+        for frame in &mut chunks {
+            self.frame(frame, &mut events);
+        }
+        self.partial.extend_from_slice(chunks.remainder());
+        events
+    }
+
+    /// End of input: close an utterance in progress (if long enough).
+    pub fn finish(&mut self) -> Option<Utterance> {
+        let partial = std::mem::take(&mut self.partial);
+        if let Some(sp) = self.speaking.as_mut() {
+            sp.buf.extend_from_slice(&partial);
+        }
+        let mut events = Vec::new();
+        self.end(EndReason::EndOfInput, &mut events);
+        events.into_iter().find_map(|e| match e {
+            VadEvent::Utterance(u) => Some(u),
+            _ => None,
+        })
+    }
+
+    fn frame(&mut self, frame: &[i16], events: &mut Vec<VadEvent>) {
+        let frame_start = self.pos;
+        self.pos += frame.len() as u64;
+        // webrtc-vad only errors on a bad frame length, which `frame_len` rules out.
+        let voiced = self.vad.is_voice_segment(frame).unwrap_or(false);
+        let frame_ms = self.cfg.frame_ms;
+        if let Some(sp) = self.speaking.as_mut() {
+            sp.buf.extend_from_slice(frame);
+            if voiced {
+                sp.silence_ms = 0;
+                sp.last_voiced_end_ms = ms(self.pos);
+            } else {
+                sp.silence_ms += frame_ms;
+            }
+            let len_ms = ms(sp.buf.len() as u64);
+            if sp.silence_ms >= self.cfg.hangover_ms {
+                self.end(EndReason::Silence, events);
+            } else if len_ms >= u64::from(self.cfg.max_utterance_ms) {
+                self.end(EndReason::MaxLength, events);
+            }
+            return;
+        }
+        // Idle: keep the pre-roll and the trigger window.
+        self.preroll.extend(frame.iter().copied());
+        while self.preroll.len() > self.preroll_cap {
+            self.preroll.pop_front();
+        }
+        self.window.push_back((voiced, frame_start));
+        while self.window.len() > self.cfg.start_window as usize {
+            self.window.pop_front();
+        }
+        let count = self.window.iter().filter(|(v, _)| *v).count() as u32;
+        if count >= self.cfg.start_frames {
+            let first_voiced = self
+                .window
+                .iter()
+                .find(|(v, _)| *v)
+                .map_or(frame_start, |(_, p)| *p);
+            let buf: Vec<i16> = self.preroll.drain(..).collect();
+            let start = self.pos - buf.len() as u64;
+            self.window.clear();
+            events.push(VadEvent::SpeechStart {
+                at_ms: ms(first_voiced),
+            });
+            self.speaking = Some(Speech {
+                buf,
+                start_ms: ms(start),
+                speech_start_ms: ms(first_voiced),
+                last_voiced_end_ms: ms(self.pos),
+                silence_ms: 0,
+            });
+        }
+    }
+
+    fn end(&mut self, reason: EndReason, events: &mut Vec<VadEvent>) {
+        let Some(mut sp) = self.speaking.take() else {
+            return;
+        };
+        let speech_ms = sp.last_voiced_end_ms.saturating_sub(sp.speech_start_ms);
+        if speech_ms < u64::from(self.cfg.min_utterance_ms) && reason != EndReason::MaxLength {
+            events.push(VadEvent::Discarded {
+                start_ms: sp.start_ms,
+                speech_ms,
+            });
+            return;
+        }
+        // Keep `tail_ms` after the last voiced frame, drop the rest of the hang-over.
+        let keep_until_ms = (sp.last_voiced_end_ms + u64::from(self.cfg.tail_ms))
+            .min(sp.start_ms + ms(sp.buf.len() as u64));
+        let keep = ((keep_until_ms - sp.start_ms) * u64::from(SAMPLE_RATE) / 1000) as usize;
+        sp.buf.truncate(keep);
+        events.push(VadEvent::Utterance(Utterance {
+            samples: sp.buf,
+            start_ms: sp.start_ms,
+            speech_start_ms: sp.speech_start_ms,
+            speech_end_ms: sp.last_voiced_end_ms,
+            reason,
+            decided_at: Instant::now(),
+        }));
+    }
+
+    /// Read `source` until one utterance is complete (or the source ends,
+    /// `cancel` fires, or `max_wait` passes without speech starting).
+    /// `Ok(None)` means no utterance: cancelled, timed out or input ended.
+    /// Events after the utterance stay queued for the next call.
+    pub fn listen(
+        &mut self,
+        source: &mut dyn AudioSource,
+        cancel: &CancelToken,
+        max_wait: Option<Duration>,
+    ) -> Result<Option<Utterance>, AudioError> {
+        let started = Instant::now();
+        let mut buf = vec![0i16; self.frame_len * 4];
+        loop {
+            while let Some(ev) = self.queued.pop_front() {
+                if let VadEvent::Utterance(u) = ev {
+                    return Ok(Some(u));
+                }
+            }
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            if let Some(limit) = max_wait {
+                if !self.is_speaking() && started.elapsed() >= limit {
+                    return Ok(None);
+                }
+            }
+            match source.read(&mut buf, Duration::from_millis(100)) {
+                Ok(n) => {
+                    let events = self.push(&buf[..n]);
+                    self.queued.extend(events);
+                }
+                Err(AudioError::Ended) => return Ok(self.finish()),
+                Err(e) => {
+                    self.speaking = None;
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Cut a whole buffer into utterances (files, tests, the "is there any
+/// speech at all" check before transcribing a file).
+pub fn segment(samples: &[i16], cfg: &VadConfig) -> Result<Vec<Utterance>, String> {
+    let mut ep = Endpointer::new(cfg)?;
+    let mut out: Vec<Utterance> = ep
+        .push(samples)
+        .into_iter()
+        .filter_map(|e| match e {
+            VadEvent::Utterance(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    out.extend(ep.finish());
+    Ok(out)
+}
+
+/// Milliseconds of frames webrtc-vad calls voiced (a cheap "is there any
+/// speech" measure that ignores the trigger logic).
+pub fn voiced_ms(samples: &[i16], aggressiveness: u8) -> u64 {
+    let mode = match aggressiveness {
+        0 => VadMode::Quality,
+        1 => VadMode::LowBitrate,
+        2 => VadMode::Aggressive,
+        _ => VadMode::VeryAggressive,
+    };
+    let mut vad = Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode);
+    let n = samples
+        .chunks_exact(480)
+        .filter(|f| vad.is_voice_segment(f).unwrap_or(false))
+        .count();
+    n as u64 * 30
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_config() {
+        let bad = VadConfig {
+            frame_ms: 25,
+            ..VadConfig::default()
+        };
+        assert!(Endpointer::new(&bad).unwrap_err().contains("frame_ms"));
+        let bad = VadConfig {
+            aggressiveness: 4,
+            ..VadConfig::default()
+        };
+        assert!(Endpointer::new(&bad)
+            .unwrap_err()
+            .contains("aggressiveness"));
+    }
+
+    #[test]
+    fn silence_gives_nothing() {
+        let silence = vec![0i16; 16_000 * 3];
+        assert!(segment(&silence, &VadConfig::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn pushes_in_odd_sizes_equal_one_push() {
+        // A synthetic voiced-ish signal: a 200 Hz buzz with harmonics.
+        let mut sig = vec![0i16; 8000];
+        sig.extend((0..16_000).map(|i| {
+            let t = i as f32 / 16_000.0;
+            let v = (2.0 * std::f32::consts::PI * 200.0 * t).sin()
+                + 0.5 * (2.0 * std::f32::consts::PI * 400.0 * t).sin()
+                + 0.3 * (2.0 * std::f32::consts::PI * 800.0 * t).sin();
+            (v * 8000.0) as i16
+        }));
+        sig.extend(vec![0i16; 16_000]);
+        let cfg = VadConfig::default();
+        let whole = segment(&sig, &cfg).unwrap();
+        let mut ep = Endpointer::new(&cfg).unwrap();
+        let mut pieces = Vec::new();
+        for c in sig.chunks(317) {
+            for e in ep.push(c) {
+                if let VadEvent::Utterance(u) = e {
+                    pieces.push(u);
+                }
+            }
+        }
+        pieces.extend(ep.finish());
+        assert_eq!(whole.len(), pieces.len());
+        for (a, b) in whole.iter().zip(&pieces) {
+            assert_eq!(a.samples, b.samples);
+            assert_eq!(a.start_ms, b.start_ms);
+        }
+    }
+}

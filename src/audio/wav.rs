@@ -1,0 +1,306 @@
+//! WAV files in and out: any PCM/float WAV is converted to the pipeline's
+//! 16 kHz mono on read, so `earshot transcribe`, `--input file.wav` and the
+//! tests all see exactly what a microphone would deliver.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use super::{resample, AudioError, AudioSource, SAMPLE_RATE};
+
+/// Longest file we read into memory (10 minutes at the source rate).
+const MAX_SECONDS: u64 = 600;
+
+/// What a WAV file held before conversion (for `--json` and logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WavInfo {
+    pub channels: u16,
+    pub sample_rate: u32,
+    pub bits_per_sample: u16,
+    pub float: bool,
+}
+
+fn err(path: &Path, reason: impl Into<String>) -> AudioError {
+    AudioError::Wav {
+        path: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Read a WAV file as 16 kHz mono `f32`: channels are averaged, or only
+/// `channel` is kept when given (multi-channel array recordings).
+pub fn read_16k_mono(
+    path: &Path,
+    channel: Option<usize>,
+) -> Result<(Vec<f32>, WavInfo), AudioError> {
+    let file = std::fs::File::open(path).map_err(|e| err(path, format!("cannot open: {e}")))?;
+    read_from(std::io::BufReader::new(file), path, channel)
+}
+
+/// As [`read_16k_mono`] from any reader (`path` only names it in errors).
+pub fn read_from<R: Read>(
+    reader: R,
+    path: &Path,
+    channel: Option<usize>,
+) -> Result<(Vec<f32>, WavInfo), AudioError> {
+    let wav = hound::WavReader::new(reader).map_err(|e| err(path, describe_hound(&e)))?;
+    let spec = wav.spec();
+    let info = WavInfo {
+        channels: spec.channels,
+        sample_rate: spec.sample_rate,
+        bits_per_sample: spec.bits_per_sample,
+        float: spec.sample_format == hound::SampleFormat::Float,
+    };
+    if spec.channels == 0 || spec.sample_rate == 0 {
+        return Err(err(path, "WAV header has 0 channels or 0 Hz"));
+    }
+    if let Some(ch) = channel {
+        if ch >= usize::from(spec.channels) {
+            return Err(err(
+                path,
+                format!(
+                    "channel {ch} requested but the file has {} channel(s)",
+                    spec.channels
+                ),
+            ));
+        }
+    }
+    let frames = u64::from(wav.duration());
+    if frames > MAX_SECONDS * u64::from(spec.sample_rate) {
+        return Err(err(
+            path,
+            format!("longer than {MAX_SECONDS} s; cut it into shorter files"),
+        ));
+    }
+    let interleaved = read_samples(wav, &info).map_err(|reason| err(path, reason))?;
+    let chans = usize::from(spec.channels);
+    let mono: Vec<f32> = interleaved
+        .chunks_exact(chans)
+        .map(|frame| match channel {
+            Some(ch) => frame[ch],
+            None => frame.iter().sum::<f32>() / chans as f32,
+        })
+        .collect();
+    let out = resample::to_16k(&mono, spec.sample_rate).map_err(|e| err(path, e))?;
+    Ok((out, info))
+}
+
+/// All samples as `f32` in [-1, 1], whatever the stored format.
+fn read_samples<R: Read>(mut wav: hound::WavReader<R>, info: &WavInfo) -> Result<Vec<f32>, String> {
+    let truncated = |e: hound::Error| match e {
+        hound::Error::IoError(_) => {
+            "truncated WAV: the data chunk ends early; re-export the file".to_string()
+        }
+        other => describe_hound(&other),
+    };
+    if info.float {
+        return wav
+            .samples::<f32>()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(truncated);
+    }
+    let bits = u32::from(info.bits_per_sample);
+    if !(1..=32).contains(&bits) {
+        return Err(format!("unsupported {bits}-bit samples"));
+    }
+    let scale = 1.0 / (1u64 << (bits - 1)) as f32;
+    wav.samples::<i32>()
+        .map(|s| s.map(|v| v as f32 * scale))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(truncated)
+}
+
+/// hound's errors, as a sentence naming what is wrong.
+fn describe_hound(e: &hound::Error) -> String {
+    match e {
+        hound::Error::FormatError(msg) if msg.contains("RIFF") || msg.contains("WAVE") => {
+            "not a WAV file (no RIFF/WAVE header); convert it with `sox in.x -r 16000 -c 1 out.wav`"
+                .into()
+        }
+        hound::Error::FormatError(msg) => format!("malformed WAV: {msg}"),
+        hound::Error::Unsupported => {
+            "unsupported WAV encoding (use PCM or float, e.g. `sox in.wav -e signed -b 16 out.wav`)"
+                .into()
+        }
+        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "truncated or empty WAV (the header is incomplete)".into()
+        }
+        other => other.to_string().replace('\n', " "),
+    }
+}
+
+/// Write 16 kHz mono `i16` samples as a WAV (tests, `--save` of utterances,
+/// the multipart body for cloud STT).
+pub fn write_16k_mono(samples: &[i16]) -> Vec<u8> {
+    let data_len = (samples.len() * 2) as u32;
+    let mut out = Vec::with_capacity(44 + samples.len() * 2);
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data_len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&SAMPLE_RATE.to_le_bytes());
+    out.extend_from_slice(&(SAMPLE_RATE * 2).to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&data_len.to_le_bytes());
+    for s in samples {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
+/// A WAV file as an [`AudioSource`]: converted once at open, then served
+/// in the pieces the reader asks for; [`AudioError::Ended`] at the end.
+pub struct WavSource {
+    name: String,
+    samples: Vec<i16>,
+    pos: usize,
+}
+
+impl WavSource {
+    /// Open and convert `path` (a `file:` prefix is accepted).
+    pub fn open(path: &Path) -> Result<Self, AudioError> {
+        let path_str = path.to_string_lossy();
+        let path = Path::new(path_str.strip_prefix("file:").unwrap_or(&path_str)).to_path_buf();
+        let (samples, _) = read_16k_mono(&path, None)?;
+        Ok(Self::from_samples(
+            path.display().to_string(),
+            super::to_i16(&samples),
+        ))
+    }
+
+    /// A source over samples already at 16 kHz mono (tests).
+    pub fn from_samples(name: String, samples: Vec<i16>) -> Self {
+        Self {
+            name,
+            samples,
+            pos: 0,
+        }
+    }
+}
+
+impl AudioSource for WavSource {
+    fn read(&mut self, out: &mut [i16], _timeout: Duration) -> Result<usize, AudioError> {
+        let left = self.samples.len() - self.pos;
+        if left == 0 {
+            return Err(AudioError::Ended);
+        }
+        let n = left.min(out.len());
+        out[..n].copy_from_slice(&self.samples[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) {}
+
+    fn overruns(&self) -> u64 {
+        0
+    }
+
+    fn describe(&self) -> String {
+        format!("file:{}", self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wav_bytes(
+        spec: hound::WavSpec,
+        write: impl FnOnce(&mut hound::WavWriter<std::io::Cursor<&mut Vec<u8>>>),
+    ) -> Vec<u8> {
+        let mut buf = Vec::new();
+        {
+            let mut w = hound::WavWriter::new(std::io::Cursor::new(&mut buf), spec).unwrap();
+            write(&mut w);
+            w.finalize().unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn stereo_8bit_48k_becomes_16k_mono() {
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: 48_000,
+            bits_per_sample: 8,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let bytes = wav_bytes(spec, |w| {
+            for i in 0..48_000 {
+                let v = ((i as f32 / 10.0).sin() * 100.0) as i8;
+                w.write_sample(v).unwrap();
+                w.write_sample(v).unwrap();
+            }
+        });
+        let (out, info) = read_from(&bytes[..], Path::new("x.wav"), None).unwrap();
+        assert_eq!(info.channels, 2);
+        assert_eq!(info.bits_per_sample, 8);
+        assert_eq!(out.len(), 16_000);
+        let peak = out.iter().fold(0f32, |m, s| m.max(s.abs()));
+        assert!(peak > 0.5 && peak < 1.0, "peak {peak}");
+    }
+
+    #[test]
+    fn channel_selection_keeps_one_channel() {
+        let spec = hound::WavSpec {
+            channels: 6,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let bytes = wav_bytes(spec, |w| {
+            for _ in 0..100 {
+                for ch in 0..6i16 {
+                    w.write_sample(ch * 1000).unwrap();
+                }
+            }
+        });
+        let (out, _) = read_from(&bytes[..], Path::new("x.wav"), Some(3)).unwrap();
+        assert!(out.iter().all(|&s| (s - 3000.0 / 32768.0).abs() < 1e-6));
+        let e = read_from(&bytes[..], Path::new("x.wav"), Some(6)).unwrap_err();
+        assert!(e.to_string().contains("6 channel"), "{e}");
+    }
+
+    #[test]
+    fn truncated_and_garbage_are_one_line_errors() {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let bytes = wav_bytes(spec, |w| {
+            for i in 0..1000 {
+                w.write_sample(i as i16).unwrap();
+            }
+        });
+        let cut = &bytes[..bytes.len() / 2];
+        let e = read_from(cut, Path::new("cut.wav"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("truncated"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = read_from(&b"hello, not audio at all"[..], Path::new("t.txt"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a WAV"), "{e}");
+        let e = read_from(&b""[..], Path::new("e.wav"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("e.wav"), "{e}");
+    }
+
+    #[test]
+    fn written_wav_reads_back() {
+        let samples: Vec<i16> = (0..1600).map(|i| (i * 10) as i16).collect();
+        let bytes = write_16k_mono(&samples);
+        let (out, info) = read_from(&bytes[..], Path::new("w.wav"), None).unwrap();
+        assert_eq!(info.sample_rate, 16_000);
+        assert_eq!(super::super::to_i16(&out), samples);
+    }
+}

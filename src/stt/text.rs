@@ -1,0 +1,206 @@
+//! Text helpers around transcripts: cleaning whisper's output, the
+//! normalisation used to compare transcripts, word error rate, and the
+//! repetition test that flags a looping decoder.
+
+/// Remove whisper's non-speech annotations (`[BLANK_AUDIO]`, `(music)`,
+/// `*laughs*`) and collapse whitespace. Empty result = no speech.
+pub fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut depth_sq = 0u32;
+    let mut depth_par = 0u32;
+    let mut star = false;
+    for c in text.chars() {
+        match c {
+            '[' => depth_sq += 1,
+            ']' => depth_sq = depth_sq.saturating_sub(1),
+            '(' => depth_par += 1,
+            ')' => depth_par = depth_par.saturating_sub(1),
+            '*' => star = !star,
+            _ if depth_sq == 0 && depth_par == 0 && !star => out.push(c),
+            _ => {}
+        }
+    }
+    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Only punctuation left (e.g. "." or "-") is no speech either.
+    if joined.chars().any(char::is_alphanumeric) {
+        joined
+    } else {
+        String::new()
+    }
+}
+
+const ONES: [&str; 20] = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+const TENS: [&str; 10] = [
+    "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
+fn number_words(n: u64) -> Option<String> {
+    match n {
+        0..=19 => Some(ONES[n as usize].to_string()),
+        20..=99 => {
+            let t = TENS[(n / 10) as usize];
+            Some(if n % 10 == 0 {
+                t.to_string()
+            } else {
+                format!("{t} {}", ONES[(n % 10) as usize])
+            })
+        }
+        100..=999 => {
+            let rest = n % 100;
+            let head = format!("{} hundred", ONES[(n / 100) as usize]);
+            Some(if rest == 0 {
+                head
+            } else {
+                format!("{head} {}", number_words(rest)?)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Lower-case words without punctuation, numbers spelled out (up to 999),
+/// hyphens split, common abbreviations expanded — so "Mr. Dashwood went
+/// 10 meters" and "mister dashwood went ten meters" compare equal.
+pub fn normalise(text: &str) -> Vec<String> {
+    let lowered = text.to_lowercase().replace(['-', '—', '–', '/'], " ");
+    let mut words = Vec::new();
+    for raw in lowered.split_whitespace() {
+        let w: String = raw
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == '\'')
+            .collect();
+        let w = w.trim_matches('\'').to_string();
+        if w.is_empty() {
+            continue;
+        }
+        let expanded = match w.as_str() {
+            "mr" => "mister".to_string(),
+            "mrs" => "missus".to_string(),
+            "dr" => "doctor".to_string(),
+            "st" => "saint".to_string(),
+            _ => match w.parse::<u64>().ok().and_then(number_words) {
+                Some(n) => n,
+                None => w,
+            },
+        };
+        words.extend(expanded.split(' ').map(str::to_string));
+    }
+    words
+}
+
+/// Word error rate of `hypothesis` against `reference` after
+/// [`normalise`]: (substitutions + deletions + insertions) / reference
+/// words. An empty reference gives 0 for an empty hypothesis, else 1.
+pub fn wer(reference: &str, hypothesis: &str) -> f64 {
+    let r = normalise(reference);
+    let h = normalise(hypothesis);
+    if r.is_empty() {
+        return if h.is_empty() { 0.0 } else { 1.0 };
+    }
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    let mut cur = vec![0; h.len() + 1];
+    for (i, rw) in r.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, hw) in h.iter().enumerate() {
+            let sub = prev[j] + usize::from(rw != hw);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[h.len()] as f64 / r.len() as f64
+}
+
+/// The longest run of a word n-gram (n = 1..=4) repeated back to back, if
+/// it reaches `times` ("go to go to go to" = "go to" ×3). Whisper's
+/// failure mode on a too-small context is exactly this loop.
+pub fn repetition(text: &str, times: u32) -> Option<String> {
+    let words = normalise(text);
+    if times < 2 {
+        return None;
+    }
+    let times = times as usize;
+    for n in 1..=4usize {
+        if words.len() < n * times {
+            continue;
+        }
+        for start in 0..=words.len() - n * times {
+            let gram = &words[start..start + n];
+            let mut reps = 1;
+            let mut pos = start + n;
+            while pos + n <= words.len() && &words[pos..pos + n] == gram {
+                reps += 1;
+                pos += n;
+            }
+            if reps >= times {
+                return Some(format!("\"{}\" ×{reps}", gram.join(" ")));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleans_annotations() {
+        assert_eq!(clean(" [BLANK_AUDIO]"), "");
+        assert_eq!(clean("(buzzing) Hello there. [Music]"), "Hello there.");
+        assert_eq!(clean(" ."), "");
+    }
+
+    #[test]
+    fn normalises_numbers_and_titles() {
+        assert_eq!(
+            normalise("Go forward 10 meters."),
+            ["go", "forward", "ten", "meters"]
+        );
+        assert_eq!(
+            normalise("Mr. John ill-disposed"),
+            ["mister", "john", "ill", "disposed"]
+        );
+        assert_eq!(normalise("42"), ["forty", "two"]);
+    }
+
+    #[test]
+    fn wer_counts_edits() {
+        assert_eq!(wer("a b c d", "a b c d"), 0.0);
+        assert_eq!(wer("a b c d", "a x c d"), 0.25);
+        assert_eq!(wer("a b c d", "a b c"), 0.25);
+        assert_eq!(wer("a b", "a b c d"), 1.0);
+        assert_eq!(wer("", ""), 0.0);
+    }
+
+    #[test]
+    fn finds_loops() {
+        assert!(repetition("go to go to go to the store", 3).is_some());
+        assert!(repetition("the the the", 3).is_some());
+        assert!(repetition(
+            "ask not what your country can do for you ask what you can do",
+            3
+        )
+        .is_none());
+    }
+}

@@ -1,0 +1,426 @@
+//! Local STT through whisper.cpp (whisper-rs), with the short-utterance
+//! fast path of issue 9.
+//!
+//! One `WhisperContext` (the weights) and one `WhisperState` (the KV
+//! caches and compute buffers) are created at start and reused for every
+//! turn, behind a mutex: whisper.cpp's state is not re-entrant and a device
+//! hears one utterance at a time.
+//!
+//! **Fast path.** whisper.cpp pads every input to 30 s and the encoder
+//! always attends over 1500 frames; for a 3 s command that is 10× the work.
+//! We set `audio_ctx` to the utterance length plus a margin (in 20 ms
+//! encoder frames), decode a single segment without timestamps, cap the
+//! tokens by the audio length, and abort at a wall-time cap. The result is
+//! checked (repetition loop, low average log-probability, a hit cap, no
+//! text at all); if it looks wrong the utterance is decoded again with the
+//! full context, and `Transcript::path`/`reason` say so.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use whisper_rs::{
+    FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
+};
+
+use super::{text, FastConfig, SttConfig, SttError, SttTimings, Transcriber, Transcript};
+use crate::audio::SAMPLE_RATE;
+
+/// Encoder frames per second of audio (mel hop 10 ms, conv stride 2).
+const CTX_PER_SEC: f32 = 50.0;
+/// whisper.cpp refuses less than 100 ms and is unreliable under ~1 s:
+/// shorter utterances are padded with silence to this many samples.
+const MIN_SAMPLES: usize = SAMPLE_RATE as usize + SAMPLE_RATE as usize / 10;
+
+/// How one decoding pass is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Encoder context in frames; 0 = the model's full 1500.
+    pub audio_ctx: u32,
+    /// Token budget per segment; 0 = unlimited.
+    pub max_tokens: u32,
+    pub single_segment: bool,
+    pub no_timestamps: bool,
+    /// Temperature fallback inside whisper.cpp (off on the fast path:
+    /// our own fallback is cheaper and more predictable).
+    pub temperature_fallback: bool,
+    pub wall_cap: Duration,
+}
+
+/// What a pass produced.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub text: String,
+    /// Text tokens (timestamps and specials excluded).
+    pub tokens: usize,
+    pub avg_logprob: f32,
+    pub no_speech_prob: f32,
+    pub aborted: bool,
+    pub elapsed: Duration,
+}
+
+/// whisper.cpp behind the [`Transcriber`] trait.
+pub struct WhisperStt {
+    cfg: SttConfig,
+    threads: usize,
+    model_ctx: u32,
+    eot: i32,
+    state: Mutex<WhisperState>,
+    // Keeps the weights alive for the state (the state holds an Arc too;
+    // kept here so `model_path` and the context's lifetime are explicit).
+    _ctx: WhisperContext,
+    model_path: PathBuf,
+}
+
+/// Route whisper.cpp's chatty stderr logging into `tracing` (once).
+fn quiet_whisper_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(whisper_rs::install_logging_hooks);
+}
+
+impl WhisperStt {
+    /// Load the ggml model at `path` and create the reusable state.
+    pub fn load(path: &Path, cfg: &SttConfig) -> Result<Self, SttError> {
+        quiet_whisper_logs();
+        if !path.is_file() {
+            return Err(SttError::ModelMissing {
+                path: path.display().to_string(),
+            });
+        }
+        check_ggml_header(path)?;
+        let path_str = path.to_str().ok_or_else(|| SttError::ModelCorrupt {
+            path: path.display().to_string(),
+            reason: "the path is not UTF-8".into(),
+        })?;
+        let ctx = WhisperContext::new_with_params(path_str, WhisperContextParameters::default())
+            .map_err(|e| SttError::ModelCorrupt {
+                path: path.display().to_string(),
+                reason: format!("whisper.cpp: {e}"),
+            })?;
+        let state = ctx.create_state().map_err(|e| SttError::ModelCorrupt {
+            path: path.display().to_string(),
+            reason: format!("cannot allocate whisper state: {e}"),
+        })?;
+        let model_ctx = ctx.n_audio_ctx().max(1) as u32;
+        let eot = ctx.token_eot();
+        Ok(Self {
+            threads: super::threads(cfg),
+            cfg: cfg.clone(),
+            model_ctx,
+            eot,
+            state: Mutex::new(state),
+            _ctx: ctx,
+            model_path: path.to_path_buf(),
+        })
+    }
+
+    /// The model file this engine runs.
+    pub fn model_path(&self) -> &Path {
+        &self.model_path
+    }
+
+    /// Threads used per pass.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The fast-path plan for `samples` of audio (16 kHz), or `None` when
+    /// the full context is used directly (fast path off, or too long).
+    pub fn fast_plan(&self, samples: usize) -> Option<Plan> {
+        let f = &self.cfg.fast;
+        let audio_ms = samples as u64 * 1000 / u64::from(SAMPLE_RATE);
+        if !f.enabled || audio_ms > u64::from(f.max_audio_ms) {
+            return None;
+        }
+        let ctx = audio_ctx_for(audio_ms, f).min(self.model_ctx);
+        if ctx >= self.model_ctx {
+            return None;
+        }
+        Some(Plan {
+            audio_ctx: ctx,
+            max_tokens: token_budget(audio_ms, f),
+            single_segment: true,
+            no_timestamps: true,
+            temperature_fallback: false,
+            wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
+        })
+    }
+
+    /// The full-context plan: whisper.cpp's own decoding (timestamps,
+    /// segments, temperature fallback) with a token budget per 30 s
+    /// window and a wall-time cap, so nothing can run away.
+    pub fn full_plan(&self, samples: usize) -> Plan {
+        let f = &self.cfg.fast;
+        let audio_ms = (samples as u64 * 1000 / u64::from(SAMPLE_RATE)).min(30_000);
+        Plan {
+            audio_ctx: 0,
+            max_tokens: token_budget(audio_ms, f) * 2,
+            single_segment: false,
+            no_timestamps: false,
+            temperature_fallback: true,
+            wall_cap: Duration::from_millis(u64::from(f.full_max_wall_ms)),
+        }
+    }
+
+    /// Run one pass with `plan` (and the configured language, prompt,
+    /// threads, greedy/beam).
+    pub fn decode(&self, audio: &[f32], plan: &Plan) -> Result<Decoded, SttError> {
+        let strategy = if self.cfg.beam_size > 1 {
+            SamplingStrategy::BeamSearch {
+                beam_size: self.cfg.beam_size as i32,
+                patience: -1.0,
+            }
+        } else {
+            SamplingStrategy::Greedy { best_of: 5 }
+        };
+        let mut params = FullParams::new(strategy);
+        params.set_n_threads(self.threads as i32);
+        let lang = self.cfg.language.trim();
+        params.set_language(Some(if lang.is_empty() { "en" } else { lang }));
+        params.set_translate(false);
+        params.set_no_context(true);
+        params.set_print_progress(false);
+        params.set_print_realtime(false);
+        params.set_print_special(false);
+        params.set_print_timestamps(false);
+        params.set_suppress_blank(true);
+        params.set_suppress_nst(true);
+        params.set_single_segment(plan.single_segment);
+        params.set_no_timestamps(plan.no_timestamps);
+        params.set_audio_ctx(plan.audio_ctx as i32);
+        params.set_max_tokens(plan.max_tokens as i32);
+        if !plan.temperature_fallback {
+            params.set_temperature_inc(0.0);
+        }
+        if !self.cfg.prompt.trim().is_empty() {
+            params.set_initial_prompt(self.cfg.prompt.trim());
+        }
+        let aborted = Arc::new(AtomicBool::new(false));
+        let flag = aborted.clone();
+        let started = Instant::now();
+        let cap = plan.wall_cap;
+        params.set_abort_callback_safe(move || {
+            if started.elapsed() > cap {
+                flag.store(true, Ordering::Relaxed);
+                true
+            } else {
+                false
+            }
+        });
+
+        let padded;
+        let input = if audio.len() < MIN_SAMPLES {
+            let mut v = audio.to_vec();
+            v.resize(MIN_SAMPLES, 0.0);
+            padded = v;
+            &padded[..]
+        } else {
+            audio
+        };
+
+        let mut state = self.state.lock().map_err(|_| {
+            SttError::Local("the whisper state was poisoned by an earlier panic".into())
+        })?;
+        let result = state.full(params, input);
+        let was_aborted = aborted.load(Ordering::Relaxed);
+        if let Err(e) = result {
+            if !was_aborted {
+                return Err(SttError::Local(format!("whisper.cpp failed: {e}")));
+            }
+        }
+        let mut text_out = String::new();
+        let mut logprob_sum = 0.0f32;
+        let mut tokens = 0usize;
+        let mut no_speech_prob = 0.0f32;
+        for seg in state.as_iter() {
+            no_speech_prob = no_speech_prob.max(seg.no_speech_probability());
+            if let Ok(s) = seg.to_str_lossy() {
+                text_out.push_str(&s);
+            }
+            for i in 0..seg.n_tokens() {
+                if let Some(tok) = seg.get_token(i) {
+                    let data = tok.token_data();
+                    if data.id >= self.eot {
+                        continue; // specials and timestamps
+                    }
+                    logprob_sum += data.plog;
+                    tokens += 1;
+                }
+            }
+        }
+        Ok(Decoded {
+            text: text_out.trim().to_string(),
+            tokens,
+            avg_logprob: if tokens > 0 {
+                logprob_sum / tokens as f32
+            } else {
+                0.0
+            },
+            no_speech_prob,
+            aborted: was_aborted,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Why a fast pass should be redone with the full context, if it should.
+    fn suspicious(&self, d: &Decoded, plan: &Plan, audio_ms: u64) -> Option<String> {
+        let f = &self.cfg.fast;
+        if d.aborted {
+            return Some(format!(
+                "fast pass hit the {} ms wall-time cap",
+                plan.wall_cap.as_millis()
+            ));
+        }
+        if plan.max_tokens > 0 && d.tokens + 1 >= plan.max_tokens as usize {
+            return Some(format!("fast pass hit the {}-token cap", plan.max_tokens));
+        }
+        if let Some(rep) = text::repetition(&d.text, f.max_repeats) {
+            return Some(format!("fast pass repeated {rep}"));
+        }
+        if d.tokens > 0 && d.avg_logprob < f.min_avg_logprob {
+            return Some(format!(
+                "fast pass avg logprob {:.2} < {:.2}",
+                d.avg_logprob, f.min_avg_logprob
+            ));
+        }
+        if text::clean(&d.text).is_empty() && audio_ms >= 1000 {
+            return Some("fast pass produced no text for speech".into());
+        }
+        None
+    }
+}
+
+/// Encoder context for `audio_ms` of audio: the audio plus the margin,
+/// at least `min_audio_ctx`, rounded up to a multiple of 8 frames.
+pub fn audio_ctx_for(audio_ms: u64, f: &FastConfig) -> u32 {
+    let secs = (audio_ms + u64::from(f.margin_ms)) as f32 / 1000.0;
+    let ctx = (secs * CTX_PER_SEC).ceil() as u32;
+    ctx.max(f.min_audio_ctx).div_ceil(8) * 8
+}
+
+/// Decoder budget for `audio_ms` of audio.
+pub fn token_budget(audio_ms: u64, f: &FastConfig) -> u32 {
+    (audio_ms as f32 / 1000.0 * f.tokens_per_sec).ceil() as u32 + f.token_slack
+}
+
+/// A ggml whisper file starts with the magic `ggml` (0x67676d6c, LE);
+/// checking it turns "not a model" into a clear error before whisper.cpp
+/// prints pages of logs.
+fn check_ggml_header(path: &Path) -> Result<(), SttError> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    match read {
+        Ok(()) if u32::from_le_bytes(magic) == 0x6767_6d6c => Ok(()),
+        Ok(()) => Err(SttError::ModelCorrupt {
+            path: path.display().to_string(),
+            reason: "not a ggml whisper model (bad magic)".into(),
+        }),
+        Err(e) => Err(SttError::ModelCorrupt {
+            path: path.display().to_string(),
+            reason: format!("cannot read it: {e}"),
+        }),
+    }
+}
+
+impl Transcriber for WhisperStt {
+    fn name(&self) -> &'static str {
+        "whisper"
+    }
+
+    fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        let started = Instant::now();
+        let audio_ms = audio.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
+        let mut timings = SttTimings {
+            audio_ms,
+            ..Default::default()
+        };
+        let mut path = "full";
+        let mut reason;
+        let mut audio_ctx = None;
+        let fast = self.fast_plan(audio.len());
+        let decoded = match fast {
+            Some(plan) => {
+                let d = self.decode(audio, &plan)?;
+                timings.fast_ms = Some(d.elapsed.as_millis() as u64);
+                match self.suspicious(&d, &plan, audio_ms) {
+                    None => {
+                        path = "fast";
+                        reason = format!(
+                            "{audio_ms} ms ≤ {} ms: audio_ctx {} of {}, ≤ {} tokens",
+                            self.cfg.fast.max_audio_ms,
+                            plan.audio_ctx,
+                            self.model_ctx,
+                            plan.max_tokens
+                        );
+                        audio_ctx = Some(plan.audio_ctx);
+                        d
+                    }
+                    Some(why) => {
+                        tracing::info!(reason = %why, fast_text = %d.text, "STT fast pass rejected; full context");
+                        path = "fast+full";
+                        reason = why;
+                        let full = self.full_plan(audio.len());
+                        let d = self.decode(audio, &full)?;
+                        timings.full_ms = Some(d.elapsed.as_millis() as u64);
+                        d
+                    }
+                }
+            }
+            None => {
+                reason = if self.cfg.fast.enabled {
+                    format!(
+                        "{audio_ms} ms > stt.fast.max_audio_ms = {}",
+                        self.cfg.fast.max_audio_ms
+                    )
+                } else {
+                    "stt.fast.enabled = false".into()
+                };
+                let full = self.full_plan(audio.len());
+                let d = self.decode(audio, &full)?;
+                timings.full_ms = Some(d.elapsed.as_millis() as u64);
+                d
+            }
+        };
+        if decoded.aborted && path != "fast" {
+            reason.push_str(&format!(
+                "; full pass stopped at the {} ms wall-time cap (text may be partial)",
+                self.cfg.fast.full_max_wall_ms
+            ));
+        }
+        let cleaned = text::clean(&decoded.text);
+        // whisper's own rule for "this was not speech".
+        let no_speech =
+            cleaned.is_empty() || (decoded.no_speech_prob > 0.6 && decoded.avg_logprob < -1.0);
+        timings.stt_ms = started.elapsed().as_millis() as u64;
+        Ok(Transcript {
+            text: if no_speech { String::new() } else { cleaned },
+            no_speech,
+            engine: "whisper".into(),
+            path: path.into(),
+            reason,
+            timings,
+            audio_ctx,
+            avg_logprob: Some(decoded.avg_logprob),
+            fallbacks: Vec::new(),
+        })
+    }
+
+    fn warm_up(&self) -> Result<(), SttError> {
+        // Quiet noise, once through each path, so pages are resident and
+        // both graph shapes have run before the first real turn.
+        let noise: Vec<f32> = (0..SAMPLE_RATE as usize * 2)
+            .map(|i| (i as f32 * 0.37).sin() * 0.001)
+            .collect();
+        if let Some(plan) = self.fast_plan(noise.len()) {
+            self.decode(&noise, &plan)?;
+        }
+        let full = Plan {
+            max_tokens: 4,
+            ..self.full_plan(noise.len())
+        };
+        self.decode(&noise, &full)?;
+        Ok(())
+    }
+}
