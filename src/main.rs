@@ -52,11 +52,22 @@ enum Command {
         /// The arguments as one JSON object (default `{}`).
         args: Option<String>,
     },
+    /// Evaluate on-device understanding.
+    Eval {
+        #[command(subcommand)]
+        what: EvalWhat,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
         action: ConfigAction,
     },
+}
+
+#[derive(Subcommand)]
+enum EvalWhat {
+    /// Intent classification: accuracy, threshold sweep, latency (CLINC150 via --clinc).
+    Intents(earshot::cli::eval::IntentsArgs),
 }
 
 #[derive(Subcommand)]
@@ -94,6 +105,9 @@ fn main() -> ExitCode {
         }
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
+        Command::Eval { what } => match what {
+            EvalWhat::Intents(args) => earshot::cli::eval::intents(config, args),
+        },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod config_cmd;
+pub mod eval;
 pub mod history;
 pub mod route;
 pub mod tool;

@@ -295,13 +295,14 @@ mod onnx_impl {
                 .map_err(|_| anyhow!("the embedder is unusable after an earlier crash"))?;
             let outputs = session.run(inputs).map_err(err)?;
             let (shape, hidden) = outputs[0].try_extract_tensor::<f32>().map_err(err)?;
-            let dims =
-                match shape.as_ref() {
-                    [b, s, d] if *b as usize == batch && *s as usize == seq => *d as usize,
-                    other => return Err(anyhow!(
+            let dims = match shape.as_ref() {
+                [b, s, d] if *b as usize == batch && *s as usize == seq => *d as usize,
+                other => {
+                    return Err(anyhow!(
                         "embedding model returned shape {other:?}, expected [{batch}, {seq}, dims]"
-                    )),
-                };
+                    ))
+                }
+            };
             Ok(mean_pool_normalise(hidden, &mask, batch, seq, dims))
         }
     }

@@ -27,10 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use sha2::{Digest, Sha256};
 
 use super::examples::Examples;
-use super::{embed_all, Classifier, Embedder};
+use super::{cache, linalg, Classifier, Embedder};
 
 /// R-KNN: neighbours per intent.
 pub const DEFAULT_K: usize = 3;
@@ -40,7 +39,7 @@ pub const DEFAULT_THRESHOLD: f32 = 0.65;
 /// Per-intent score from its similarities: `0.9·max + 0.1·mean` of the top
 /// `k` (fewer when the intent has fewer examples). `None` for no examples.
 pub fn knn_score(sims: &[f32], k: usize) -> Option<f32> {
-    let mut top: Vec<f32> = sims.to_vec();
+    let mut top: Vec<f32> = sims.iter().copied().filter(|s| s.is_finite()).collect();
     top.sort_by(|a, b| b.total_cmp(a));
     top.truncate(k.max(1));
     let max = *top.first()?;
@@ -83,27 +82,8 @@ impl KnnClassifier {
             return Err(anyhow!("a kNN classifier needs at least one example"));
         }
         let dims = embedder.dims();
-        let key = cache_key(&embedder.model_id(), examples);
-        let path = state_dir.map(|d| d.join("cache").join(format!("knn-{key}.bin")));
-        let cached = path
-            .as_deref()
-            .and_then(|p| read_cache(p, texts.len(), dims));
-        let matrix = match cached {
-            Some(m) => m,
-            None => {
-                let vectors = embed_all(embedder.as_ref(), &texts, 32)?;
-                let matrix: Vec<f32> = vectors.into_iter().flatten().collect();
-                if matrix.len() != texts.len() * dims {
-                    return Err(anyhow!("the embedder returned vectors of the wrong size"));
-                }
-                if let Some(p) = &path {
-                    if let Err(e) = write_cache(p, texts.len(), dims, &matrix) {
-                        tracing::warn!("cannot write the kNN cache {}: {e}", p.display());
-                    }
-                }
-                matrix
-            }
-        };
+        let path = state_dir.map(|d| cache_path(d, &embedder.model_id(), examples));
+        let matrix = cache::embeddings_cached(embedder.as_ref(), &texts, path.as_deref())?;
         Ok(Self {
             embedder,
             intents,
@@ -136,6 +116,12 @@ impl KnnClassifier {
         &self.intents
     }
 
+    /// The example matrix (`[examples, dims]`, row-major) and each row's
+    /// intent index — e.g. to train another scorer on the same embeddings.
+    pub fn examples_matrix(&self) -> (&[f32], &[usize], usize) {
+        (&self.matrix, &self.labels, self.dims)
+    }
+
     /// The embedder, to embed once and score several classifiers.
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
@@ -143,20 +129,64 @@ impl KnnClassifier {
 
     /// Every intent's score for an embedded query, best first.
     pub fn scores_for(&self, query: &[f32]) -> Vec<(String, f32)> {
-        let mut per_intent: Vec<Vec<f32>> = vec![Vec::new(); self.intents.len()];
-        if self.dims > 0 {
-            for (row, &label) in self.matrix.chunks_exact(self.dims).zip(&self.labels) {
-                let sim = row.iter().zip(query).map(|(a, b)| a * b).sum::<f32>();
-                per_intent[label].push(sim);
-            }
-        }
-        let mut scores: Vec<(String, f32)> = per_intent
-            .iter()
+        let sims = linalg::dot_rows(query, 1, &self.matrix, self.labels.len(), self.dims);
+        let mut scores: Vec<(String, f32)> = self
+            .intent_scores(&sims)
+            .into_iter()
             .zip(&self.intents)
-            .filter_map(|(sims, name)| knn_score(sims, self.k).map(|s| (name.clone(), s)))
+            .filter_map(|(s, name)| s.map(|s| (name.clone(), s)))
             .collect();
         scores.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         scores
+    }
+
+    /// Per intent (in [`Self::intents`] order), the R-KNN score from one
+    /// row of similarities to every example.
+    fn intent_scores(&self, sims: &[f32]) -> Vec<Option<f32>> {
+        let k = self.k;
+        // top[i*k..(i+1)*k]: intent i's best sims, descending.
+        let mut top = vec![f32::NEG_INFINITY; self.intents.len() * k];
+        let mut counts = vec![0usize; self.intents.len()];
+        for (&sim, &label) in sims.iter().zip(&self.labels) {
+            counts[label] += 1;
+            let slot = &mut top[label * k..(label + 1) * k];
+            if sim > slot[k - 1] {
+                let mut j = k - 1;
+                while j > 0 && slot[j - 1] < sim {
+                    slot[j] = slot[j - 1];
+                    j -= 1;
+                }
+                slot[j] = sim;
+            }
+        }
+        (0..self.intents.len())
+            .map(|i| {
+                let n = counts[i].min(k);
+                knn_score(&top[i * k..i * k + n], k)
+            })
+            .collect()
+    }
+
+    /// Best intent index and score for many embedded queries at once
+    /// (evaluations): one matrix multiply per chunk of queries.
+    pub fn classify_many(&self, queries: &[Vec<f32>]) -> Vec<(usize, f32)> {
+        let n = self.labels.len();
+        let mut out = Vec::with_capacity(queries.len());
+        for chunk in queries.chunks(256) {
+            let flat: Vec<f32> = chunk.iter().flatten().copied().collect();
+            let sims = linalg::dot_rows(&flat, chunk.len(), &self.matrix, n, self.dims);
+            for row in sims.chunks_exact(n.max(1)) {
+                let best = self
+                    .intent_scores(row)
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| s.map(|s| (i, s)))
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .unwrap_or((0, f32::NEG_INFINITY));
+                out.push(best);
+            }
+        }
+        out
     }
 
     /// The best intent and its score for an embedded query.
@@ -199,73 +229,20 @@ impl Classifier for KnnClassifier {
 
 /// Hash of the model id and every intent + utterance (in order).
 pub fn cache_key(model_id: &str, examples: &Examples) -> String {
-    let mut h = Sha256::new();
-    h.update(b"earshot-knn-v1\0");
-    h.update(model_id.as_bytes());
-    for (intent, utterances) in examples {
-        h.update(b"\0#");
-        h.update(intent.as_bytes());
-        for u in utterances {
-            h.update(b"\0");
-            h.update(u.as_bytes());
-        }
-    }
-    hex::encode(&h.finalize()[..12])
+    let parts = examples.iter().flat_map(|(intent, utterances)| {
+        std::iter::once(intent.as_str()).chain(
+            utterances
+                .iter()
+                .map(String::as_str)
+                .chain(std::iter::once("\u{1}")),
+        )
+    });
+    cache::key(model_id, parts)
 }
-
-const MAGIC: &[u8; 8] = b"EKNNv1\0\0";
 
 /// The cache path a classifier over `examples` would use.
 pub fn cache_path(state_dir: &Path, model_id: &str, examples: &Examples) -> PathBuf {
-    state_dir
-        .join("cache")
-        .join(format!("knn-{}.bin", cache_key(model_id, examples)))
-}
-
-/// Layout: magic, rows u32, dims u32, rows·dims f32 LE, sha256 of all the
-/// preceding bytes. Anything else is `None` (rebuild).
-fn read_cache(path: &Path, rows: usize, dims: usize) -> Option<Vec<f32>> {
-    let bytes = std::fs::read(path).ok()?;
-    let body_len = 16 + rows * dims * 4;
-    if bytes.len() != body_len + 32 || &bytes[..8] != MAGIC {
-        tracing::warn!("ignoring the malformed kNN cache {}", path.display());
-        return None;
-    }
-    let (body, sum) = bytes.split_at(body_len);
-    let header_ok = u32::from_le_bytes(body[8..12].try_into().ok()?) as usize == rows
-        && u32::from_le_bytes(body[12..16].try_into().ok()?) as usize == dims;
-    if !header_ok || Sha256::digest(body).as_slice() != sum {
-        tracing::warn!("ignoring the corrupt kNN cache {}", path.display());
-        return None;
-    }
-    Some(
-        body[16..]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
-}
-
-/// Write atomically (temp file + rename) so a crash never leaves a file
-/// that looks valid.
-fn write_cache(path: &Path, rows: usize, dims: usize, matrix: &[f32]) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| anyhow!("cache path has no directory"))?;
-    std::fs::create_dir_all(dir)?;
-    let mut body = Vec::with_capacity(16 + matrix.len() * 4 + 32);
-    body.extend_from_slice(MAGIC);
-    body.extend_from_slice(&u32::try_from(rows)?.to_le_bytes());
-    body.extend_from_slice(&u32::try_from(dims)?.to_le_bytes());
-    for v in matrix {
-        body.extend_from_slice(&v.to_le_bytes());
-    }
-    let sum = Sha256::digest(&body);
-    body.extend_from_slice(&sum);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, &body)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    cache::path_in(state_dir, "knn", &cache_key(model_id, examples))
 }
 
 #[cfg(test)]

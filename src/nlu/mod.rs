@@ -6,14 +6,17 @@
 //! any classifier implementing it plugs into the router and the intent
 //! tree unchanged.
 
+pub mod cache;
 pub mod embedder;
 pub mod examples;
 pub mod knn;
+pub mod linalg;
+pub mod linear;
 pub mod onnx;
 pub mod router;
 pub mod routes;
 
-pub use embedder::{load_embedder, embed_all};
+pub use embedder::{embed_all, load_embedder};
 pub use onnx::onnxruntime_status;
 
 use serde::{Deserialize, Serialize};
