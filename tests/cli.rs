@@ -509,3 +509,28 @@ fn secrets_never_reach_logs() {
         "secret leaked: {all}"
     );
 }
+
+#[test]
+fn two_processes_share_one_state_dir() {
+    let server = llm_server(|_| sse_answer(&["Okay."]));
+    let dir = state(&config_for(&server, ""));
+    // Several CLI turns at once on the same database (WAL + busy timeout):
+    // none fails with "database is locked", every turn is stored whole.
+    let children: Vec<_> = (0..6)
+        .map(|i| {
+            earshot(dir.path())
+                .args(["chat", &format!("question {i}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM conversations"), 6);
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 12);
+    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM turn_log WHERE outcome='ok'"), 6);
+}
