@@ -37,6 +37,10 @@ pub struct Services {
     pub router: Arc<Router>,
     pub tools: Arc<ToolRegistry>,
     pub recall: Option<Arc<dyn Recall>>,
+    /// Long-term memory and the conversation index (R-MEM, R-VEC): list /
+    /// remember / forget for the intent tree, the background worker's
+    /// target. `None` when disabled or the database could not host it.
+    pub memory: Option<Arc<crate::memory::Memory>>,
 }
 
 impl Services {
@@ -60,7 +64,9 @@ impl Services {
                 .map_err(|err| tracing::warn!("route classifier unavailable: {err:#}"))
                 .ok()
         });
-        Ok(Self::assemble(config, store, llm, embedder, route_classifier))
+        let mut services = Self::assemble(config, store, llm, embedder, route_classifier);
+        services.attach_memory();
+        Ok(services)
     }
 
     /// Wire the parts together (tests pass their own LLM).
@@ -93,6 +99,31 @@ impl Services {
             router: Arc::new(router),
             tools: Arc::new(tools),
             recall: None,
+            memory: None,
+        }
+    }
+
+    /// Open long-term memory over the store and the embedder; recall and
+    /// `search_conversations` are wired when the embedder is present.
+    /// Failures are logged: turns go on without memory (R-MEM).
+    pub fn attach_memory(&mut self) {
+        if !self.config.memory.enabled {
+            return;
+        }
+        match crate::memory::Memory::open(
+            self.store.clone(),
+            self.embedder.clone(),
+            self.config.memory.clone(),
+        ) {
+            Ok(memory) => {
+                let memory = Arc::new(memory);
+                if self.embedder.is_some() {
+                    self.recall = Some(memory.clone());
+                    self.set_conversation_search(memory.clone());
+                }
+                self.memory = Some(memory);
+            }
+            Err(e) => tracing::warn!("long-term memory unavailable: {e:#}"),
         }
     }
 

@@ -8,7 +8,10 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/001_core.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/001_core.sql")),
+    (4, include_str!("migrations/004_memory_vectors.sql")),
+];
 
 /// The schema version this build creates.
 pub fn latest() -> i64 {

@@ -9,6 +9,7 @@ mod conversations;
 mod jobs;
 mod migrations;
 mod turn_log;
+pub mod vector;
 
 pub use conversations::{Conversation, SaveTurn, StoredMessage};
 pub use jobs::Job;

@@ -622,7 +622,8 @@ fn int_pow(base: i128, exp: i128) -> Result<Number, CalcError> {
     if bits > 1030.0 {
         return Err(CalcError::TooLarge);
     }
-    if bits < 126.0 {
+    if bits <= 128.0 {
+        // checked_pow decides the edge exactly.
         if let Some(v) = u32::try_from(exp).ok().and_then(|e| base.checked_pow(e)) {
             return Ok(Number::Int(v));
         }

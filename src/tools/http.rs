@@ -102,7 +102,12 @@ impl JsonHttp {
             .take(MAX_BODY)
             .read_to_end(&mut bytes)
             .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::TimedOut {
+                // ureq wraps its own timeout in an io::Error of kind Other.
+                let wrapped_timeout = e
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+                    .is_some_and(|inner| matches!(inner, ureq::Error::Timeout(_)));
+                if e.kind() == std::io::ErrorKind::TimedOut || wrapped_timeout {
                     HttpError::Timeout {
                         service: self.service.clone(),
                     }
