@@ -147,7 +147,13 @@ pub fn parse_operations(reply: &str) -> Option<Vec<MemoryOp>> {
         list.iter()
             .filter_map(|op| {
                 let o = op.as_object()?;
-                let event = match o.get("event").and_then(Value::as_str)?.trim().to_uppercase().as_str() {
+                let event = match o
+                    .get("event")
+                    .and_then(Value::as_str)?
+                    .trim()
+                    .to_uppercase()
+                    .as_str()
+                {
                     "ADD" => OpEvent::Add,
                     "UPDATE" => OpEvent::Update,
                     "DELETE" => OpEvent::Delete,
@@ -178,7 +184,12 @@ pub struct ExtractReport {
     pub deleted: usize,
 }
 
-fn ask(llm: &dyn ChatModel, config: &LlmConfig, system: String, user: String) -> Result<String, LlmError> {
+fn ask(
+    llm: &dyn ChatModel,
+    config: &LlmConfig,
+    system: String,
+    user: String,
+) -> Result<String, LlmError> {
     let request = ChatRequest {
         model: config.model.clone(),
         messages: vec![ChatMessage::system(system), ChatMessage::user(user)],
@@ -324,13 +335,20 @@ mod tests {
 
     #[test]
     fn facts_are_parsed_leniently() {
-        assert_eq!(parse_facts(r#"{"facts": ["Likes jazz"]}"#).unwrap(), vec!["Likes jazz"]);
         assert_eq!(
-            parse_facts("Sure! ```json\n{\"facts\": [\"A\", {\"fact\": \"B\"}]}\n``` done").unwrap(),
+            parse_facts(r#"{"facts": ["Likes jazz"]}"#).unwrap(),
+            vec!["Likes jazz"]
+        );
+        assert_eq!(
+            parse_facts("Sure! ```json\n{\"facts\": [\"A\", {\"fact\": \"B\"}]}\n``` done")
+                .unwrap(),
             vec!["A", "B"]
         );
         assert_eq!(parse_facts("Here: [\"x\", \"\", 3]").unwrap(), vec!["x"]);
-        assert_eq!(parse_facts(r#"{"facts": []}"#).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            parse_facts(r#"{"facts": []}"#).unwrap(),
+            Vec::<String>::new()
+        );
         assert_eq!(parse_facts("I could not find any facts."), None);
         assert_eq!(parse_facts(r#"{"facts": "nope"}"#), None);
         assert_eq!(parse_facts("{\"facts\": [\"unterminated"), None);
@@ -368,19 +386,56 @@ mod tests {
             ("1".to_string(), gone.id, gone.text.clone()),
         ];
         let ops = vec![
-            MemoryOp { id: Some("0".into()), text: "Meeting with Ana on Friday".into(), event: OpEvent::Update },
-            MemoryOp { id: Some("1".into()), text: String::new(), event: OpEvent::Delete },
-            MemoryOp { id: Some("9".into()), text: "Likes tea".into(), event: OpEvent::Update },
-            MemoryOp { id: Some("5".into()), text: String::new(), event: OpEvent::Delete },
-            MemoryOp { id: None, text: "Likes tea".into(), event: OpEvent::Add },
+            MemoryOp {
+                id: Some("0".into()),
+                text: "Meeting with Ana on Friday".into(),
+                event: OpEvent::Update,
+            },
+            MemoryOp {
+                id: Some("1".into()),
+                text: String::new(),
+                event: OpEvent::Delete,
+            },
+            MemoryOp {
+                id: Some("9".into()),
+                text: "Likes tea".into(),
+                event: OpEvent::Update,
+            },
+            MemoryOp {
+                id: Some("5".into()),
+                text: String::new(),
+                event: OpEvent::Delete,
+            },
+            MemoryOp {
+                id: None,
+                text: "Likes tea".into(),
+                event: OpEvent::Add,
+            },
         ];
         let report = apply(&m, "user-1", &shown, &ops).unwrap();
-        assert_eq!(report, ExtractReport { added: 1, updated: 1, deleted: 1 });
-        let texts: Vec<String> = m.list("user-1").unwrap().into_iter().map(|i| i.text).collect();
+        assert_eq!(
+            report,
+            ExtractReport {
+                added: 1,
+                updated: 1,
+                deleted: 1
+            }
+        );
+        let texts: Vec<String> = m
+            .list("user-1")
+            .unwrap()
+            .into_iter()
+            .map(|i| i.text)
+            .collect();
         assert_eq!(texts.len(), 2);
         assert!(texts.contains(&"Meeting with Ana on Friday".to_string()));
         assert!(texts.contains(&"Likes tea".to_string()));
-        let updated = m.list("user-1").unwrap().into_iter().find(|i| i.id == old.id).unwrap();
+        let updated = m
+            .list("user-1")
+            .unwrap()
+            .into_iter()
+            .find(|i| i.id == old.id)
+            .unwrap();
         assert_eq!(updated.created_at, old.created_at);
     }
 }

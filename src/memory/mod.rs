@@ -174,8 +174,11 @@ pub fn strip_remember(text: &str) -> &str {
 /// The explicit-memory request in `text` ("remember that …"), if it is one.
 pub fn explicit_memory(text: &str) -> Option<&str> {
     let stripped = strip_remember(text);
-    (stripped.len() < text.trim().len() && !stripped.trim_matches(|c: char| !c.is_alphanumeric()).is_empty())
-        .then_some(stripped)
+    (stripped.len() < text.trim().len()
+        && !stripped
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .is_empty())
+    .then_some(stripped)
 }
 
 /// Leading "forget (that|about)" removed.
@@ -477,10 +480,6 @@ impl Memory {
         self.conversations.as_ref()
     }
 
-    pub(crate) fn memory_index(&self) -> Option<&VectorIndex> {
-        self.memories.as_ref()
-    }
-
     pub(crate) fn model(&self) -> String {
         self.model_id()
     }
@@ -517,9 +516,9 @@ pub(crate) mod testing {
                         if w.is_empty() {
                             continue;
                         }
-                        let h = w
-                            .bytes()
-                            .fold(1469598103934665603u64, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+                        let h = w.bytes().fold(1469598103934665603u64, |h, b| {
+                            (h ^ b as u64).wrapping_mul(1099511628211)
+                        });
                         v[(h % 64) as usize] += 1.0;
                     }
                     v[63] += 0.01;
@@ -550,9 +549,15 @@ mod tests {
     #[test]
     fn strips_remember_and_forget_prefixes() {
         assert_eq!(strip_remember("Remember that I like jazz"), "I like jazz");
-        assert_eq!(strip_remember("please remember: dentist at 5"), "dentist at 5");
+        assert_eq!(
+            strip_remember("please remember: dentist at 5"),
+            "dentist at 5"
+        );
         assert_eq!(strip_remember("I like jazz"), "I like jazz");
-        assert_eq!(explicit_memory("remember that my wife is Ana"), Some("my wife is Ana"));
+        assert_eq!(
+            explicit_memory("remember that my wife is Ana"),
+            Some("my wife is Ana")
+        );
         assert_eq!(explicit_memory("what do you remember"), None);
         assert_eq!(explicit_memory("remember that"), None);
         assert_eq!(strip_forget("forget that I like jazz"), "I like jazz");
@@ -563,19 +568,28 @@ mod tests {
     fn remember_list_forget_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let m = memory(dir.path());
-        let a = m.remember("user-1", "remember that I am allergic to peanuts").unwrap();
+        let a = m
+            .remember("user-1", "remember that I am allergic to peanuts")
+            .unwrap();
         assert!(a.created);
         assert_eq!(a.item.text, "I am allergic to peanuts");
         let again = m.remember("user-1", "I am allergic to peanuts!").unwrap();
         assert!(!again.created);
-        m.remember("user-1", "my dentist appointment is on friday").unwrap();
+        m.remember("user-1", "my dentist appointment is on friday")
+            .unwrap();
         m.remember("user-2", "user two likes tea").unwrap();
         assert_eq!(m.list("user-1").unwrap().len(), 2);
-        let forgotten = m.forget("user-1", "forget my dentist appointment").unwrap().unwrap();
+        let forgotten = m
+            .forget("user-1", "forget my dentist appointment")
+            .unwrap()
+            .unwrap();
         assert_eq!(forgotten.text, "my dentist appointment is on friday");
         assert_eq!(m.list("user-1").unwrap().len(), 1);
         // Nothing close enough: nothing deleted.
-        assert!(m.forget("user-1", "quantum chromodynamics").unwrap().is_none());
+        assert!(m
+            .forget("user-1", "quantum chromodynamics")
+            .unwrap()
+            .is_none());
         // "forget that" removes the newest.
         assert!(m.forget("user-1", "forget that").unwrap().is_some());
         assert!(m.list("user-1").unwrap().is_empty());
@@ -590,7 +604,10 @@ mod tests {
         let m = memory(dir.path());
         m.add("user-1", "allergic to peanuts").unwrap();
         m.add("user-2", "allergic to peanuts too").unwrap();
-        let block = m.recall_block("user-1", "am I allergic to peanuts").unwrap().unwrap();
+        let block = m
+            .recall_block("user-1", "am I allergic to peanuts")
+            .unwrap()
+            .unwrap();
         let today = &crate::store::now()[..10];
         assert_eq!(
             block,
@@ -600,6 +617,15 @@ mod tests {
         // A 50k-character memory is stored whole and shown cut.
         let long = "x".repeat(50_000);
         let item = m.add("user-1", &format!("peanuts {long}")).unwrap();
-        assert_eq!(m.list("user-1").unwrap().iter().find(|i| i.id == item.id).unwrap().text.len(), 50_008);
+        assert_eq!(
+            m.list("user-1")
+                .unwrap()
+                .iter()
+                .find(|i| i.id == item.id)
+                .unwrap()
+                .text
+                .len(),
+            50_008
+        );
     }
 }

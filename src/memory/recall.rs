@@ -83,7 +83,11 @@ mod tests {
             (-0.3, 0.0, false),
         ];
         for (semantic, bm25, want) in cases {
-            assert_eq!(keep(&c, semantic, bm25), want, "semantic {semantic} bm25 {bm25}");
+            assert_eq!(
+                keep(&c, semantic, bm25),
+                want,
+                "semantic {semantic} bm25 {bm25}"
+            );
         }
     }
 

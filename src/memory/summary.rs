@@ -79,9 +79,18 @@ pub fn parse_summary(reply: &str, fallback: &str) -> Summary {
     }
     let items = items
         .into_iter()
-        .map(|i| i.trim().trim_start_matches(['-', '*', '•', ' ']).trim().to_string())
+        .map(|i| {
+            i.trim()
+                .trim_start_matches(['-', '*', '•', ' '])
+                .trim()
+                .to_string()
+        })
         .filter(|i| {
-            !i.is_empty() && !matches!(i.to_lowercase().trim_end_matches('.'), "none" | "n/a" | "no")
+            !i.is_empty()
+                && !matches!(
+                    i.to_lowercase().trim_end_matches('.'),
+                    "none" | "n/a" | "no"
+                )
         })
         .collect();
     let title = title
@@ -92,7 +101,11 @@ pub fn parse_summary(reply: &str, fallback: &str) -> Summary {
         .filter(|o| !o.is_empty())
         .map(|o| first_chars(&o, 2000))
         .unwrap_or_else(|| {
-            let source = if reply.trim().is_empty() { fallback } else { reply };
+            let source = if reply.trim().is_empty() {
+                fallback
+            } else {
+                reply
+            };
             first_chars(source, 200)
         });
     Summary {
@@ -121,7 +134,10 @@ pub fn summarize(
 ) -> Result<SummaryOutcome, super::extract::ExtractError> {
     use super::extract::ExtractError;
     let store = memory.store();
-    let Some(conversation) = store.conversation(conversation_id).map_err(|e| ExtractError::Store(e.into()))? else {
+    let Some(conversation) = store
+        .conversation(conversation_id)
+        .map_err(|e| ExtractError::Store(e.into()))?
+    else {
         return Ok(SummaryOutcome::Gone);
     };
     let messages = store
@@ -208,13 +224,18 @@ pub fn backfill(memory: &Memory) -> Result<usize> {
                      AND v.item_id = c.id AND v.model = ?1 AND v.embedding IS NOT NULL)
                  ORDER BY c.id LIMIT 32",
             )?;
-            let rows = stmt.query_map([&model], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            let rows = stmt.query_map([&model], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
             rows.collect()
         })?;
         if batch.is_empty() {
             return Ok(done);
         }
-        let texts: Vec<String> = batch.iter().map(|(_, _, t, o)| format!("{t}\n\n{o}")).collect();
+        let texts: Vec<String> = batch
+            .iter()
+            .map(|(_, _, t, o)| format!("{t}\n\n{o}"))
+            .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = memory.embed(&refs)?;
         store.with_tx(|tx| {
@@ -228,7 +249,11 @@ pub fn backfill(memory: &Memory) -> Result<usize> {
 }
 
 /// Summaries of the hits (still present and owned by the user), best first.
-pub fn fetch_hits(store: &Store, user_id: &str, hits: &[VectorHit]) -> Result<Vec<ConversationHit>> {
+pub fn fetch_hits(
+    store: &Store,
+    user_id: &str,
+    hits: &[VectorHit],
+) -> Result<Vec<ConversationHit>> {
     if hits.is_empty() {
         return Ok(Vec::new());
     }
@@ -249,13 +274,15 @@ pub fn fetch_hits(store: &Store, user_id: &str, hits: &[VectorHit]) -> Result<Ve
     Ok(hits
         .iter()
         .filter_map(|h| {
-            rows.iter().find(|r| r.0 == h.item_id).map(|(id, title, overview, updated)| ConversationHit {
-                conversation_id: *id,
-                title: title.clone(),
-                summary: overview.clone(),
-                score: h.score,
-                updated_at: Some(updated.clone()),
-            })
+            rows.iter()
+                .find(|r| r.0 == h.item_id)
+                .map(|(id, title, overview, updated)| ConversationHit {
+                    conversation_id: *id,
+                    title: title.clone(),
+                    summary: overview.clone(),
+                    score: h.score,
+                    updated_at: Some(updated.clone()),
+                })
         })
         .collect())
 }
@@ -288,8 +315,14 @@ mod tests {
         assert_eq!(s.title, "Trip to Lisbon");
         assert_eq!(s.overview, "Planned a weekend in Lisbon. It is in May.");
         assert_eq!(s.action_items, vec!["book hotel", "renew passport"]);
-        let s = parse_summary("**Title:** Dentist\n**Overview:** Moved it.\nAction items:\n- call them\n- none", "");
-        assert_eq!((s.title.as_str(), s.overview.as_str()), ("Dentist", "Moved it."));
+        let s = parse_summary(
+            "**Title:** Dentist\n**Overview:** Moved it.\nAction items:\n- call them\n- none",
+            "",
+        );
+        assert_eq!(
+            (s.title.as_str(), s.overview.as_str()),
+            ("Dentist", "Moved it.")
+        );
         assert_eq!(s.action_items, vec!["call them"]);
         let s = parse_summary("Action items: none", "");
         assert_eq!(s.title, "Conversation");

@@ -130,7 +130,14 @@ impl Worker {
         if let Err(e) = self.llm.check_configured() {
             return JobEnd::Done(format!("{note}no LLM for extraction ({e})"));
         }
-        match extract::extract(&self.memory, self.llm.as_ref(), &self.llm_config, user_id, user, assistant) {
+        match extract::extract(
+            &self.memory,
+            self.llm.as_ref(),
+            &self.llm_config,
+            user_id,
+            user,
+            assistant,
+        ) {
             Ok(r) => JobEnd::Done(format!(
                 "{note}added {}, updated {}, deleted {}",
                 r.added, r.updated, r.deleted
@@ -152,7 +159,12 @@ impl Worker {
         if let Err(e) = self.llm.check_configured() {
             return JobEnd::Done(format!("no LLM for summaries ({e})"));
         }
-        match summary::summarize(&self.memory, self.llm.as_ref(), &self.llm_config, conversation_id) {
+        match summary::summarize(
+            &self.memory,
+            self.llm.as_ref(),
+            &self.llm_config,
+            conversation_id,
+        ) {
             Ok(SummaryOutcome::Skipped) => JobEnd::Done("too short to summarise".into()),
             Ok(SummaryOutcome::Gone) => JobEnd::Done("conversation deleted".into()),
             Ok(SummaryOutcome::Indexed(s)) => JobEnd::Done(format!("indexed \"{}\"", s.title)),
@@ -178,11 +190,15 @@ pub fn process_pending(services: &Services) -> Result<DrainReport> {
             }
             JobEnd::Failed(e) => {
                 report.failed += 1;
-                report.notes.push(format!("{} #{} failed: {e}", job.kind, job.id));
+                report
+                    .notes
+                    .push(format!("{} #{} failed: {e}", job.kind, job.id));
             }
             JobEnd::RetryLater(e) => {
                 report.retry_later += 1;
-                report.notes.push(format!("{} #{} will be retried: {e}", job.kind, job.id));
+                report
+                    .notes
+                    .push(format!("{} #{} will be retried: {e}", job.kind, job.id));
                 break;
             }
         }
@@ -244,7 +260,9 @@ pub fn start_background(services: &Services) -> Option<BackgroundHandle> {
     let thread = std::thread::Builder::new()
         .name("memory-worker".into())
         .spawn(move || worker_loop(worker, flag, woken, poll))
-        .map_err(|e| tracing::warn!(error = %e, "could not start the memory worker; jobs stay queued"))
+        .map_err(
+            |e| tracing::warn!(error = %e, "could not start the memory worker; jobs stay queued"),
+        )
         .ok()?;
     Some(BackgroundHandle {
         stop,

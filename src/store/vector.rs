@@ -124,7 +124,11 @@ pub fn delete_in(conn: &Connection, collection: &str, item_id: i64) -> rusqlite:
 }
 
 /// The stored embedding of an item (e.g. to compare without re-embedding).
-pub fn get_in(conn: &Connection, collection: &str, item_id: i64) -> rusqlite::Result<Option<Vec<f32>>> {
+pub fn get_in(
+    conn: &Connection,
+    collection: &str,
+    item_id: i64,
+) -> rusqlite::Result<Option<Vec<f32>>> {
     let blob: Option<Option<Vec<u8>>> = conn
         .query_row(
             "SELECT embedding FROM vectors WHERE collection = ?1 AND item_id = ?2",
@@ -335,7 +339,12 @@ impl VectorIndex {
     }
 
     /// Read and validate a file; `Ok(None)` when there is none.
-    fn read_file(path: &Path, collection: &str, dims: usize, model: &str) -> Result<Option<(Index, i64)>> {
+    fn read_file(
+        path: &Path,
+        collection: &str,
+        dims: usize,
+        model: &str,
+    ) -> Result<Option<(Index, i64)>> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -379,7 +388,11 @@ impl VectorIndex {
         index.change_expansion_search(EXPANSION_SEARCH);
         index.change_expansion_add(EXPANSION_ADD);
         if index.size() != header.count || index.dimensions() != dims {
-            bail!("holds {} vectors, header says {}", index.size(), header.count);
+            bail!(
+                "holds {} vectors, header says {}",
+                index.size(),
+                header.count
+            );
         }
         Ok(Some((index, header.generation)))
     }
@@ -453,13 +466,16 @@ impl VectorIndex {
                  WHERE collection = ?1 AND generation > ?2 AND generation <= ?3",
             )?;
             let rows = stmt
-                .query_map(params![self.collection, state.generation, generation], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)? as u64,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Option<Vec<u8>>>(2)?,
-                    ))
-                })?
+                .query_map(
+                    params![self.collection, state.generation, generation],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)? as u64,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<Vec<u8>>>(2)?,
+                        ))
+                    },
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             drop(stmt);
             tx.commit()?;
@@ -669,7 +685,9 @@ impl VectorIndex {
     /// Temp files left by a writer killed mid-write (we hold the lock, so
     /// no live writer owns one).
     fn remove_stale_temp_files(&self) {
-        let Some(dir) = self.path.parent() else { return };
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
         let prefix = format!("{}.usearch.tmp.", self.collection);
         if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
@@ -773,7 +791,9 @@ mod tests {
     use super::*;
 
     fn unit(seed: u64, dims: usize) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut v: Vec<f32> = (0..dims)
             .map(|_| {
                 x ^= x << 13;
@@ -850,9 +870,19 @@ mod tests {
         drop(idx);
         // Garbage, and an empty file, too.
         std::fs::write(&path, b"garbage").unwrap();
-        assert_eq!(VectorIndex::open(&store, &index_dir, "memories", 8, "m").unwrap().len(), 21);
+        assert_eq!(
+            VectorIndex::open(&store, &index_dir, "memories", 8, "m")
+                .unwrap()
+                .len(),
+            21
+        );
         std::fs::write(&path, b"").unwrap();
-        assert_eq!(VectorIndex::open(&store, &index_dir, "memories", 8, "m").unwrap().len(), 21);
+        assert_eq!(
+            VectorIndex::open(&store, &index_dir, "memories", 8, "m")
+                .unwrap()
+                .len(),
+            21
+        );
         // Another model's file is not trusted.
         let other = VectorIndex::open(&store, &index_dir, "memories", 8, "other").unwrap();
         assert_eq!(other.len(), 0);
