@@ -4,11 +4,15 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use earshot::config::Config;
 
-use earshot::nlu::{load_embedder, Embedder};
+use earshot::nlu::embedder::OnnxEmbedder;
+use earshot::nlu::knn::{cache_path, knn_score, KnnClassifier};
+use earshot::nlu::{load_embedder, Classifier, Embedder};
 
 fn config() -> Config {
     let mut config = Config::default();
@@ -68,4 +72,251 @@ fn odd_inputs_do_not_panic() {
     let lossy = String::from_utf8_lossy(&[0xff, 0xfe, b'h', b'i', 0x80, 0]).into_owned();
     assert_eq!(e.embed_one(&lossy).unwrap().len(), 384);
     assert_eq!(e.embed(&[]).unwrap().len(), 0);
+}
+
+/// Wraps the real embedder and counts how many texts it embedded.
+struct Counting(Arc<dyn Embedder>, AtomicUsize);
+impl Embedder for Counting {
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        self.1.fetch_add(texts.len(), Ordering::SeqCst);
+        self.0.embed(texts)
+    }
+    fn dims(&self) -> usize {
+        self.0.dims()
+    }
+    fn model_id(&self) -> String {
+        self.0.model_id()
+    }
+}
+
+fn small_set() -> BTreeMap<String, Vec<String>> {
+    let mut ex = BTreeMap::new();
+    ex.insert(
+        "lights".to_string(),
+        vec![
+            "turn on the light".to_string(),
+            "switch the lamp on".to_string(),
+            "lights on please".to_string(),
+            "make it brighter in here".to_string(),
+        ],
+    );
+    ex.insert(
+        "weather".to_string(),
+        vec![
+            "what's the weather like".to_string(),
+            "is it going to rain".to_string(),
+        ],
+    );
+    ex
+}
+
+#[test]
+fn knn_scores_are_exactly_point_nine_max_plus_point_one_mean() {
+    let e = embedder();
+    let ex = small_set();
+    let knn = KnnClassifier::build(e.clone(), &ex, None).unwrap();
+    let query = "could you turn the lamp on";
+    let q = e.embed_one(query).unwrap();
+    // By hand: cosines to every example, top 3 per intent.
+    for (intent, utterances) in &ex {
+        let mut sims: Vec<f32> = utterances
+            .iter()
+            .map(|u| cos(&q, &e.embed_one(u).unwrap()))
+            .collect();
+        sims.sort_by(|a, b| b.total_cmp(a));
+        sims.truncate(3);
+        let expected = 0.9 * sims[0] + 0.1 * sims.iter().sum::<f32>() / sims.len() as f32;
+        let got = knn
+            .scores_for(&q)
+            .into_iter()
+            .find(|(name, _)| name == intent)
+            .unwrap()
+            .1;
+        assert!(
+            (got - expected).abs() < 1e-4,
+            "{intent}: {got} vs {expected}"
+        );
+        assert!((knn_score(&sims, 3).unwrap() - expected).abs() < 1e-6);
+    }
+    let (best, score) = knn.classify(query).unwrap();
+    assert_eq!(best, "lights");
+    assert!(score > 0.65, "{score}");
+    assert_eq!(
+        knn.classify_with_threshold(query, score + 0.01),
+        None,
+        "a node threshold above the score falls back"
+    );
+    assert_eq!(knn.classify("is it raining outside").unwrap().0, "weather");
+}
+
+#[test]
+fn example_cache_is_reused_and_invalidated() {
+    let dir = tempfile::tempdir().unwrap();
+    let counting = Arc::new(Counting(embedder(), AtomicUsize::new(0)));
+    let mut ex = small_set();
+    let first = KnnClassifier::build(counting.clone(), &ex, Some(dir.path())).unwrap();
+    assert_eq!(counting.1.load(Ordering::SeqCst), 6);
+    let path = cache_path(dir.path(), &counting.model_id(), &ex);
+    assert!(path.is_file());
+    let q = embedder().embed_one("lights on").unwrap();
+    let again = KnnClassifier::build(counting.clone(), &ex, Some(dir.path())).unwrap();
+    assert_eq!(counting.1.load(Ordering::SeqCst), 6, "read from the cache");
+    assert_eq!(first.scores_for(&q), again.scores_for(&q));
+    // A changed example is a different key: everything is embedded again.
+    ex.get_mut("weather").unwrap()[1] = "will it rain today".into();
+    KnnClassifier::build(counting.clone(), &ex, Some(dir.path())).unwrap();
+    assert_eq!(counting.1.load(Ordering::SeqCst), 12);
+    assert_ne!(cache_path(dir.path(), &counting.model_id(), &ex), path);
+    // A corrupt file is ignored and rebuilt.
+    std::fs::write(&path, b"garbage").unwrap();
+    let rebuilt = KnnClassifier::build(counting.clone(), &small_set(), Some(dir.path())).unwrap();
+    assert_eq!(counting.1.load(Ordering::SeqCst), 18);
+    assert_eq!(first.scores_for(&q), rebuilt.scores_for(&q));
+}
+
+#[test]
+fn bad_model_and_tokenizer_paths_are_one_line_errors_with_the_fix() {
+    let config = config();
+    let (model, tokenizer) = earshot::nlu::embedder::model_paths(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.onnx");
+    let err = OnnxEmbedder::load(&config, &missing, &tokenizer)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("missing.onnx") && err.contains("scripts/fetch-embedder.sh"),
+        "{err}"
+    );
+    let corrupt = dir.path().join("corrupt.onnx");
+    std::fs::write(&corrupt, vec![7u8; 4096]).unwrap();
+    let err = OnnxEmbedder::load(&config, &corrupt, &tokenizer)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("corrupt.onnx") && !err.contains('\n'), "{err}");
+    let bad_tok = dir.path().join("tokenizer.json");
+    std::fs::write(&bad_tok, b"{\"version\": ").unwrap();
+    let err = OnnxEmbedder::load(&config, &model, &bad_tok)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("tokenizer.json") && err.contains("fetch-embedder.sh"),
+        "{err}"
+    );
+}
+
+fn route_json(
+    state: &std::path::Path,
+    text: &str,
+    extra_env: &[(&str, &str)],
+) -> (serde_json::Value, String) {
+    let mut cmd = common::earshot(state);
+    cmd.args(["route", text, "--json"]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = common::run(&mut cmd);
+    let stdout = common::stdout(&out);
+    assert!(out.status.success(), "{stdout} {}", common::stderr(&out));
+    (
+        serde_json::from_str(stdout.trim()).unwrap(),
+        common::stderr(&out),
+    )
+}
+
+#[test]
+fn earshot_route_json_decides_on_device() {
+    let state = tempfile::tempdir().unwrap();
+    for (text, route) in [
+        ("what's the weather in Paris", "context"),
+        ("please talk to me like a pirate", "persona"),
+        ("hello, how are you doing", "simple"),
+    ] {
+        let (v, _) = route_json(state.path(), text, &[]);
+        assert_eq!(v["by"], "classifier", "{text}: {v}");
+        assert_eq!(v["route"], route, "{text}: {v}");
+        let confidence = v["confidence"].as_f64().unwrap();
+        assert!(confidence >= 0.65 && confidence <= 1.0, "{text}: {v}");
+    }
+    let cached = std::fs::read_dir(state.path().join("cache"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("knn-"))
+        .count();
+    assert_eq!(cached, 1, "the route examples are cached once");
+}
+
+#[test]
+fn without_onnx_runtime_the_router_falls_back_and_says_why() {
+    let state = tempfile::tempdir().unwrap();
+    let (v, stderr) = route_json(
+        state.path(),
+        "what's the weather in Paris",
+        &[
+            ("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so"),
+            ("EARSHOT_LOG", "warn"),
+        ],
+    );
+    assert_ne!(v["by"], "classifier", "{v}");
+    assert!(stderr.contains("fetch-onnxruntime.sh"), "{stderr}");
+}
+
+#[test]
+fn eval_intents_reports_the_contract_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.json");
+    let test = dir.path().join("test.json");
+    let oos = dir.path().join("oos.json");
+    std::fs::write(
+        &train,
+        r#"[["turn on the light","lights"],["switch the lamp on","lights"],["lights on please","lights"],
+            ["what's the weather like","weather"],["is it going to rain","weather"],["how hot is it outside","weather"]]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &test,
+        r#"[["put the lights on","lights"],["will it rain tomorrow","weather"]]"#,
+    )
+    .unwrap();
+    std::fs::write(&oos, r#"[["who wrote hamlet","oos"]]"#).unwrap();
+    for scorer in ["knn", "softmax"] {
+        let mut cmd = common::earshot(dir.path());
+        cmd.args(["eval", "intents", "--train"])
+            .arg(&train)
+            .arg("--test")
+            .arg(&test)
+            .arg("--oos")
+            .arg(&oos)
+            .args(["--scorer", scorer, "--json"]);
+        let out = common::run(&mut cmd);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(common::stdout(&out).trim()).unwrap();
+        assert_eq!(v["scorer"], scorer);
+        assert_eq!(v["accuracy"], 1.0, "{v}");
+        let t = v["thresholds"].as_array().unwrap();
+        assert!(t.len() > 5);
+        for row in t {
+            assert!(row["threshold"].is_number() && row["accepted_correct"].is_number());
+            assert!(row["oos_recall"].is_number());
+        }
+        assert!(v["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(
+            v["latency_ms"]["p95"].as_f64().unwrap() >= v["latency_ms"]["p50"].as_f64().unwrap()
+        );
+    }
+    std::fs::write(&test, r#"[["no label"]]"#).unwrap();
+    let mut cmd = common::earshot(dir.path());
+    cmd.args(["eval", "intents", "--train"])
+        .arg(&train)
+        .arg("--test")
+        .arg(&test);
+    let out = common::run(&mut cmd);
+    assert!(!out.status.success());
+    assert!(
+        common::stderr(&out).contains("test.json: item 0"),
+        "{}",
+        common::stderr(&out)
+    );
 }

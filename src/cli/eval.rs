@@ -128,7 +128,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// The thresholds swept (kNN scores and probabilities share the 0–1 range).
-pub const THRESHOLDS: &[f32] = &[
+pub const THRESHOLDS: &[f64] = &[
     0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95,
 ];
 
@@ -217,11 +217,12 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
             let accepted_correct = test_pred
                 .iter()
                 .zip(&correct)
-                .filter(|((_, s), c)| **c && *s >= t)
+                .filter(|((_, s), c)| **c && *s >= t as f32)
                 .count() as f64
                 / n_test;
-            let oos_recall = (!oos.is_empty())
-                .then(|| oos_pred.iter().filter(|(_, s)| *s < t).count() as f64 / oos.len() as f64);
+            let oos_recall = (!oos.is_empty()).then(|| {
+                oos_pred.iter().filter(|(_, s)| *s < t as f32).count() as f64 / oos.len() as f64
+            });
             json!({
                 "threshold": t,
                 "accepted_correct": round4(accepted_correct),
