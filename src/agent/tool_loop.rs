@@ -241,3 +241,133 @@ fn clip(s: &str, max: usize) -> String {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::agent::Services;
+    use crate::cancel::CancelToken;
+    use crate::config::Config;
+    use crate::events::CollectSink;
+    use crate::llm::ChatModel;
+    use crate::store::Store;
+    use crate::telemetry::TurnRecord;
+
+    /// Answers from a script; records every request.
+    struct Scripted {
+        replies: Mutex<Vec<Result<ChatResponse, LlmError>>>,
+        seen: Mutex<Vec<ChatRequest>>,
+    }
+
+    impl ChatModel for Scripted {
+        fn chat(
+            &self,
+            request: &ChatRequest,
+            on_token: &mut dyn FnMut(&str),
+            _cancel: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            self.seen.lock().unwrap().push(request.clone());
+            let next = self.replies.lock().unwrap().remove(0);
+            if let Ok(r) = &next {
+                if !r.content.is_empty() {
+                    on_token(&r.content);
+                }
+            }
+            next
+        }
+    }
+
+    fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn run_script(
+        replies: Vec<Result<ChatResponse, LlmError>>,
+        cancel: CancelToken,
+    ) -> (
+        Result<NodeAnswer, String>,
+        CollectSink,
+        TurnRecord,
+        Arc<Scripted>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let llm = Arc::new(Scripted {
+            replies: Mutex::new(replies),
+            seen: Mutex::new(Vec::new()),
+        });
+        let services = Services::assemble(Config::default(), store, llm.clone(), None, None);
+        let mut ctx = TurnContext {
+            services: &services,
+            user_id: "user-1".into(),
+            conversation_id: None,
+            text: "what is 6 times 7".into(),
+            memory_block: None,
+            history: Vec::new(),
+            record: TurnRecord::new("text", "what is 6 times 7"),
+            cancel,
+            started: Instant::now(),
+        };
+        let mut sink = CollectSink::default();
+        let result = run(&mut ctx, &mut sink).unwrap();
+        (result, sink, ctx.record, llm)
+    }
+
+    #[test]
+    fn each_call_is_announced_kept_alive_and_recorded() {
+        let (result, sink, record, llm) = run_script(
+            vec![
+                Ok(ChatResponse {
+                    tool_calls: vec![call("", "calculator", r#"{"expression":"6*7"}"#)],
+                    ..Default::default()
+                }),
+                Ok(ChatResponse {
+                    content: "It is 42.".into(),
+                    ..Default::default()
+                }),
+            ],
+            CancelToken::new(),
+        );
+        assert_eq!(result.unwrap().text, "It is 42.");
+        assert_eq!(
+            &sink.events[..2],
+            &[
+                Event::Thinking {
+                    tool: "calculator".into()
+                },
+                Event::KeepAlive
+            ]
+        );
+        assert_eq!(record.tools.len(), 1);
+        assert!(record.tools[0].ok);
+        let seen = llm.seen.lock().unwrap();
+        assert_eq!(seen[0].temperature, 0.0);
+        assert_eq!(seen[0].model, Config::default().llm.agent_model);
+        // A call without an id gets one, and its result answers that id.
+        let last = seen[1].messages.last().unwrap();
+        assert_eq!(last.tool_call_id.as_deref(), Some("call_0_0"));
+        assert_eq!(last.content.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn cancellation_stops_before_the_next_tool() {
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let (result, sink, record, _) = run_script(
+            vec![Ok(ChatResponse {
+                tool_calls: vec![call("c1", "list_todos", "{}")],
+                ..Default::default()
+            })],
+            cancel,
+        );
+        assert_eq!(result.unwrap_err(), "Okay, stopped.");
+        assert!(sink.events.is_empty());
+        assert!(record.tools.is_empty());
+    }
+}
