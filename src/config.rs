@@ -43,6 +43,7 @@ pub struct Config {
     pub audio: crate::audio::AudioConfig,
     pub api: crate::api::ApiConfig,
     pub device: crate::device::DeviceConfig,
+    pub knowledge: crate::knowledge::KnowledgeConfig,
 }
 
 /// The OpenAI-compatible chat endpoint and its models (R-MODEL).
@@ -144,6 +145,7 @@ impl Default for Config {
             audio: Default::default(),
             api: Default::default(),
             device: Default::default(),
+            knowledge: Default::default(),
         }
     }
 }

@@ -57,6 +57,21 @@ enum Command {
         #[command(subcommand)]
         what: EvalWhat,
     },
+    /// Add documents (txt, md, pdf) to the knowledge base: --plan writes the analysis for review, --apply builds vectors.
+    Ingest(earshot::cli::ingest::IngestArgs),
+    /// The knowledge base: search (with every retrieval step), list documents.
+    Knowledge {
+        #[command(subcommand)]
+        action: earshot::cli::knowledge::KnowledgeCommand,
+    },
+    /// Recent turns with latencies, route, intent, memories, retrieval and models.
+    Log(earshot::cli::log::LogArgs),
+    /// Mark an answer not_helpful or error (errors go first in the review queue).
+    Feedback(earshot::cli::feedback::FeedbackArgs),
+    /// `review queue`, or score a turn with the rubric (the verdict is computed).
+    Review(earshot::cli::review::ReviewArgs),
+    /// Export turns with their full context as CSV or JSON lines.
+    Export(earshot::cli::export::ExportArgs),
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -68,6 +83,8 @@ enum Command {
 enum EvalWhat {
     /// Intent classification: accuracy, threshold sweep, latency (CLINC150 via --clinc).
     Intents(earshot::cli::eval::IntentsArgs),
+    /// Knowledge retrieval: precision, recall, F1, latency, tier spread, diversity.
+    Retrieval(earshot::cli::eval_retrieval::RetrievalArgs),
 }
 
 #[derive(Subcommand)]
@@ -107,7 +124,14 @@ fn main() -> ExitCode {
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
         Command::Eval { what } => match what {
             EvalWhat::Intents(args) => earshot::cli::eval::intents(config, args),
+            EvalWhat::Retrieval(args) => earshot::cli::eval_retrieval::run(config, args),
         },
+        Command::Ingest(args) => earshot::cli::ingest::run(config, args),
+        Command::Knowledge { action } => earshot::cli::knowledge::run(config, action),
+        Command::Log(args) => earshot::cli::log::run(config, args),
+        Command::Feedback(args) => earshot::cli::feedback::run(config, args),
+        Command::Review(args) => earshot::cli::review::run(config, args),
+        Command::Export(args) => earshot::cli::export::run(config, args),
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

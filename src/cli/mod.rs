@@ -2,6 +2,13 @@
 //! command's output; `main.rs` only parses arguments and dispatches here.
 
 pub mod chat;
+pub mod eval_retrieval;
+pub mod export;
+pub mod feedback;
+pub mod ingest;
+pub mod knowledge;
+pub mod log;
+pub mod review;
 pub mod config_cmd;
 pub mod eval;
 pub mod history;

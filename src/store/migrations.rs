@@ -11,6 +11,7 @@ use rusqlite::Connection;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/001_core.sql")),
     (4, include_str!("migrations/004_memory_vectors.sql")),
+    (7, include_str!("migrations/007_knowledge_review.sql")),
 ];
 
 /// The schema version this build creates.

@@ -1,0 +1,334 @@
+//! The ingest batch: one document at a time (bounded memory), each one
+//! reported on its own line whatever happens to the others.
+//!
+//! `--plan` analyses every file and writes the plan for review; no vector
+//! is built. `--apply` (the default) builds: a plan entry for the same
+//! content is used as reviewed, otherwise the document is analysed on the
+//! spot. An unchanged file (same sha256, same analysis) is skipped; a
+//! changed one has its chunks replaced in the same transaction that
+//! writes the new ones.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::analysis::{self, Analysis, Plan, PlanEntry, PlanProblem};
+use super::loader::{self, Kind};
+use super::splitter;
+use super::store::{self as kstore, NewDocument};
+use crate::cancel::CancelToken;
+use crate::config::Config;
+use crate::llm::ChatModel;
+use crate::nlu::Embedder;
+use crate::store::Store;
+
+/// What to do with the analysed documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Write the analysis to the plan file only.
+    Plan,
+    /// Build chunks and vectors.
+    Apply,
+}
+
+/// The LLM used for analysis, with the model name.
+pub type AnalysisLlm = (Arc<dyn ChatModel>, String);
+
+/// How one file ended.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FileReport {
+    pub path: PathBuf,
+    /// indexed | replaced | unchanged | planned | failed
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub chunks: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
+    pub ms: f64,
+}
+
+impl FileReport {
+    fn failed(path: &Path, error: impl Into<String>, since: Instant) -> Self {
+        FileReport {
+            path: path.to_path_buf(),
+            status: "failed".into(),
+            error: Some(error.into()),
+            chunks: 0,
+            analysis: None,
+            ms: since.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// The whole batch.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Report {
+    pub files: Vec<FileReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PathBuf>,
+    pub llm_calls: usize,
+}
+
+impl Report {
+    pub fn failures(&self) -> usize {
+        self.files.iter().filter(|f| f.status == "failed").count()
+    }
+}
+
+/// A progress line per file: a bar on a terminal, plain lines otherwise.
+pub struct Progress {
+    total: usize,
+    tty: bool,
+}
+
+impl Progress {
+    pub fn new(total: usize) -> Self {
+        Self {
+            total,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, done: usize, name: &str) {
+        if self.tty {
+            let width = 24;
+            let filled = (done * width).checked_div(self.total).unwrap_or(width);
+            eprint!(
+                "\r\x1b[2K[{}{}] {done}/{} {name}",
+                "#".repeat(filled),
+                "-".repeat(width - filled),
+                self.total
+            );
+        } else {
+            eprintln!("ingest [{}/{}] {name}", done + 1, self.total);
+        }
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// Everything the batch needs.
+pub struct Ingest<'a> {
+    pub config: &'a Config,
+    pub store: &'a Store,
+    /// Required for `Apply`.
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Analysis by LLM when set (and `knowledge.analyse_with_llm`).
+    pub llm: Option<AnalysisLlm>,
+    pub pause: Duration,
+    pub plan_path: PathBuf,
+    pub cancel: CancelToken,
+}
+
+impl Ingest<'_> {
+    /// Run the batch over files and folders.
+    pub fn run(&self, paths: &[PathBuf], mode: Mode) -> Result<Report> {
+        let (files, problems) = loader::collect(paths);
+        let mut report = Report::default();
+        for (path, error) in problems {
+            report.files.push(FileReport::failed(&path, error, Instant::now()));
+        }
+        let reviewed = match mode {
+            Mode::Apply => Plan::read(&self.plan_path)?,
+            Mode::Plan => None,
+        };
+        let mut plan = Plan {
+            created_at: crate::store::now(),
+            note: "Review before `earshot ingest --apply`: edit tier (1 practical, 2 commentary, 3 other), tags, strategy (section|paragraph) or title; delete an entry to keep the file's automatic analysis.".into(),
+            ..Default::default()
+        };
+        let progress = Progress::new(files.len());
+        let mut last_llm_call: Option<Instant> = None;
+        for (i, path) in files.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                report.files.push(FileReport::failed(path, "cancelled before it started", Instant::now()));
+                continue;
+            }
+            progress.show(i, &path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            let file = self.one(path, mode, reviewed.as_ref(), &mut plan, &mut last_llm_call, &mut report.llm_calls);
+            if mode == Mode::Plan && file.status == "failed" {
+                plan.problems.push(PlanProblem {
+                    path: path.clone(),
+                    error: file.error.clone().unwrap_or_default(),
+                });
+            }
+            report.files.push(file);
+        }
+        progress.finish();
+        if mode == Mode::Plan {
+            plan.write(&self.plan_path)?;
+            report.plan = Some(self.plan_path.clone());
+        }
+        Ok(report)
+    }
+
+    fn one(
+        &self,
+        path: &Path,
+        mode: Mode,
+        reviewed: Option<&Plan>,
+        plan: &mut Plan,
+        last_llm_call: &mut Option<Instant>,
+        llm_calls: &mut usize,
+    ) -> FileReport {
+        let started = Instant::now();
+        let limit = self.config.knowledge.max_file_mb;
+        let Some(kind) = Kind::of(path) else {
+            return FileReport::failed(path, "not a txt, md or pdf file; skipped", started);
+        };
+        if let Err(e) = loader::check_size(path, limit) {
+            return FileReport::failed(path, e.to_string(), started);
+        }
+        let canonical = kstore::canonical(path);
+        let (_bytes, hash) = match loader::fingerprint(path) {
+            Ok(f) => f,
+            Err(e) => return FileReport::failed(path, e.to_string(), started),
+        };
+        let existing = match self.store.with_conn(|c| kstore::document_by_path(c, &canonical)) {
+            Ok(d) => d,
+            Err(e) => return FileReport::failed(path, format!("database error: {e}"), started),
+        };
+        let reviewed_entry = reviewed.and_then(|p| p.entry_for(Path::new(&canonical), &hash));
+        if mode == Mode::Apply {
+            if let Some(old) = &existing {
+                let same_analysis = reviewed_entry.is_none_or(|e| {
+                    e.analysis.tier == old.tier
+                        && e.analysis.tags == old.tags
+                        && e.analysis.strategy.as_str() == old.strategy
+                        && e.analysis.title == old.title
+                });
+                if old.content_hash == hash && same_analysis {
+                    return FileReport {
+                        path: path.to_path_buf(),
+                        status: "unchanged".into(),
+                        error: None,
+                        chunks: old.chunk_count as usize,
+                        analysis: None,
+                        ms: started.elapsed().as_secs_f64() * 1000.0,
+                    };
+                }
+            }
+        }
+        let loaded = match loader::load(path, kind, limit) {
+            Ok(l) => l,
+            Err(e) => return FileReport::failed(path, e.to_string(), started),
+        };
+        let analysis = match reviewed_entry {
+            Some(entry) => Analysis {
+                analysed_by: format!("plan ({})", entry.analysis.analysed_by),
+                ..entry.analysis.clone()
+            },
+            None => self.analyse(path, &loaded.text, last_llm_call, llm_calls),
+        };
+        if mode == Mode::Plan {
+            plan.documents.push(PlanEntry {
+                path: PathBuf::from(&canonical),
+                sha256: loaded.hash.clone(),
+                bytes: loaded.bytes,
+                kind,
+                analysis: analysis.clone(),
+            });
+            return FileReport {
+                path: path.to_path_buf(),
+                status: "planned".into(),
+                error: None,
+                chunks: 0,
+                analysis: Some(analysis),
+                ms: started.elapsed().as_secs_f64() * 1000.0,
+            };
+        }
+        let Some(embedder) = &self.embedder else {
+            return FileReport::failed(path, "the on-device embedder is not available", started);
+        };
+        let body = analysis::strip_front_matter(&loaded.text);
+        let pieces = splitter::split(body, analysis.strategy, self.config.knowledge.chunk_chars);
+        if pieces.is_empty() {
+            return FileReport::failed(path, "no text to index after splitting", started);
+        }
+        let texts: Vec<String> = pieces
+            .iter()
+            .map(|p| embedding_text(&analysis.title, p))
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let embeddings = match crate::nlu::embed_all(embedder.as_ref(), &refs, 16) {
+            Ok(v) => v,
+            Err(e) => return FileReport::failed(path, format!("embedding failed: {e:#}"), started),
+        };
+        let model = embedder.model_id();
+        let doc = NewDocument {
+            path: &canonical,
+            kind: kind.as_str(),
+            bytes: loaded.bytes,
+            hash: &loaded.hash,
+            analysis: &analysis,
+            pieces: &pieces,
+            embeddings: &embeddings,
+            model: &model,
+            user_id: &self.config.user_id,
+        };
+        if let Err(e) = kstore::replace_document(self.store, &doc) {
+            return FileReport::failed(path, format!("not indexed (nothing was changed): {e}"), started);
+        }
+        FileReport {
+            path: path.to_path_buf(),
+            status: if existing.is_some() { "replaced" } else { "indexed" }.into(),
+            error: None,
+            chunks: pieces.len(),
+            analysis: Some(analysis),
+            ms: started.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+
+    /// LLM analysis (paced by `pause`) with the heuristics as fallback.
+    fn analyse(&self, path: &Path, text: &str, last: &mut Option<Instant>, calls: &mut usize) -> Analysis {
+        let Some((llm, model)) = self.llm.as_ref().filter(|_| self.config.knowledge.analyse_with_llm) else {
+            return analysis::heuristic(path, text);
+        };
+        if let Some(at) = last {
+            let wait = self.pause.saturating_sub(at.elapsed());
+            if !wait.is_zero() {
+                // Interruptible: a cancelled batch does not sit out the pause.
+                let until = Instant::now() + wait;
+                while Instant::now() < until && !self.cancel.is_cancelled() {
+                    std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+                }
+            }
+        }
+        *last = Some(Instant::now());
+        *calls += 1;
+        match analysis::with_llm(llm.as_ref(), model, path, text, self.config.knowledge.analysis_chars, &self.cancel) {
+            Ok(a) => a,
+            Err(e) => {
+                let mut a = analysis::heuristic(path, text);
+                a.analysed_by = format!("{} (LLM analysis failed: {})", a.analysed_by, one_line(&format!("{e:#}")));
+                a
+            }
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(160).collect()
+}
+
+/// What is embedded for a chunk: the document title and the innermost
+/// heading give every chunk its subject, then the text.
+pub fn embedding_text(title: &str, piece: &splitter::Piece) -> String {
+    let heading = piece
+        .section
+        .as_deref()
+        .and_then(|s| s.rsplit(" > ").next())
+        .filter(|h| !piece.text.starts_with(h))
+        .map(|h| format!(" — {h}"))
+        .unwrap_or_default();
+    format!("{title}{heading}\n{}", piece.text)
+}

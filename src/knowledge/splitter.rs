@@ -1,0 +1,262 @@
+//! Text → chunks, by section or by paragraph (the two strategies the
+//! analysis picks from).
+//!
+//! Both keep the heading a chunk sits under (`section`, as a path like
+//! `Chapter 3 Care > 3.2 Filters`) so an exact "section 3.2" question can
+//! find it. `Section` never lets a chunk cross a heading (manuals,
+//! references); `Paragraph` packs paragraphs up to the target size across
+//! headings (essays, notes without structure). A paragraph longer than
+//! 1.5× the target is cut at sentence ends.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// How a document is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    Section,
+    Paragraph,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Section => "section",
+            Strategy::Paragraph => "paragraph",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Strategy> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "section" | "sections" | "by section" | "thematic" => Some(Strategy::Section),
+            "paragraph" | "paragraphs" | "by paragraph" | "episodic" => Some(Strategy::Paragraph),
+            _ => None,
+        }
+    }
+}
+
+/// One piece of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piece {
+    pub section: Option<String>,
+    pub text: String,
+}
+
+static MD_HEADING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(#{1,6})\s+(.+?)\s*#*\s*$").expect("static regex"));
+static NUMBERED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(\d{1,3}(?:\.\d{1,3}){0,4})\.?\s+\p{Lu}[^.!?]{0,80}$").expect("static regex")
+});
+static NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(chapter|section|part|article|appendix)\s+([0-9]+(?:\.[0-9]+)*|[ivxlc]+|[a-z])\b.{0,80}$")
+        .expect("static regex")
+});
+
+/// A heading line: its depth (1 = top) and its text, if the line is one.
+pub fn heading(line: &str) -> Option<(usize, String)> {
+    let line = line.trim();
+    if line.is_empty() || line.len() > 100 {
+        return None;
+    }
+    if let Some(c) = MD_HEADING.captures(line) {
+        return Some((c[1].len(), c[2].trim().to_string()));
+    }
+    if let Some(c) = NAMED.captures(line) {
+        let depth = match c[1].to_ascii_lowercase().as_str() {
+            "part" => 1,
+            "chapter" | "appendix" => 1,
+            _ => 1 + c[2].matches('.').count() + 1,
+        };
+        return Some((depth, line.to_string()));
+    }
+    if let Some(c) = NUMBERED.captures(line) {
+        return Some((1 + c[1].matches('.').count(), line.to_string()));
+    }
+    None
+}
+
+/// How many heading lines a text has (the heuristic strategy picks
+/// `Section` from two up).
+pub fn count_headings(text: &str) -> usize {
+    text.lines().filter(|l| heading(l).is_some()).count()
+}
+
+/// A paragraph with the section path it sits under.
+struct Para {
+    section: Option<String>,
+    text: String,
+    /// Starts a new section (a chunk must not cross it under `Section`).
+    starts_section: bool,
+}
+
+fn paragraphs(text: &str) -> Vec<Para> {
+    let mut out = Vec::new();
+    let mut path: Vec<(usize, String)> = Vec::new();
+    let mut current = String::new();
+    let mut new_section = false;
+    let label = |path: &Vec<(usize, String)>| {
+        (!path.is_empty()).then(|| {
+            path.iter()
+                .map(|(_, t)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(" > ")
+        })
+    };
+    let flush = |current: &mut String, out: &mut Vec<Para>, path: &Vec<(usize, String)>, new_section: &mut bool| {
+        let t = current.trim();
+        if !t.is_empty() {
+            out.push(Para {
+                section: label(path),
+                text: t.to_string(),
+                starts_section: *new_section,
+            });
+            *new_section = false;
+        }
+        current.clear();
+    };
+    // Whether `current` holds more than a heading line.
+    let mut has_body = false;
+    for line in text.lines() {
+        if let Some((depth, title)) = heading(line) {
+            if has_body {
+                flush(&mut current, &mut out, &path, &mut new_section);
+            } else {
+                // A heading with nothing under it before the next one.
+                current.clear();
+            }
+            path.retain(|(d, _)| *d < depth);
+            path.push((depth, title));
+            new_section = true;
+            has_body = false;
+            // The heading line opens the section's first paragraph, so the
+            // chunk's text (and its embedding) names its subject.
+            current.push_str(line.trim().trim_start_matches('#').trim());
+            current.push('\n');
+            continue;
+        }
+        if line.trim().is_empty() {
+            // A heading alone is not a paragraph: keep it with the next one.
+            if has_body {
+                flush(&mut current, &mut out, &path, &mut new_section);
+            }
+            continue;
+        }
+        current.push_str(line.trim());
+        current.push('\n');
+        has_body = true;
+    }
+    flush(&mut current, &mut out, &path, &mut new_section);
+    out
+}
+
+/// Cut a long paragraph at sentence ends into pieces of about `target`.
+fn cut_long(text: &str, target: usize) -> Vec<String> {
+    if text.chars().count() <= target * 3 / 2 {
+        return vec![text.to_string()];
+    }
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut sentence = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        sentence.push(c);
+        let end = matches!(c, '.' | '!' | '?' | ';') && chars.peek().is_none_or(|n| n.is_whitespace());
+        if end || sentence.chars().count() >= target {
+            if current.chars().count() + sentence.chars().count() > target && !current.is_empty() {
+                out.push(current.trim().to_string());
+                current.clear();
+            }
+            current.push_str(&sentence);
+            sentence.clear();
+        }
+    }
+    current.push_str(&sentence);
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+/// Split a document's text into chunks of about `target` characters.
+pub fn split(text: &str, strategy: Strategy, target: usize) -> Vec<Piece> {
+    let target = target.max(200);
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut current: Option<Piece> = None;
+    for para in paragraphs(text) {
+        for part in cut_long(&para.text, target) {
+            let boundary = strategy == Strategy::Section && para.starts_section;
+            let fits = current.as_ref().is_some_and(|c| {
+                c.text.chars().count() + part.chars().count() < target
+            });
+            match current.as_mut() {
+                Some(c) if fits && !boundary => {
+                    c.text.push_str("\n\n");
+                    c.text.push_str(&part);
+                }
+                _ => {
+                    if let Some(done) = current.take() {
+                        pieces.push(done);
+                    }
+                    current = Some(Piece {
+                        section: para.section.clone(),
+                        text: part,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(done) = current.take() {
+        pieces.push(done);
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "# Manual\n\nIntro text here.\n\n## 1 Setup\n\nPlug it in.\n\nTurn it on.\n\n## 2 Care\n\n### 2.1 Filters\n\nRinse the filter monthly.\n\nChapter 3 Storage\n\nKeep it dry.\n";
+
+    #[test]
+    fn headings_are_recognised() {
+        assert_eq!(heading("## 2 Care"), Some((2, "2 Care".into())));
+        assert_eq!(heading("4.2 Replacing the filter"), Some((2, "4.2 Replacing the filter".into())));
+        assert_eq!(heading("Chapter 3 Storage").map(|h| h.0), Some(1));
+        assert_eq!(heading("Section 4.2 Filters").map(|h| h.0), Some(3));
+        assert_eq!(heading("It costs 3 Euros. Then more."), None);
+        assert_eq!(heading("2024 was a year."), None);
+        assert_eq!(count_headings(DOC), 5);
+    }
+
+    #[test]
+    fn by_section_never_crosses_a_heading_and_keeps_the_path() {
+        let pieces = split(DOC, Strategy::Section, 800);
+        let sections: Vec<_> = pieces.iter().map(|p| p.section.clone().unwrap_or_default()).collect();
+        assert_eq!(
+            sections,
+            vec!["Manual", "Manual > 1 Setup", "Manual > 2 Care > 2.1 Filters", "Chapter 3 Storage"]
+        );
+        assert!(pieces[1].text.contains("Plug it in.") && pieces[1].text.contains("Turn it on."));
+        assert!(pieces[2].text.starts_with("2.1 Filters"));
+    }
+
+    #[test]
+    fn by_paragraph_packs_across_headings() {
+        let pieces = split(DOC, Strategy::Paragraph, 800);
+        assert_eq!(pieces.len(), 1);
+        assert!(pieces[0].text.contains("Keep it dry."));
+    }
+
+    #[test]
+    fn long_paragraphs_are_cut_at_sentences() {
+        let long = "This is one sentence of moderate length. ".repeat(60);
+        let pieces = split(&long, Strategy::Paragraph, 300);
+        assert!(pieces.len() >= 7, "{}", pieces.len());
+        for p in &pieces {
+            assert!(p.text.chars().count() <= 450, "{}", p.text.len());
+            assert!(p.text.ends_with('.'));
+        }
+    }
+}

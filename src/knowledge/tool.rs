@@ -1,0 +1,64 @@
+//! `search_knowledge`: the knowledge base as an agent tool (R-RAG, R-TOOL).
+//!
+//! The result is the tier-grouped, numbered context plus the instruction
+//! to cite `[n]` and to say when the documents do not cover the question.
+//! Each call is also written to `knowledge_retrievals`, which the turn log
+//! claims when the turn is logged (ids, scores, rerank scores, snippets).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::retrieve::{search, SearchOptions};
+use super::KnowledgeBase;
+use crate::cancel::CancelToken;
+use crate::tools::{Tool, ToolError};
+
+pub struct SearchKnowledge {
+    kb: Arc<KnowledgeBase>,
+}
+
+impl SearchKnowledge {
+    pub fn new(kb: Arc<KnowledgeBase>) -> Self {
+        Self { kb }
+    }
+}
+
+impl Tool for SearchKnowledge {
+    fn name(&self) -> &str {
+        "search_knowledge"
+    }
+
+    fn description(&self) -> &str {
+        "Search the documents stored on this device (manuals, notes, guides). Returns numbered passages; answer from them citing [n], and say so when they do not cover the question."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "The question or keywords. Quote a phrase or name a section (\"section 4.2\") for an exact lookup."},
+                "tier": {"type": "integer", "enum": [1, 2, 3], "description": "Only this source tier (1 practical, 2 commentary, 3 other)."}
+            },
+            "required": ["query"]
+        })
+    }
+
+    fn call(&self, args: &Value) -> Result<String, ToolError> {
+        let query = args["query"]
+            .as_str()
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .ok_or_else(|| ToolError::BadArguments("query must be a non-empty string".into()))?;
+        let mut options = SearchOptions::default();
+        if let Some(t) = args["tier"].as_u64().filter(|t| (1..=3).contains(t)) {
+            options.tiers = vec![t as u8];
+        }
+        let retrieval = search(&self.kb, query, &options, &CancelToken::new())
+            .map_err(|e| ToolError::Failed(format!("the knowledge search failed: {e:#}")))?;
+        if let Err(e) = super::store::record_retrieval(&self.kb.store, &retrieval.telemetry()) {
+            tracing::warn!(error = %e, "could not record the knowledge retrieval for the turn log");
+        }
+        Ok(retrieval.context.text)
+    }
+}
