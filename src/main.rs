@@ -72,6 +72,18 @@ enum Command {
     Review(earshot::cli::review::ReviewArgs),
     /// Export turns with their full context as CSV or JSON lines.
     Export(earshot::cli::export::ExportArgs),
+    /// Check microphone, speaker, models, keys, network, disk, database and button.
+    Doctor {
+        /// Print {"checks":[…],"ok":bool}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the local HTTP API (chat, SSE stream, voice, TTS, history).
+    Serve {
+        /// ADDR:PORT to listen on (default: [api] bind, 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR:PORT")]
+        bind: Option<String>,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -132,6 +144,8 @@ fn main() -> ExitCode {
         Command::Feedback(args) => earshot::cli::feedback::run(config, args),
         Command::Review(args) => earshot::cli::review::run(config, args),
         Command::Export(args) => earshot::cli::export::run(config, args),
+        Command::Doctor { json } => earshot::cli::doctor::run(config, json),
+        Command::Serve { bind } => earshot::cli::serve::run(config, bind),
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

@@ -1,6 +1,28 @@
 //! The local HTTP API with the SSE stream (R-SSE), for companion apps.
+//!
+//! `earshot serve` (and `earshot run` when `[api] enabled = true`) answers
+//! on 127.0.0.1 by default. Every request that talks to the assistant runs
+//! the same [`crate::agent::turn::run_turn`] as the voice loop, on a small
+//! bounded pool of worker threads so a burst of requests queues or gets a
+//! clear 503 instead of starving the device.
+//!
+//! Code map: [`server`] binds, authenticates and feeds the pool;
+//! [`routes`] maps method + path to a handler and turns every failure into
+//! a JSON `{"error": …}`; [`body`] reads bodies within the size limit and
+//! validates JSON fields; [`sse`] streams a turn's events as they happen;
+//! [`multipart`] takes the `audio` field out of a form upload; [`speech`]
+//! is the seam to speech-to-text and text-to-speech.
+
+pub mod body;
+pub mod multipart;
+pub mod routes;
+pub mod server;
+pub mod speech;
+pub mod sse;
 
 use serde::{Deserialize, Serialize};
+
+pub use server::ApiServer;
 
 /// `[api]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -8,10 +30,18 @@ use serde::{Deserialize, Serialize};
 pub struct ApiConfig {
     /// Start the API with `earshot run`.
     pub enabled: bool,
+    /// `ADDR:PORT`; anything but loopback requires `token`.
     pub bind: String,
-    /// Bearer token; required when binding off loopback.
+    /// Bearer token; required when binding off loopback. When set, every
+    /// route but `/api/health` needs `Authorization: Bearer <token>`.
     pub token: String,
+    /// Largest request body accepted; bigger bodies get a 413.
     pub max_body_bytes: usize,
+    /// Worker threads running requests; each runs one turn at a time.
+    pub workers: usize,
+    /// Seconds without an event before the stream sends a `: thinking`
+    /// keep-alive comment (proxies drop silent connections).
+    pub keepalive_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -21,6 +51,38 @@ impl Default for ApiConfig {
             bind: "127.0.0.1:8080".into(),
             token: String::new(),
             max_body_bytes: 8 * 1024 * 1024,
+            workers: 4,
+            keepalive_secs: 10,
         }
+    }
+}
+
+/// A request that cannot be served: an HTTP status and a sentence that says
+/// what was wrong and how to fix it. Rendered as `{"error": message}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, message)
     }
 }

@@ -12,6 +12,8 @@ pub mod review;
 pub mod config_cmd;
 pub mod eval;
 pub mod history;
+pub mod serve;
+pub mod doctor;
 pub mod route;
 pub mod tool;
 

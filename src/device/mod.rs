@@ -1,5 +1,7 @@
 //! The device around the software: button, LEDs, systemd notify.
 
+pub mod notify;
+
 use serde::{Deserialize, Serialize};
 
 /// `[device]`

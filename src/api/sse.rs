@@ -1,0 +1,130 @@
+//! The R-SSE stream over HTTP: a turn's events written as they happen.
+//!
+//! The turn runs on its own (scoped) thread and hands events over a
+//! channel; this side writes each as an SSE frame in its own HTTP chunk and
+//! flushes, and writes a `: thinking` comment whenever nothing happened for
+//! `keepalive` (so proxies and clients keep the connection during long tool
+//! calls). If the client goes away the turn is cancelled, not left running.
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use crossbeam_channel::RecvTimeoutError;
+
+use crate::agent::turn::{run_turn, TurnInput, TurnOutcome};
+use crate::agent::Services;
+use crate::cancel::CancelToken;
+use crate::events::Event;
+
+/// An HTTP/1.1 response with a chunked `text/event-stream` body, written
+/// straight to the socket so every frame leaves at once (tiny_http's own
+/// chunked encoder buffers 8 KiB).
+pub struct SseWriter<W: Write> {
+    out: W,
+}
+
+impl<W: Write> SseWriter<W> {
+    /// Write the status line and headers.
+    pub fn start(mut out: W) -> io::Result<Self> {
+        out.write_all(
+            b"HTTP/1.1 200 OK\r\n\
+              Content-Type: text/event-stream; charset=utf-8\r\n\
+              Cache-Control: no-cache\r\n\
+              X-Accel-Buffering: no\r\n\
+              Transfer-Encoding: chunked\r\n\r\n",
+        )?;
+        out.flush()?;
+        Ok(Self { out })
+    }
+
+    /// Send one piece of SSE text as its own chunk.
+    pub fn send(&mut self, text: &str) -> io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        write!(self.out, "{:x}\r\n", text.len())?;
+        self.out.write_all(text.as_bytes())?;
+        self.out.write_all(b"\r\n")?;
+        self.out.flush()
+    }
+
+    /// End the body (the zero-length chunk).
+    pub fn finish(mut self) -> io::Result<()> {
+        self.out.write_all(b"0\r\n\r\n")?;
+        self.out.flush()
+    }
+}
+
+/// Run a turn and stream it. Returns the outcome (also when the client
+/// left early: the turn was then cancelled).
+pub fn stream_turn<W: Write>(
+    services: &Services,
+    input: TurnInput,
+    mut writer: SseWriter<W>,
+    keepalive: Duration,
+) -> Option<TurnOutcome> {
+    let cancel = CancelToken::new();
+    let (tx, rx) = crossbeam_channel::unbounded::<Event>();
+    let keepalive = keepalive.max(Duration::from_millis(50));
+    std::thread::scope(|scope| {
+        let turn_cancel = cancel.clone();
+        let turn = scope.spawn(move || {
+            let mut sink = |event: &Event| {
+                let _ = tx.send(event.clone());
+            };
+            run_turn(services, input, &mut sink, &turn_cancel)
+        });
+        let mut client_gone = false;
+        loop {
+            let text = match rx.recv_timeout(keepalive) {
+                Ok(event) => event.to_sse(),
+                Err(RecvTimeoutError::Timeout) => Event::KeepAlive.to_sse(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if !client_gone && writer.send(&text).is_err() {
+                tracing::info!("stream client went away; cancelling its turn");
+                client_gone = true;
+                cancel.cancel();
+            }
+        }
+        let outcome = match turn.join() {
+            Ok(outcome) => Some(outcome),
+            Err(_) => {
+                tracing::error!("a streamed turn panicked");
+                let frame = Event::Error {
+                    message: "Something went wrong inside earshot; the turn was not saved.".into(),
+                }
+                .to_sse();
+                if !client_gone {
+                    let _ = writer.send(&frame);
+                }
+                None
+            }
+        };
+        if !client_gone {
+            let _ = writer.finish();
+        }
+        outcome
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_chunked_and_terminated() {
+        let mut buf = Vec::new();
+        let mut w = SseWriter::start(&mut buf).unwrap();
+        w.send("data: {}\n\n").unwrap();
+        w.send("").unwrap();
+        w.finish().unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(text.contains("Transfer-Encoding: chunked\r\n\r\n"));
+        assert!(
+            text.ends_with("\r\n\r\na\r\ndata: {}\n\n\r\n0\r\n\r\n"),
+            "{text:?}"
+        );
+    }
+}
