@@ -34,3 +34,4 @@ pub mod telemetry;
 pub mod tools;
 pub mod tree;
 pub mod tts;
+pub mod voice_loop;

@@ -21,6 +21,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Long-term memory: list, add, forget, search (with scores), process jobs, check indexes.
+    Memory {
+        #[command(subcommand)]
+        action: earshot::cli::memory::MemoryCommand,
+    },
     /// Take one text turn (or a REPL with no TEXT), streaming the answer.
     Chat {
         text: Option<String>,
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
         Command::Route { text, json } => {
             earshot::cli::route::run(config, &text, json).map(|_| true)
         }
+        Command::Memory { action } => earshot::cli::memory::run(config, action),
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
         Command::Eval { what } => match what {

@@ -12,6 +12,7 @@ pub mod review;
 pub mod config_cmd;
 pub mod eval;
 pub mod history;
+pub mod memory;
 pub mod serve;
 pub mod doctor;
 pub mod route;

@@ -2,6 +2,8 @@
 
 pub mod notify;
 
+pub mod button;
+
 use serde::{Deserialize, Serialize};
 
 /// `[device]`

@@ -289,6 +289,7 @@ impl VectorIndex {
                 ordinals: HashMap::new(),
             }),
         };
+        this.clean_up_after_crash();
         {
             let mut state = this.lock();
             if rebuilt {
@@ -675,6 +676,23 @@ impl VectorIndex {
         state.dirty = 0;
         state.last_flush = Instant::now();
         Ok(())
+    }
+
+    /// Remove temp files a writer killed mid-write left behind.
+    fn clean_up_after_crash(&self) {
+        let Ok(lock) = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock_path)
+        else {
+            return;
+        };
+        let guard = FileLock::exclusive(&lock);
+        if guard.is_ok() {
+            self.remove_stale_temp_files();
+        }
+        drop(guard);
     }
 
     fn temp_path(&self) -> PathBuf {

@@ -1,23 +1,56 @@
 //! Text to speech: Piper (local, default), espeak-ng (last resort), Groq.
+//!
+//! One trait, [`Synthesizer`], one file per engine, and [`Tts`], which
+//! tries the engines in the configured order (`tts.order`) and falls back
+//! to the next one with a log line when an engine is missing, fails or is
+//! too slow. [`sentences`] cuts a streamed answer into sentences and
+//! [`speaker::Speaker`] synthesises and queues each one as soon as it is
+//! complete, so the first sentence sounds before the LLM has finished.
 
+pub mod espeak;
+pub mod groq;
+#[cfg(feature = "onnx")]
+pub mod piper;
+pub mod sentences;
+pub mod speaker;
+
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::audio::playback::Clip;
+use crate::config::Config;
 
 /// `[tts]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TtsConfig {
-    /// Engines in the order tried: piper, espeak, cloud.
+    /// Engines in the order tried: `piper`, `espeak`, `cloud` (Groq).
     pub order: Vec<String>,
     /// Piper voice (`<name>.onnx` + `.onnx.json` under `models_dir`).
     pub piper_voice: String,
+    /// Piper speaking rate: > 1 is slower (the voice's `length_scale`);
+    /// 0 = the voice's own default.
+    pub piper_length_scale: f32,
+    /// Threads ONNX Runtime may use for Piper (0 = ONNX Runtime decides).
+    pub piper_threads: usize,
     /// espeak-ng voice name.
     pub espeak_voice: String,
+    /// espeak-ng program (a separate process: it is GPL, never linked).
+    pub espeak_program: String,
+    /// espeak-ng words per minute for its own voice.
+    pub espeak_speed: u32,
     /// `TTS_BASE_URL`
     pub cloud_base_url: String,
     /// `GROQ_TTS_MODEL`
     pub cloud_model: String,
     /// `TTS_VOICE`
     pub cloud_voice: String,
+    /// Give up on the cloud after this long and speak locally instead.
+    pub cloud_timeout_ms: u64,
+    /// Speech volume in [0, 1] before the tree's `volume` state applies.
+    pub volume: f32,
 }
 
 impl Default for TtsConfig {
@@ -25,10 +58,188 @@ impl Default for TtsConfig {
         Self {
             order: vec!["piper".into(), "espeak".into()],
             piper_voice: "en_US-joe-medium".into(),
+            piper_length_scale: 0.0,
+            piper_threads: 2,
             espeak_voice: "en-us".into(),
+            espeak_program: "espeak-ng".into(),
+            espeak_speed: 165,
             cloud_base_url: "https://api.groq.com/openai/v1".into(),
             cloud_model: "canopylabs/orpheus-v1-english".into(),
             cloud_voice: "autumn".into(),
+            cloud_timeout_ms: 4000,
+            volume: 1.0,
         }
+    }
+}
+
+/// One speech engine. `&mut self` because an engine may keep a session
+/// (Piper's ONNX session runs one request at a time).
+pub trait Synthesizer: Send {
+    /// The engine's name as `tts.order` spells it.
+    fn name(&self) -> &'static str;
+    /// Speak one sentence (already cleaned for speech) into mono audio.
+    fn synthesize(&mut self, text: &str) -> Result<Clip>;
+}
+
+/// The engines of `tts.order` that could be built, tried in order.
+pub struct Tts {
+    engines: Vec<Box<dyn Synthesizer>>,
+    /// Why a configured engine is not in `engines`, for `say` and logs.
+    pub skipped: Vec<String>,
+}
+
+/// What [`Tts::synthesize`] produced and how.
+#[derive(Debug, Clone)]
+pub struct Spoken {
+    pub clip: Clip,
+    pub engine: &'static str,
+    pub ms: f64,
+    /// Engines that failed before this one answered (name: reason).
+    pub failures: Vec<String>,
+}
+
+impl Tts {
+    /// Build every engine named in `tts.order`. An engine that cannot be
+    /// built (no model, no program, no key) is logged and skipped; the
+    /// remaining ones still work.
+    pub fn from_config(config: &Config) -> Tts {
+        let mut engines: Vec<Box<dyn Synthesizer>> = Vec::new();
+        let mut skipped = Vec::new();
+        for name in &config.tts.order {
+            let built: Result<Box<dyn Synthesizer>> = match name.trim() {
+                "piper" => build_piper(config),
+                "espeak" | "espeak-ng" => {
+                    espeak::Espeak::new(&config.tts).map(|e| Box::new(e) as Box<dyn Synthesizer>)
+                }
+                "cloud" | "groq" => groq::GroqTts::new(&config.tts, &config.llm.api_key)
+                    .map(|e| Box::new(e) as Box<dyn Synthesizer>),
+                other => Err(anyhow!(
+                    "unknown engine '{other}' in tts.order; use piper, espeak or cloud"
+                )),
+            };
+            match built {
+                Ok(engine) => engines.push(engine),
+                Err(e) => {
+                    tracing::warn!(engine = %name, "text-to-speech engine unavailable: {e:#}");
+                    skipped.push(format!("{name}: {e:#}"));
+                }
+            }
+        }
+        Tts { engines, skipped }
+    }
+
+    /// A chain of engines given directly (tests, benches).
+    pub fn with_engines(engines: Vec<Box<dyn Synthesizer>>) -> Tts {
+        Tts {
+            engines,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Names of the engines that will be tried, in order.
+    pub fn engine_names(&self) -> Vec<&'static str> {
+        self.engines.iter().map(|e| e.name()).collect()
+    }
+
+    /// Synthesise with the first engine that works; each failure is logged
+    /// with the engine that takes over.
+    pub fn synthesize(&mut self, text: &str) -> Result<Spoken> {
+        let mut failures = Vec::new();
+        for engine in &mut self.engines {
+            let started = Instant::now();
+            match engine.synthesize(text) {
+                Ok(clip) if !clip.samples.is_empty() => {
+                    return Ok(Spoken {
+                        clip,
+                        engine: engine.name(),
+                        ms: started.elapsed().as_secs_f64() * 1000.0,
+                        failures,
+                    })
+                }
+                Ok(_) => {
+                    tracing::warn!(
+                        engine = engine.name(),
+                        "text-to-speech returned no audio; trying the next engine"
+                    );
+                    failures.push(format!("{}: no audio", engine.name()));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        engine = engine.name(),
+                        "text-to-speech failed, trying the next engine: {e:#}"
+                    );
+                    failures.push(format!("{}: {e:#}", engine.name()));
+                }
+            }
+        }
+        if self.engines.is_empty() {
+            return Err(anyhow!(
+                "no text-to-speech engine is available ({}); install espeak-ng or run scripts/fetch-piper.sh",
+                if self.skipped.is_empty() {
+                    "tts.order is empty".to_string()
+                } else {
+                    self.skipped.join("; ")
+                }
+            ));
+        }
+        Err(anyhow!(
+            "every text-to-speech engine failed: {}",
+            failures.join("; ")
+        ))
+    }
+}
+
+#[cfg(feature = "onnx")]
+fn build_piper(config: &Config) -> Result<Box<dyn Synthesizer>> {
+    Ok(Box::new(piper::Piper::load(config)?))
+}
+
+#[cfg(not(feature = "onnx"))]
+fn build_piper(_config: &Config) -> Result<Box<dyn Synthesizer>> {
+    Err(anyhow!(
+        "this build has no ONNX Runtime (built without the `onnx` feature); Piper needs it"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fails;
+    impl Synthesizer for Fails {
+        fn name(&self) -> &'static str {
+            "cloud"
+        }
+        fn synthesize(&mut self, _text: &str) -> Result<Clip> {
+            Err(anyhow!("HTTP 500"))
+        }
+    }
+    struct Beep;
+    impl Synthesizer for Beep {
+        fn name(&self) -> &'static str {
+            "espeak"
+        }
+        fn synthesize(&mut self, text: &str) -> Result<Clip> {
+            Ok(Clip::new(vec![0.1; text.len()], 16_000))
+        }
+    }
+
+    #[test]
+    fn falls_back_in_order_and_says_why() {
+        let mut tts = Tts::with_engines(vec![Box::new(Fails), Box::new(Beep)]);
+        let spoken = tts.synthesize("hello").unwrap();
+        assert_eq!(spoken.engine, "espeak");
+        assert_eq!(spoken.failures.len(), 1);
+        assert!(spoken.failures[0].contains("HTTP 500"));
+    }
+
+    #[test]
+    fn no_engine_is_a_clear_error() {
+        let mut config = Config::default();
+        config.tts.order = vec!["nonsense".into()];
+        let mut tts = Tts::from_config(&config);
+        let err = tts.synthesize("hi").unwrap_err().to_string();
+        assert!(err.contains("unknown engine 'nonsense'"), "{err}");
+        assert!(!err.contains('\n'));
     }
 }

@@ -1,0 +1,653 @@
+//! Where speech goes: a sound device through rodio, a WAV file, or a WAV
+//! file written in real time (for barge-in tests).
+//!
+//! One small trait, [`AudioSink`], and one type per backend (the librespot
+//! shape). Every sink queues clips without blocking the caller and can drop
+//! everything at once with [`AudioSink::stop`] — that is barge-in.
+//!
+//! The rodio sink opens the device only while it has something to play and
+//! closes it when its queue drains. On a Pi that costs a few milliseconds
+//! per answer; in exchange an idle device never keeps a stream open, and
+//! ALSA's file plugin (which is not paced in real time) never fills a disk
+//! with silence between answers.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+
+/// Mono audio at a sample rate: what a speech engine produces.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Clip {
+    /// Samples in [-1, 1].
+    pub samples: Vec<f32>,
+    pub sample_rate: u32,
+}
+
+impl Clip {
+    pub fn new(samples: Vec<f32>, sample_rate: u32) -> Self {
+        Self {
+            samples,
+            sample_rate,
+        }
+    }
+
+    /// Length in seconds.
+    pub fn seconds(&self) -> f64 {
+        if self.sample_rate == 0 {
+            return 0.0;
+        }
+        self.samples.len() as f64 / f64::from(self.sample_rate)
+    }
+
+    /// The same sound at another rate (linear interpolation: good enough for
+    /// speech into a file; devices resample themselves).
+    pub fn resampled(&self, rate: u32) -> Clip {
+        if rate == self.sample_rate || self.samples.is_empty() || self.sample_rate == 0 {
+            return Clip::new(self.samples.clone(), rate.max(1));
+        }
+        let ratio = f64::from(self.sample_rate) / f64::from(rate);
+        let out_len = ((self.samples.len() as f64) / ratio).floor() as usize;
+        let last = self.samples.len() - 1;
+        let samples = (0..out_len)
+            .map(|i| {
+                let pos = i as f64 * ratio;
+                let idx = (pos.floor() as usize).min(last);
+                let next = (idx + 1).min(last);
+                let frac = (pos - idx as f64) as f32;
+                self.samples[idx] * (1.0 - frac) + self.samples[next] * frac
+            })
+            .collect();
+        Clip::new(samples, rate)
+    }
+
+    /// Scale by a volume in [0, 1].
+    pub fn with_volume(mut self, volume: f32) -> Clip {
+        let v = volume.clamp(0.0, 1.0);
+        if (v - 1.0).abs() > f32::EPSILON {
+            for s in &mut self.samples {
+                *s *= v;
+            }
+        }
+        self
+    }
+}
+
+/// A place speech is played. Implementations never block in [`play`]
+/// beyond opening their output; playback continues in the background.
+///
+/// [`play`]: AudioSink::play
+pub trait AudioSink: Send + Sync {
+    /// Queue a clip after whatever is already queued.
+    fn play(&self, clip: &Clip) -> Result<()>;
+    /// Drop everything queued and playing, now (barge-in, "stop").
+    fn stop(&self);
+    /// Whether anything is still queued or sounding.
+    fn is_playing(&self) -> bool;
+    /// Seconds of audio actually played (or written) since the sink was
+    /// made; tests count these instead of trusting wall-clock time.
+    fn played_seconds(&self) -> f64;
+    /// A short description for logs (`default`, `file out.wav`, …).
+    fn describe(&self) -> String;
+}
+
+/// Open the output named in the config or on the command line:
+/// `default`, an ALSA/cpal device name, `FILE.wav` (written as fast as it
+/// is produced) or `paced:FILE.wav` (written in real time, like a speaker).
+pub fn open_output(spec: &str) -> Result<Arc<dyn AudioSink>> {
+    let spec = spec.trim();
+    if let Some(path) = spec.strip_prefix("paced:") {
+        return Ok(Arc::new(PacedWavSink::create(Path::new(path))?));
+    }
+    if spec.to_ascii_lowercase().ends_with(".wav") {
+        return Ok(Arc::new(WavFileSink::create(Path::new(spec))?));
+    }
+    Ok(Arc::new(RodioSink::new(spec)?))
+}
+
+// ---------------------------------------------------------------- none
+
+/// Stands in for an output that could not be opened: every clip fails
+/// with the reason, so each answer is logged as unspoken while the loop
+/// keeps running (text answers still reach the log and `--json`).
+pub struct NullSink {
+    reason: String,
+}
+
+impl NullSink {
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl AudioSink for NullSink {
+    fn play(&self, _clip: &Clip) -> Result<()> {
+        Err(anyhow!("{}", self.reason))
+    }
+    fn stop(&self) {}
+    fn is_playing(&self) -> bool {
+        false
+    }
+    fn played_seconds(&self) -> f64 {
+        0.0
+    }
+    fn describe(&self) -> String {
+        "no output".into()
+    }
+}
+
+// ---------------------------------------------------------------- rodio
+
+enum RodioCmd {
+    Play(Clip, Sender<Result<()>>),
+    Stop,
+}
+
+/// A sound device through rodio. The stream lives on its own thread (a cpal
+/// stream need not be `Send`), which also closes it once the queue drains.
+pub struct RodioSink {
+    name: String,
+    tx: Sender<RodioCmd>,
+    /// Clips handed to rodio and not yet finished.
+    queued: Arc<AtomicUsize>,
+    played_micros: Arc<AtomicU64>,
+}
+
+impl RodioSink {
+    /// Check that the device exists now (so a wrong name is reported at
+    /// start), then start the thread that owns the stream.
+    pub fn new(name: &str) -> Result<Self> {
+        let name = if name.is_empty() { "default" } else { name };
+        find_output_device(name)?;
+        let (tx, rx) = unbounded();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let played_micros = Arc::new(AtomicU64::new(0));
+        let thread_name = name.to_string();
+        let q = queued.clone();
+        let p = played_micros.clone();
+        thread::Builder::new()
+            .name("playback".into())
+            .spawn(move || rodio_thread(&thread_name, &rx, &q, &p))
+            .context("could not start the playback thread")?;
+        Ok(Self {
+            name: name.to_string(),
+            tx,
+            queued,
+            played_micros,
+        })
+    }
+}
+
+impl AudioSink for RodioSink {
+    fn play(&self, clip: &Clip) -> Result<()> {
+        let (reply_tx, reply_rx) = bounded(1);
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        self.tx
+            .send(RodioCmd::Play(clip.clone(), reply_tx))
+            .map_err(|_| anyhow!("the playback thread has stopped"))?;
+        let result = reply_rx
+            .recv()
+            .map_err(|_| anyhow!("the playback thread has stopped"))?;
+        if result.is_err() {
+            self.queued.store(0, Ordering::SeqCst);
+        }
+        result
+    }
+
+    fn stop(&self) {
+        let _ = self.tx.send(RodioCmd::Stop);
+        self.queued.store(0, Ordering::SeqCst);
+    }
+
+    fn is_playing(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) > 0
+    }
+
+    fn played_seconds(&self) -> f64 {
+        self.played_micros.load(Ordering::SeqCst) as f64 / 1e6
+    }
+
+    fn describe(&self) -> String {
+        format!("device {}", self.name)
+    }
+}
+
+struct OpenStream {
+    // Field order matters: the player must drop before the stream.
+    player: rodio::Player,
+    _stream: rodio::MixerDeviceSink,
+    /// Seconds queued in this stream, credited as played when it drains.
+    seconds: f64,
+}
+
+fn rodio_thread(
+    name: &str,
+    rx: &Receiver<RodioCmd>,
+    queued: &AtomicUsize,
+    played_micros: &AtomicU64,
+) {
+    let mut open: Option<OpenStream> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(10)) {
+            Ok(RodioCmd::Play(clip, reply)) => {
+                let result = (|| -> Result<()> {
+                    if open.is_none() {
+                        open = Some(open_stream(name)?);
+                    }
+                    let stream = open
+                        .as_mut()
+                        .ok_or_else(|| anyhow!("the output stream did not open"))?;
+                    let channels = std::num::NonZeroU16::MIN;
+                    let rate = std::num::NonZeroU32::new(clip.sample_rate)
+                        .ok_or_else(|| anyhow!("a clip had a sample rate of 0"))?;
+                    stream.seconds += clip.seconds();
+                    stream.player.append(rodio::buffer::SamplesBuffer::new(
+                        channels,
+                        rate,
+                        clip.samples,
+                    ));
+                    Ok(())
+                })();
+                let _ = reply.send(result);
+            }
+            Ok(RodioCmd::Stop) => {
+                if let Some(stream) = open.take() {
+                    stream.player.stop();
+                    let position = stream.player.get_pos().as_secs_f64();
+                    played_micros.fetch_add((position * 1e6) as u64, Ordering::SeqCst);
+                }
+                queued.store(0, Ordering::SeqCst);
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if open.as_ref().is_some_and(|s| s.player.empty()) {
+                    if let Some(stream) = open.take() {
+                        played_micros.fetch_add((stream.seconds * 1e6) as u64, Ordering::SeqCst);
+                    }
+                    queued.store(0, Ordering::SeqCst);
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn open_stream(name: &str) -> Result<OpenStream> {
+    let device = find_output_device(name)?;
+    let mut stream = rodio::DeviceSinkBuilder::from_device(device)
+        .and_then(|b| b.open_sink_or_fallback())
+        .map_err(|e| {
+            anyhow!("could not open the sound output '{name}': {e}; pick another with `earshot devices` or use --output FILE.wav")
+        })?;
+    stream.log_on_drop(false);
+    let player = rodio::Player::connect_new(stream.mixer());
+    Ok(OpenStream {
+        player,
+        _stream: stream,
+        seconds: 0.0,
+    })
+}
+
+/// The cpal output device called `name` (`default` = the host's default).
+pub fn find_output_device(name: &str) -> Result<cpal::Device> {
+    use cpal::traits::{DeviceTrait, HostTrait};
+    let host = cpal::default_host();
+    if name.is_empty() || name == "default" {
+        return host.default_output_device().ok_or_else(|| {
+            anyhow!("no sound output device found; connect a speaker, or use --output FILE.wav")
+        });
+    }
+    let devices = host
+        .output_devices()
+        .map_err(|e| anyhow!("could not list sound outputs: {e}"))?;
+    let mut seen = Vec::new();
+    for device in devices {
+        let shown = device.to_string();
+        let id = device.id().map(|id| id.to_string()).unwrap_or_default();
+        let described = device
+            .description()
+            .map(|d| d.name().to_string())
+            .unwrap_or_default();
+        if [&shown, &id, &described].iter().any(|n| n.as_str() == name)
+            || id.rsplit(':').next() == Some(name)
+        {
+            return Ok(device);
+        }
+        seen.push(shown);
+    }
+    Err(anyhow!(
+        "no sound output called '{name}' (found: {}); see `earshot devices`",
+        if seen.is_empty() {
+            "none".to_string()
+        } else {
+            seen.join(", ")
+        }
+    ))
+}
+
+// ---------------------------------------------------------------- WAV file
+
+/// Appends every clip to a 16-bit mono WAV file as fast as it comes. The
+/// header is rewritten after each clip, so the file is valid while the
+/// program runs. Clips at another rate are resampled to the first one's.
+pub struct WavFileSink {
+    path: PathBuf,
+    state: Mutex<WavState>,
+    played_micros: AtomicU64,
+}
+
+struct WavState {
+    writer: Option<hound::WavWriter<BufWriter<File>>>,
+    rate: u32,
+}
+
+impl WavFileSink {
+    /// Create (truncate) the file now, so a bad path fails at start.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("could not create the output file {}", path.display()))?;
+        drop(file);
+        Ok(Self {
+            path: path.to_path_buf(),
+            state: Mutex::new(WavState {
+                writer: None,
+                rate: 0,
+            }),
+            played_micros: AtomicU64::new(0),
+        })
+    }
+
+    /// Write the header and close the file (also done on drop).
+    pub fn finish(&self) -> Result<()> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow!("the WAV writer is poisoned"))?;
+        if let Some(writer) = state.writer.take() {
+            writer
+                .finalize()
+                .with_context(|| format!("could not finish {}", self.path.display()))?;
+        } else if state.rate == 0 {
+            // Nothing was played: still leave a valid (empty) WAV.
+            let writer = hound::WavWriter::create(&self.path, wav_spec(22_050))
+                .with_context(|| format!("could not write {}", self.path.display()))?;
+            writer.finalize()?;
+        }
+        Ok(())
+    }
+}
+
+fn wav_spec(rate: u32) -> hound::WavSpec {
+    hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    }
+}
+
+fn to_i16(s: f32) -> i16 {
+    (s.clamp(-1.0, 1.0) * 32767.0).round() as i16
+}
+
+fn write_samples(state: &mut WavState, path: &Path, clip: &Clip) -> Result<()> {
+    if state.writer.is_none() {
+        if state.rate == 0 {
+            state.rate = clip.sample_rate.max(1);
+        }
+        let writer = hound::WavWriter::create(path, wav_spec(state.rate))
+            .with_context(|| format!("could not write {}", path.display()))?;
+        state.writer = Some(writer);
+    }
+    let clip = clip.resampled(state.rate);
+    let writer = state
+        .writer
+        .as_mut()
+        .ok_or_else(|| anyhow!("the WAV writer is closed"))?;
+    for s in &clip.samples {
+        writer
+            .write_sample(to_i16(*s))
+            .with_context(|| format!("could not write {}", path.display()))?;
+    }
+    writer
+        .flush()
+        .with_context(|| format!("could not write {}", path.display()))?;
+    Ok(())
+}
+
+impl AudioSink for WavFileSink {
+    fn play(&self, clip: &Clip) -> Result<()> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow!("the WAV writer is poisoned"))?;
+        write_samples(&mut state, &self.path, clip)?;
+        self.played_micros
+            .fetch_add((clip.seconds() * 1e6) as u64, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn stop(&self) {}
+
+    fn is_playing(&self) -> bool {
+        false
+    }
+
+    fn played_seconds(&self) -> f64 {
+        self.played_micros.load(Ordering::SeqCst) as f64 / 1e6
+    }
+
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+}
+
+impl Drop for WavFileSink {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+// ---------------------------------------------------------------- paced
+
+/// A WAV file written in real time, 10 ms at a time, like a speaker would
+/// consume it: what has not been "played" yet when [`AudioSink::stop`] is
+/// called never reaches the file. Barge-in tests count its samples.
+pub struct PacedWavSink {
+    path: PathBuf,
+    shared: Arc<Paced>,
+}
+
+struct Paced {
+    queue: Mutex<PacedQueue>,
+    wake: Condvar,
+    played_micros: AtomicU64,
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct PacedQueue {
+    samples: VecDeque<f32>,
+    rate: u32,
+}
+
+impl PacedWavSink {
+    pub fn create(path: &Path) -> Result<Self> {
+        let shared = Arc::new(Paced {
+            queue: Mutex::new(PacedQueue::default()),
+            wake: Condvar::new(),
+            played_micros: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        let file = WavFileSink::create(path)?;
+        let worker = shared.clone();
+        thread::Builder::new()
+            .name("paced-output".into())
+            .spawn(move || paced_thread(&worker, &file))
+            .context("could not start the paced output thread")?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            shared,
+        })
+    }
+}
+
+fn paced_thread(shared: &Paced, file: &WavFileSink) {
+    let tick = Duration::from_millis(10);
+    let mut next = Instant::now();
+    loop {
+        let chunk = {
+            let Ok(mut queue) = shared.queue.lock() else {
+                return;
+            };
+            while queue.samples.is_empty() && !shared.closed.load(Ordering::SeqCst) {
+                queue = match shared.wake.wait(queue) {
+                    Ok(q) => q,
+                    Err(_) => return,
+                };
+                next = Instant::now();
+            }
+            if queue.samples.is_empty() {
+                let _ = file.finish();
+                return;
+            }
+            let n = (queue.rate as usize / 100).max(1).min(queue.samples.len());
+            let samples: Vec<f32> = queue.samples.drain(..n).collect();
+            Clip::new(samples, queue.rate)
+        };
+        if file.play(&chunk).is_err() {
+            return;
+        }
+        shared
+            .played_micros
+            .fetch_add((chunk.seconds() * 1e6) as u64, Ordering::SeqCst);
+        next += tick;
+        let now = Instant::now();
+        if next > now {
+            thread::sleep(next - now);
+        }
+    }
+}
+
+impl AudioSink for PacedWavSink {
+    fn play(&self, clip: &Clip) -> Result<()> {
+        let mut queue = self
+            .shared
+            .queue
+            .lock()
+            .map_err(|_| anyhow!("the paced output is poisoned"))?;
+        if queue.rate == 0 {
+            queue.rate = clip.sample_rate.max(1);
+        }
+        let clip = clip.resampled(queue.rate);
+        queue.samples.extend(clip.samples);
+        self.shared.wake.notify_all();
+        Ok(())
+    }
+
+    fn stop(&self) {
+        if let Ok(mut queue) = self.shared.queue.lock() {
+            queue.samples.clear();
+        }
+    }
+
+    fn is_playing(&self) -> bool {
+        self.shared
+            .queue
+            .lock()
+            .map(|q| !q.samples.is_empty())
+            .unwrap_or(false)
+    }
+
+    fn played_seconds(&self) -> f64 {
+        self.shared.played_micros.load(Ordering::SeqCst) as f64 / 1e6
+    }
+
+    fn describe(&self) -> String {
+        format!("paced file {}", self.path.display())
+    }
+}
+
+impl Drop for PacedWavSink {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone(seconds: f32, rate: u32) -> Clip {
+        let n = (seconds * rate as f32) as usize;
+        Clip::new(
+            (0..n)
+                .map(|i| (i as f32 * 440.0 * std::f32::consts::TAU / rate as f32).sin() * 0.5)
+                .collect(),
+            rate,
+        )
+    }
+
+    #[test]
+    fn wav_sink_appends_and_resamples_to_the_first_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.wav");
+        let sink = WavFileSink::create(&path).unwrap();
+        sink.play(&tone(0.5, 22_050)).unwrap();
+        sink.play(&tone(0.5, 44_100)).unwrap();
+        // Valid while still open (header rewritten after each clip).
+        let reader = hound::WavReader::open(&path).unwrap();
+        assert_eq!(reader.spec().sample_rate, 22_050);
+        assert_eq!(reader.len(), 22_050);
+        assert!((sink.played_seconds() - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn paced_sink_plays_in_real_time_and_stop_drops_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paced.wav");
+        let sink = PacedWavSink::create(&path).unwrap();
+        let started = Instant::now();
+        sink.play(&tone(2.0, 16_000)).unwrap();
+        assert!(sink.is_playing());
+        while sink.played_seconds() < 0.3 {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(elapsed >= 0.25, "0.3 s played in {elapsed:.3} s: not paced");
+        sink.stop();
+        assert!(!sink.is_playing());
+        let at_stop = sink.played_seconds();
+        thread::sleep(Duration::from_millis(100));
+        assert!(sink.played_seconds() - at_stop <= 0.011);
+        drop(sink);
+        thread::sleep(Duration::from_millis(50));
+        let reader = hound::WavReader::open(&path).unwrap();
+        let secs = reader.len() as f64 / 16_000.0;
+        assert!(secs < 0.5, "{secs} s written after a stop at ~0.3 s");
+    }
+
+    #[test]
+    fn resample_keeps_duration() {
+        let clip = tone(1.0, 22_050).resampled(48_000);
+        assert_eq!(clip.sample_rate, 48_000);
+        assert!((clip.seconds() - 1.0).abs() < 0.001);
+    }
+
+    #[test]
+    fn unknown_device_names_what_exists() {
+        let err = find_output_device("no-such-card-xyz")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no-such-card-xyz"), "{err}");
+    }
+}

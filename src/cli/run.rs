@@ -1,0 +1,130 @@
+//! `earshot run [--input DEV|FILE.wav] [--output DEV|FILE.wav|paced:FILE.wav]
+//! [--button SPEC] [--push-to-talk] [--no-barge-in] [--json]`: the voice
+//! loop until SIGTERM/SIGINT (or the end of a WAV input).
+//!
+//! Models load before systemd is told `READY=1`; the loop feeds the
+//! watchdog every iteration.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::audio::playback::{self, AudioSink, NullSink};
+use crate::audio::vad::Endpointer;
+use crate::cancel::CancelToken;
+use crate::device::button;
+use crate::stt::Stt;
+use crate::tts::speaker::Speaker;
+use crate::tts::Tts;
+use crate::voice_loop::VoiceLoop;
+
+/// Command-line overrides of `[audio]` and `[device]`.
+#[derive(Debug, Default, Clone)]
+pub struct RunArgs {
+    pub input: Option<String>,
+    pub output: Option<String>,
+    pub button: Option<String>,
+    pub push_to_talk: bool,
+    pub no_barge_in: bool,
+    pub json: bool,
+}
+
+/// Run the loop. Returns whether it stopped cleanly.
+pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
+    let mut config = super::load_config(config_path)?.config;
+    if let Some(input) = args.input {
+        config.audio.input = input;
+    }
+    if let Some(output) = args.output {
+        config.audio.output = output;
+    }
+    if let Some(spec) = args.button {
+        config.device.button = spec;
+    }
+    if args.push_to_talk {
+        config.audio.push_to_talk = true;
+    }
+    if args.no_barge_in {
+        config.audio.barge_in = false;
+    }
+    let shutdown = CancelToken::new();
+    super::install_interrupt(&shutdown);
+
+    // Speaking first: every later failure can then be said out loud.
+    let sink: Arc<dyn AudioSink> = match playback::open_output(&config.audio.output) {
+        Ok(sink) => sink,
+        Err(e) => {
+            tracing::error!("cannot speak: {e:#}; answers will only be logged");
+            Arc::new(NullSink::new(format!("{e:#}")))
+        }
+    };
+    let tts = Tts::from_config(&config);
+    let speaker = Arc::new(Speaker::start(tts, sink)?);
+
+    let endpointer = Endpointer::new(&config.audio.vad)
+        .map_err(|e| anyhow::anyhow!("audio.vad settings: {e}"))?;
+    let stt = match Stt::from_config(&config) {
+        Ok(stt) => stt,
+        Err(e) => {
+            speaker.say(e.user_sentence());
+            let _ = speaker.wait_done(&shutdown, std::time::Duration::from_secs(10));
+            return Err(anyhow::anyhow!("{e}")).context("speech-to-text is unavailable");
+        }
+    };
+    let warm = stt.warm_up_in_background();
+    let input_name = config.audio.input.clone();
+    let source = match crate::audio::open_input(&input_name, &config.audio) {
+        Ok(source) => source,
+        Err(e) => {
+            speaker.say(e.user_sentence());
+            let _ = speaker.wait_done(&shutdown, std::time::Duration::from_secs(10));
+            return Err(anyhow::anyhow!("{e}")).context("cannot listen");
+        }
+    };
+    let reopen: Option<Box<dyn FnMut() -> _>> = if crate::audio::is_file_name(&input_name) {
+        None
+    } else {
+        let audio = config.audio.clone();
+        Some(Box::new(move || {
+            crate::audio::open_input(&input_name, &audio)
+        }))
+    };
+    let button = match button::open(&config.device.button) {
+        Ok(Some(b)) => {
+            tracing::info!(button = %b.describe(), "button ready");
+            Some(button::spawn(b)?)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            // The loop still works by voice; say why the button doesn't.
+            tracing::error!("button unavailable: {e:#}");
+            None
+        }
+    };
+    let services = crate::agent::Services::build(config.clone())?;
+    let _ = warm.join();
+
+    let mut voice = VoiceLoop {
+        services,
+        stt,
+        speaker,
+        source,
+        reopen,
+        endpointer,
+        button,
+        shutdown: shutdown.clone(),
+        push_to_talk: config.audio.push_to_talk,
+        barge_in: config.audio.barge_in,
+        json: args.json,
+    };
+    // Watchdog hook: systemd notify is wired here once device::notify lands.
+    let summary = voice.run(&mut || {})?;
+    tracing::info!(
+        turns = summary.turns,
+        barge_ins = summary.barge_ins,
+        "stopped ({})",
+        summary.reason
+    );
+    Ok(true)
+}

@@ -1,0 +1,640 @@
+//! The push-to-talk button (R-DEV): one small trait and one type per
+//! source, named by `device.button`:
+//!
+//! | value | source |
+//! |---|---|
+//! | `none` | no button (VAD only) |
+//! | `gpio:/dev/gpiochip0:17` | a GPIO line through the Linux character device (reSpeaker 2-mic HAT: line 17, active low) |
+//! | `input:/dev/input/event0:KEY_ENTER` | a key of an input-event device (USB button, keyboard, reSpeaker USB array) |
+//! | `enter` | Enter in a terminal (development): first Enter presses, the next releases |
+//! | `script:PATH` | a file or FIFO of `press`/`release`/`click`/`wait MS` lines (tests) |
+//!
+//! Every source is read on its own thread ([`spawn`]) and delivers
+//! [`ButtonEvent`]s on a channel, so the voice loop never blocks on it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use crossbeam_channel::{unbounded, Receiver};
+
+/// What the button did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ButtonEvent {
+    Press,
+    Release,
+}
+
+/// A source of button events.
+pub trait Button: Send {
+    /// Wait up to `timeout` for the next event; `Ok(None)` = nothing yet.
+    /// An error ends the source (it is logged; the loop goes on without it).
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<ButtonEvent>>;
+    /// `true` once the source can never produce another event (a script
+    /// that has ended).
+    fn finished(&self) -> bool {
+        false
+    }
+    /// For logs.
+    fn describe(&self) -> String;
+}
+
+/// Open the button named by `device.button` (see the module table);
+/// `Ok(None)` for `none`.
+pub fn open(spec: &str) -> Result<Option<Box<dyn Button>>> {
+    let spec = spec.trim();
+    if spec.is_empty() || spec == "none" {
+        return Ok(None);
+    }
+    if spec == "enter" {
+        return Ok(Some(Box::new(EnterKey::new())));
+    }
+    if let Some(path) = spec.strip_prefix("script:") {
+        return Ok(Some(Box::new(Scripted::open(Path::new(path))?)));
+    }
+    if let Some(rest) = spec.strip_prefix("gpio:") {
+        let (chip, line) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| anyhow!("device.button '{spec}': write gpio:/dev/gpiochip0:17"))?;
+        let line: u32 = line
+            .parse()
+            .map_err(|_| anyhow!("device.button '{spec}': the line must be a number (the reSpeaker 2-mic HAT button is 17)"))?;
+        return Ok(Some(Box::new(GpioLine::open(Path::new(chip), line)?)));
+    }
+    if let Some(rest) = spec.strip_prefix("input:") {
+        let (path, key) = match rest.rsplit_once(':') {
+            Some((path, key)) if !key.starts_with('/') => (path, key),
+            _ => (rest, "KEY_ENTER"),
+        };
+        return Ok(Some(Box::new(InputKey::open(Path::new(path), key)?)));
+    }
+    bail!("device.button '{spec}' is not understood; use none, enter, gpio:/dev/gpiochip0:17, input:/dev/input/event0:KEY_ENTER or script:PATH")
+}
+
+/// Read `button` on its own thread; events arrive on the returned channel,
+/// which closes when the source ends or fails.
+pub fn spawn(mut button: Box<dyn Button>) -> Result<Receiver<ButtonEvent>> {
+    let (tx, rx) = unbounded();
+    let name = button.describe();
+    std::thread::Builder::new()
+        .name("button".into())
+        .spawn(move || loop {
+            match button.next_event(Duration::from_millis(200)) {
+                Ok(Some(event)) => {
+                    tracing::debug!(button = %name, ?event, "button");
+                    if tx.send(event).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) if button.finished() => return,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(button = %name, "the button stopped working: {e:#}");
+                    return;
+                }
+            }
+        })
+        .context("could not start the button thread")?;
+    Ok(rx)
+}
+
+// ------------------------------------------------------------- scripted
+
+/// A file or FIFO of lines: `press`, `release`, `click` (press then
+/// release), `wait MS`; `#` starts a comment. A FIFO lets a test press at
+/// exactly the moment it chooses.
+pub struct Scripted {
+    path: PathBuf,
+    lines: Option<Box<dyn BufRead + Send>>,
+    queued: std::collections::VecDeque<ButtonEvent>,
+    done: bool,
+    line_no: usize,
+}
+
+impl Scripted {
+    /// The file is opened lazily on the button thread: opening a FIFO
+    /// blocks until its writer opens it. Only existence is checked here.
+    pub fn open(path: &Path) -> Result<Scripted> {
+        if !path.exists() {
+            bail!("button script {} does not exist", path.display());
+        }
+        Ok(Scripted {
+            path: path.to_path_buf(),
+            lines: None,
+            queued: Default::default(),
+            done: false,
+            line_no: 0,
+        })
+    }
+}
+
+impl Button for Scripted {
+    fn next_event(&mut self, _timeout: Duration) -> Result<Option<ButtonEvent>> {
+        if let Some(e) = self.queued.pop_front() {
+            return Ok(Some(e));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        if self.lines.is_none() {
+            let file = File::open(&self.path)
+                .with_context(|| format!("cannot open button script {}", self.path.display()))?;
+            self.lines = Some(Box::new(BufReader::new(file)));
+        }
+        let Some(lines) = self.lines.as_mut() else {
+            return Ok(None);
+        };
+        let mut line = String::new();
+        // Blocks on a FIFO until the test writes a line: that is the point.
+        if lines.read_line(&mut line)? == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        self.line_no += 1;
+        let line = line
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next()) {
+            (None, _) => {}
+            (Some("press"), None) => self.queued.push_back(ButtonEvent::Press),
+            (Some("release"), None) => self.queued.push_back(ButtonEvent::Release),
+            (Some("click"), None) => {
+                self.queued.push_back(ButtonEvent::Press);
+                self.queued.push_back(ButtonEvent::Release);
+            }
+            (Some("wait"), Some(ms)) => {
+                let ms: u64 = ms.parse().map_err(|_| {
+                    anyhow!(
+                        "{}:{}: wait needs milliseconds",
+                        self.path.display(),
+                        self.line_no
+                    )
+                })?;
+                std::thread::sleep(Duration::from_millis(ms.min(600_000)));
+            }
+            _ => bail!(
+                "{}:{}: '{line}' is not press, release, click or wait MS",
+                self.path.display(),
+                self.line_no
+            ),
+        }
+        Ok(self.queued.pop_front())
+    }
+
+    fn finished(&self) -> bool {
+        self.done && self.queued.is_empty()
+    }
+
+    fn describe(&self) -> String {
+        format!("script {}", self.path.display())
+    }
+}
+
+// ------------------------------------------------------------- Enter
+
+/// Enter in a terminal: presses and releases alternate (a terminal can't
+/// report a held key).
+pub struct EnterKey {
+    rx: Receiver<()>,
+    held: bool,
+}
+
+impl EnterKey {
+    pub fn new() -> EnterKey {
+        let (tx, rx) = unbounded();
+        let _ = std::thread::Builder::new()
+            .name("stdin-button".into())
+            .spawn(move || {
+                let stdin = std::io::stdin();
+                for line in stdin.lock().lines() {
+                    if line.is_err() || tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            });
+        EnterKey { rx, held: false }
+    }
+}
+
+impl Default for EnterKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Button for EnterKey {
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<ButtonEvent>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(()) => {
+                self.held = !self.held;
+                Ok(Some(if self.held {
+                    ButtonEvent::Press
+                } else {
+                    ButtonEvent::Release
+                }))
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Ok(None),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                bail!("stdin closed; the Enter button is gone")
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        "Enter key".into()
+    }
+}
+
+// ------------------------------------------------------------- input events
+
+/// One key of a Linux input-event device (`/dev/input/eventN`).
+pub struct InputKey {
+    path: PathBuf,
+    file: File,
+    code: u16,
+}
+
+const EV_KEY: u16 = 1;
+
+/// Key names we accept besides numbers (linux/input-event-codes.h).
+const KEY_CODES: &[(&str, u16)] = &[
+    ("KEY_ENTER", 28),
+    ("KEY_SPACE", 57),
+    ("KEY_F12", 88),
+    ("KEY_VOLUMEDOWN", 114),
+    ("KEY_VOLUMEUP", 115),
+    ("KEY_PROG1", 148),
+    ("KEY_PLAYPAUSE", 164),
+    ("KEY_MICMUTE", 248),
+    ("BTN_0", 256),
+    ("BTN_LEFT", 272),
+];
+
+/// A key name (`KEY_ENTER`) or number (`28`) to its code.
+pub fn key_code(name: &str) -> Result<u16> {
+    if let Ok(n) = name.parse::<u16>() {
+        return Ok(n);
+    }
+    let upper = name.to_ascii_uppercase();
+    KEY_CODES
+        .iter()
+        .find(|(n, _)| *n == upper)
+        .map(|(_, c)| *c)
+        .ok_or_else(|| {
+            anyhow!(
+                "unknown key '{name}'; use a number from `evtest` or one of {}",
+                KEY_CODES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+impl InputKey {
+    pub fn open(path: &Path, key: &str) -> Result<InputKey> {
+        let code = key_code(key)?;
+        let file = File::open(path).map_err(|e| {
+            anyhow!(
+                "cannot open the button's input device {}: {e}; check the path (ls /dev/input/by-id) and that the user is in the 'input' group",
+                path.display()
+            )
+        })?;
+        Ok(InputKey {
+            path: path.to_path_buf(),
+            file,
+            code,
+        })
+    }
+}
+
+impl Button for InputKey {
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<ButtonEvent>> {
+        const SIZE: usize = std::mem::size_of::<libc::input_event>();
+        if !wait_readable(self.file.as_raw_fd(), timeout)? {
+            return Ok(None);
+        }
+        let mut buf = [0u8; SIZE];
+        let n = self
+            .file
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", self.path.display()))?;
+        if n < SIZE {
+            // A short read only happens on a plain file at its end.
+            return Ok(None);
+        }
+        Ok(decode_input_event(&buf, self.code))
+    }
+
+    fn describe(&self) -> String {
+        format!("key {} of {}", self.code, self.path.display())
+    }
+}
+
+/// A press (value 1) or release (0) of `code`; repeats (2) and other
+/// events are `None`.
+fn decode_input_event(buf: &[u8], code: u16) -> Option<ButtonEvent> {
+    let size = std::mem::size_of::<libc::input_event>();
+    if buf.len() < size {
+        return None;
+    }
+    // Layout: struct timeval, then u16 type, u16 code, i32 value.
+    let at = size - 8;
+    let kind = u16::from_ne_bytes([buf[at], buf[at + 1]]);
+    let key = u16::from_ne_bytes([buf[at + 2], buf[at + 3]]);
+    let value = i32::from_ne_bytes([buf[at + 4], buf[at + 5], buf[at + 6], buf[at + 7]]);
+    if kind != EV_KEY || key != code {
+        return None;
+    }
+    match value {
+        1 => Some(ButtonEvent::Press),
+        0 => Some(ButtonEvent::Release),
+        _ => None,
+    }
+}
+
+fn wait_readable(fd: i32, timeout: Duration) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(err.into());
+    }
+    Ok(n > 0 && pfd.revents & libc::POLLIN != 0)
+}
+
+// ------------------------------------------------------------- GPIO
+
+/// A GPIO line through the Linux GPIO character device (uAPI v2), edge
+/// events with the kernel's debounce. Active low with pull-up, as the
+/// reSpeaker 2-mic HAT's button on GPIO17 is wired.
+pub struct GpioLine {
+    label: String,
+    line: File,
+}
+
+const GPIO_V2_LINES_MAX: usize = 64;
+const GPIO_MAX_NAME_SIZE: usize = 32;
+const GPIO_V2_LINE_NUM_ATTRS_MAX: usize = 10;
+const GPIO_V2_LINE_FLAG_ACTIVE_LOW: u64 = 1 << 1;
+const GPIO_V2_LINE_FLAG_INPUT: u64 = 1 << 2;
+const GPIO_V2_LINE_FLAG_EDGE_RISING: u64 = 1 << 4;
+const GPIO_V2_LINE_FLAG_EDGE_FALLING: u64 = 1 << 5;
+const GPIO_V2_LINE_FLAG_BIAS_PULL_UP: u64 = 1 << 8;
+const GPIO_V2_LINE_ATTR_ID_DEBOUNCE: u32 = 3;
+const GPIO_V2_LINE_EVENT_RISING_EDGE: u32 = 1;
+const GPIO_V2_LINE_EVENT_FALLING_EDGE: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GpioV2LineAttribute {
+    id: u32,
+    padding: u32,
+    /// flags / values / debounce_period_us (a union; u64 covers all).
+    value: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GpioV2LineConfigAttribute {
+    attr: GpioV2LineAttribute,
+    mask: u64,
+}
+
+#[repr(C)]
+struct GpioV2LineConfig {
+    flags: u64,
+    num_attrs: u32,
+    padding: [u32; 5],
+    attrs: [GpioV2LineConfigAttribute; GPIO_V2_LINE_NUM_ATTRS_MAX],
+}
+
+#[repr(C)]
+struct GpioV2LineRequest {
+    offsets: [u32; GPIO_V2_LINES_MAX],
+    consumer: [u8; GPIO_MAX_NAME_SIZE],
+    config: GpioV2LineConfig,
+    num_lines: u32,
+    event_buffer_size: u32,
+    padding: [u32; 5],
+    fd: i32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct GpioV2LineEvent {
+    timestamp_ns: u64,
+    id: u32,
+    offset: u32,
+    seqno: u32,
+    line_seqno: u32,
+    padding: [u32; 6],
+}
+
+/// `_IOWR(0xB4, 0x07, struct gpio_v2_line_request)`.
+const GPIO_V2_GET_LINE_IOCTL: u64 =
+    (3 << 30) | ((std::mem::size_of::<GpioV2LineRequest>() as u64) << 16) | (0xB4 << 8) | 0x07;
+
+impl GpioLine {
+    pub fn open(chip: &Path, offset: u32) -> Result<GpioLine> {
+        let chip_file = File::options().read(true).write(true).open(chip).map_err(|e| {
+            anyhow!(
+                "cannot open GPIO chip {}: {e}; on a Raspberry Pi it is /dev/gpiochip0 (gpiochip4 on a Pi 5) and the user must be in the 'gpio' group; or set device.button to none/enter",
+                chip.display()
+            )
+        })?;
+        let empty_attr = GpioV2LineConfigAttribute {
+            attr: GpioV2LineAttribute {
+                id: 0,
+                padding: 0,
+                value: 0,
+            },
+            mask: 0,
+        };
+        let mut request = GpioV2LineRequest {
+            offsets: [0; GPIO_V2_LINES_MAX],
+            consumer: [0; GPIO_MAX_NAME_SIZE],
+            config: GpioV2LineConfig {
+                flags: GPIO_V2_LINE_FLAG_INPUT
+                    | GPIO_V2_LINE_FLAG_ACTIVE_LOW
+                    | GPIO_V2_LINE_FLAG_BIAS_PULL_UP
+                    | GPIO_V2_LINE_FLAG_EDGE_RISING
+                    | GPIO_V2_LINE_FLAG_EDGE_FALLING,
+                num_attrs: 1,
+                padding: [0; 5],
+                attrs: [empty_attr; GPIO_V2_LINE_NUM_ATTRS_MAX],
+            },
+            num_lines: 1,
+            event_buffer_size: 0,
+            padding: [0; 5],
+            fd: -1,
+        };
+        request.offsets[0] = offset;
+        request.consumer[..7].copy_from_slice(b"earshot");
+        request.config.attrs[0] = GpioV2LineConfigAttribute {
+            attr: GpioV2LineAttribute {
+                id: GPIO_V2_LINE_ATTR_ID_DEBOUNCE,
+                padding: 0,
+                value: 10_000, // µs
+            },
+            mask: 1,
+        };
+        // SAFETY: the request struct matches the kernel's layout and lives
+        // for the call; the kernel fills `fd`.
+        let rc = unsafe {
+            libc::ioctl(
+                chip_file.as_raw_fd(),
+                GPIO_V2_GET_LINE_IOCTL as _,
+                &mut request as *mut GpioV2LineRequest,
+            )
+        };
+        if rc < 0 || request.fd < 0 {
+            let err = std::io::Error::last_os_error();
+            bail!(
+                "cannot claim GPIO line {offset} on {}: {err}; check the line number (reSpeaker 2-mic HAT: 17) and that nothing else uses it",
+                chip.display()
+            );
+        }
+        // SAFETY: the kernel handed us a new descriptor we now own.
+        let line = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(request.fd) };
+        Ok(GpioLine {
+            label: format!("{}:{offset}", chip.display()),
+            line,
+        })
+    }
+}
+
+impl Button for GpioLine {
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<ButtonEvent>> {
+        if !wait_readable(self.line.as_raw_fd(), timeout)? {
+            return Ok(None);
+        }
+        let mut event = GpioV2LineEvent::default();
+        let size = std::mem::size_of::<GpioV2LineEvent>();
+        // SAFETY: reading plain bytes into a repr(C) struct of integers.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut((&mut event as *mut GpioV2LineEvent).cast::<u8>(), size)
+        };
+        let n = self.line.read(buf).context("reading the GPIO line")?;
+        if n < size {
+            return Ok(None);
+        }
+        // Active low: the logical rising edge is the press.
+        Ok(match event.id {
+            GPIO_V2_LINE_EVENT_RISING_EDGE => Some(ButtonEvent::Press),
+            GPIO_V2_LINE_EVENT_FALLING_EDGE => Some(ButtonEvent::Release),
+            _ => None,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("GPIO {}", self.label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn gpio_request_matches_the_kernel_layout() {
+        assert_eq!(std::mem::size_of::<GpioV2LineRequest>(), 592);
+        assert_eq!(GPIO_V2_GET_LINE_IOCTL, 0xC250_B407);
+        assert_eq!(std::mem::size_of::<GpioV2LineEvent>(), 48);
+    }
+
+    #[test]
+    fn missing_gpio_chip_says_what_to_do() {
+        let err = open("gpio:/dev/gpiochip9:17").err().unwrap().to_string();
+        assert!(err.contains("/dev/gpiochip9"), "{err}");
+        assert!(err.contains("gpio' group"), "{err}");
+        let err = open("gpio:/dev/gpiochip0:seventeen")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("must be a number"), "{err}");
+    }
+
+    #[test]
+    fn scripted_events_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script");
+        std::fs::write(&path, "# test\npress\nwait 1\nrelease\nclick\n").unwrap();
+        let rx = spawn(
+            open(&format!("script:{}", path.display()))
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap();
+        let events: Vec<ButtonEvent> = rx.iter().collect();
+        use ButtonEvent::*;
+        assert_eq!(events, vec![Press, Release, Press, Release]);
+    }
+
+    #[test]
+    fn bad_script_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script");
+        std::fs::write(&path, "press\nbounce\n").unwrap();
+        let mut b = Scripted::open(&path).unwrap();
+        assert_eq!(
+            b.next_event(Duration::ZERO).unwrap(),
+            Some(ButtonEvent::Press)
+        );
+        let err = b.next_event(Duration::ZERO).unwrap_err().to_string();
+        assert!(err.contains(":2: 'bounce'"), "{err}");
+    }
+
+    #[test]
+    fn input_events_decode_from_a_recorded_stream() {
+        let size = std::mem::size_of::<libc::input_event>();
+        let record = |kind: u16, code: u16, value: i32| {
+            let mut b = vec![0u8; size - 8];
+            b.extend(kind.to_ne_bytes());
+            b.extend(code.to_ne_bytes());
+            b.extend(value.to_ne_bytes());
+            b
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("event0");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&record(EV_KEY, 57, 1)).unwrap(); // other key
+        f.write_all(&record(EV_KEY, 28, 1)).unwrap();
+        f.write_all(&record(EV_KEY, 28, 2)).unwrap(); // repeat
+        f.write_all(&record(0, 0, 0)).unwrap(); // SYN
+        f.write_all(&record(EV_KEY, 28, 0)).unwrap();
+        drop(f);
+        let mut key = InputKey::open(&path, "KEY_ENTER").unwrap();
+        let mut got = Vec::new();
+        for _ in 0..6 {
+            if let Some(e) = key.next_event(Duration::from_millis(10)).unwrap() {
+                got.push(e);
+            }
+        }
+        assert_eq!(got, vec![ButtonEvent::Press, ButtonEvent::Release]);
+        assert!(key_code("KEY_NOPE").is_err());
+        let err = open("input:/dev/input/event99:KEY_ENTER")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("'input' group"), "{err}");
+    }
+}

@@ -1,0 +1,110 @@
+//! Groq's speech API (OpenAI-shaped `POST {base}/audio/speech`): Orpheus
+//! voices, WAV back. The whole request is bounded by
+//! `tts.cloud_timeout_ms`, so a slow cloud costs at most that long before
+//! the local engine speaks instead.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use serde_json::json;
+
+use super::{espeak::parse_wav, Synthesizer, TtsConfig};
+use crate::audio::playback::Clip;
+
+/// Largest answer we accept (a sentence is a few hundred KB of WAV).
+const MAX_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The cloud engine (`cloud` in `tts.order`).
+pub struct GroqTts {
+    agent: ureq::Agent,
+    url: String,
+    api_key: String,
+    model: String,
+    voice: String,
+}
+
+impl GroqTts {
+    /// Refuses to be built against Groq without a key (every request would
+    /// fail); any other base URL (a local server) may need none.
+    pub fn new(cfg: &TtsConfig, api_key: &str) -> Result<Self> {
+        let base = cfg.cloud_base_url.trim().trim_end_matches('/');
+        if base.is_empty() {
+            bail!("tts.cloud_base_url (TTS_BASE_URL) is empty");
+        }
+        if api_key.is_empty() && base.contains("api.groq.com") {
+            bail!("no GROQ_API_KEY is set, so Groq speech is off; set it or remove `cloud` from tts.order");
+        }
+        let timeout = Duration::from_millis(cfg.cloud_timeout_ms.max(100));
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(Self {
+            agent,
+            url: format!("{base}/audio/speech"),
+            api_key: api_key.to_string(),
+            model: cfg.cloud_model.clone(),
+            voice: cfg.cloud_voice.clone(),
+        })
+    }
+}
+
+impl Synthesizer for GroqTts {
+    fn name(&self) -> &'static str {
+        "cloud"
+    }
+
+    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        let body = json!({
+            "model": self.model,
+            "input": text,
+            "voice": self.voice,
+            "response_format": "wav",
+        })
+        .to_string();
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "audio/wav");
+        if !self.api_key.is_empty() {
+            request = request.header("Authorization", format!("Bearer {}", self.api_key));
+        }
+        let mut response = request.send(body.as_bytes()).map_err(|e| match e {
+            ureq::Error::Timeout(_) => {
+                anyhow!("the speech service at {} did not answer in time", self.url)
+            }
+            other => anyhow!("cannot reach the speech service at {}: {other}", self.url),
+        })?;
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_BYTES)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::Timeout(_) => {
+                    anyhow!("the speech service at {} stalled mid-answer", self.url)
+                }
+                other => anyhow!("reading the speech service's answer failed: {other}"),
+            })?;
+        if !(200..300).contains(&status) {
+            let detail = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{} bytes of {content_type}", bytes.len()));
+            bail!("the speech service answered HTTP {status}: {detail}");
+        }
+        if content_type.contains("html") || content_type.contains("json") {
+            bail!("the speech service sent {content_type} instead of audio");
+        }
+        parse_wav(&bytes).map_err(|e| anyhow!("the speech service's audio is unreadable: {e}"))
+    }
+}

@@ -1,0 +1,366 @@
+//! Piper voices (VITS exported to ONNX) through ONNX Runtime: natural local
+//! speech with no network.
+//!
+//! Text → IPA phonemes from the espeak-ng *program* (GPL: run, never
+//! linked) → ids through the voice's `phoneme_id_map` (Piper's layout:
+//! `^`, `_`, then every phoneme followed by `_`, then `$`) → the model →
+//! 22.05 kHz mono audio. espeak-ng splits clauses and drops their
+//! punctuation; we put the punctuation back because the voice was trained
+//! with it (it shapes pauses and intonation).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
+use serde::Deserialize;
+
+use super::{espeak, Synthesizer};
+use crate::audio::playback::Clip;
+use crate::config::Config;
+
+const FETCH_HINT: &str = "run scripts/fetch-piper.sh, or set tts.order without piper";
+
+/// The parts of `<voice>.onnx.json` we use.
+#[derive(Debug, Deserialize)]
+struct VoiceFile {
+    audio: AudioSection,
+    #[serde(default)]
+    espeak: EspeakSection,
+    inference: InferenceSection,
+    phoneme_id_map: HashMap<String, Vec<i64>>,
+    #[serde(default)]
+    num_speakers: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct AudioSection {
+    sample_rate: u32,
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct EspeakSection {
+    #[serde(default)]
+    voice: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct InferenceSection {
+    noise_scale: f32,
+    length_scale: f32,
+    noise_w: f32,
+}
+
+/// A loaded Piper voice.
+pub struct Piper {
+    session: Session,
+    ids: HashMap<char, Vec<i64>>,
+    sample_rate: u32,
+    scales: [f32; 3],
+    multi_speaker: bool,
+    espeak_program: String,
+    espeak_voice: String,
+    /// The `.onnx` file, for messages.
+    model: PathBuf,
+}
+
+impl Piper {
+    /// Load `models_dir/<tts.piper_voice>.onnx` and its `.onnx.json`.
+    pub fn load(config: &Config) -> Result<Piper> {
+        let model = config
+            .models_dir
+            .join(format!("{}.onnx", config.tts.piper_voice));
+        let json = PathBuf::from(format!("{}.json", model.display()));
+        if !model.is_file() {
+            bail!("Piper voice {} is missing; {FETCH_HINT}", model.display());
+        }
+        if !json.is_file() {
+            bail!(
+                "Piper voice settings {} are missing; {FETCH_HINT}",
+                json.display()
+            );
+        }
+        espeak::check_program(&config.tts.espeak_program)?;
+        let voice: VoiceFile = serde_json::from_str(
+            &std::fs::read_to_string(&json)
+                .with_context(|| format!("cannot read {}", json.display()))?,
+        )
+        .map_err(|e| {
+            anyhow!(
+                "Piper voice settings {} are not valid ({e}); {FETCH_HINT}",
+                json.display()
+            )
+        })?;
+        let ids = phoneme_ids(&voice.phoneme_id_map)
+            .with_context(|| format!("Piper voice settings {}", json.display()))?;
+        let env = crate::nlu::onnx::environment(config)?;
+        let bad = |e: ort::Error| {
+            anyhow!(
+                "Piper voice {} cannot be loaded ({}); {FETCH_HINT}",
+                model.display(),
+                e.to_string().replace('\n', " ")
+            )
+        };
+        let mut builder = Session::builder(&env)
+            .map_err(bad)?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(|e| bad(e.into()))?;
+        if config.tts.piper_threads > 0 {
+            builder = builder
+                .with_intra_threads(config.tts.piper_threads)
+                .map_err(|e| bad(e.into()))?;
+        }
+        let session = builder.commit_from_file(&model).map_err(bad)?;
+        let names: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();
+        for needed in ["input", "input_lengths", "scales"] {
+            if !names.contains(&needed) {
+                bail!(
+                    "{} is not a Piper voice (no '{needed}' input; inputs: {}); {FETCH_HINT}",
+                    model.display(),
+                    names.join(", ")
+                );
+            }
+        }
+        let multi_speaker = voice.num_speakers > 1 && names.contains(&"sid");
+        let length_scale = if config.tts.piper_length_scale > 0.0 {
+            config.tts.piper_length_scale
+        } else {
+            voice.inference.length_scale
+        };
+        let espeak_voice = if voice.espeak.voice.is_empty() {
+            config.tts.espeak_voice.clone()
+        } else {
+            voice.espeak.voice.clone()
+        };
+        Ok(Piper {
+            session,
+            ids,
+            sample_rate: voice.audio.sample_rate,
+            scales: [
+                voice.inference.noise_scale,
+                length_scale,
+                voice.inference.noise_w,
+            ],
+            multi_speaker,
+            espeak_program: config.tts.espeak_program.clone(),
+            espeak_voice,
+            model,
+        })
+    }
+
+    /// The voice's output rate.
+    pub fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    /// Phoneme string for `text` (with clause punctuation restored).
+    pub fn phonemes(&self, text: &str) -> Result<String> {
+        let clauses = espeak::phonemize(&self.espeak_program, &self.espeak_voice, text)?;
+        Ok(join_clauses(&clauses, &clause_marks(text)))
+    }
+
+    /// Model input ids for a phoneme string.
+    pub fn ids_for(&self, phonemes: &str) -> Vec<i64> {
+        encode(&self.ids, phonemes)
+    }
+}
+
+impl Synthesizer for Piper {
+    fn name(&self) -> &'static str {
+        "piper"
+    }
+
+    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        let phonemes = self.phonemes(text)?;
+        let ids = self.ids_for(&phonemes);
+        if ids.len() <= 3 {
+            // Nothing pronounceable (e.g. only symbols): silence, not an error.
+            return Ok(Clip::new(Vec::new(), self.sample_rate));
+        }
+        let err = |e: ort::Error| {
+            anyhow!(
+                "Piper ({}) failed: {}",
+                self.model.display(),
+                e.to_string().replace('\n', " ")
+            )
+        };
+        let n = ids.len();
+        let input = Tensor::from_array(([1usize, n], ids)).map_err(err)?;
+        let lengths = Tensor::from_array(([1usize], vec![n as i64])).map_err(err)?;
+        let scales = Tensor::from_array(([3usize], self.scales.to_vec())).map_err(err)?;
+        let mut inputs = ort::inputs![
+            "input" => input,
+            "input_lengths" => lengths,
+            "scales" => scales,
+        ];
+        if self.multi_speaker {
+            let sid = Tensor::from_array(([1usize], vec![0i64])).map_err(err)?;
+            inputs.push(("sid".into(), sid.into()));
+        }
+        let model = self.model.clone();
+        let outputs = self.session.run(inputs).map_err(|e| {
+            anyhow!(
+                "Piper ({}) failed: {}",
+                model.display(),
+                e.to_string().replace('\n', " ")
+            )
+        })?;
+        let (_, audio) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
+            anyhow!(
+                "Piper returned no audio: {}",
+                e.to_string().replace('\n', " ")
+            )
+        })?;
+        Ok(Clip::new(normalise(audio), self.sample_rate))
+    }
+}
+
+/// Piper's own output step: scale so the loudest sample is near full
+/// scale (never amplifying more than 1/0.01) and clip to [-1, 1].
+fn normalise(audio: &[f32]) -> Vec<f32> {
+    let peak = audio
+        .iter()
+        .filter(|s| s.is_finite())
+        .fold(0.0f32, |m, s| m.max(s.abs()));
+    let gain = 0.95 / peak.max(0.01);
+    audio
+        .iter()
+        .map(|s| {
+            if s.is_finite() {
+                (s * gain).clamp(-1.0, 1.0)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// `phoneme_id_map` keyed by char (every key is one code point).
+fn phoneme_ids(map: &HashMap<String, Vec<i64>>) -> Result<HashMap<char, Vec<i64>>> {
+    let mut out = HashMap::new();
+    for (key, ids) in map {
+        let mut chars = key.chars();
+        if let (Some(c), None) = (chars.next(), chars.next()) {
+            out.insert(c, ids.clone());
+        }
+    }
+    for needed in ['^', '_', '$'] {
+        if !out.contains_key(&needed) {
+            bail!("phoneme_id_map has no '{needed}'");
+        }
+    }
+    Ok(out)
+}
+
+/// Piper's id layout: BOS, PAD, then each known phoneme followed by PAD,
+/// then EOS. Unknown characters are skipped.
+fn encode(map: &HashMap<char, Vec<i64>>, phonemes: &str) -> Vec<i64> {
+    let get = |c: char| map.get(&c).cloned().unwrap_or_default();
+    let pad = get('_');
+    let mut ids = get('^');
+    ids.extend(&pad);
+    for c in phonemes.chars() {
+        if let Some(id) = map.get(&c) {
+            ids.extend(id);
+            ids.extend(&pad);
+        }
+    }
+    ids.extend(get('$'));
+    ids
+}
+
+/// The clause-ending punctuation in `text`, in order: a mark followed by
+/// whitespace or the end (so `3.5` and `6:05` don't count).
+fn clause_marks(text: &str) -> Vec<char> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut marks = Vec::new();
+    for (i, c) in chars.iter().enumerate() {
+        if matches!(c, ',' | '.' | ';' | ':' | '!' | '?') {
+            let next = chars.get(i + 1);
+            let ends = next.is_none_or(|n| n.is_whitespace());
+            // Keep only the last of a run like "?!" or "...".
+            let run_continues =
+                next.is_some_and(|n| matches!(n, ',' | '.' | ';' | ':' | '!' | '?'));
+            if ends && !run_continues {
+                marks.push(*c);
+            }
+        }
+    }
+    marks
+}
+
+/// Put espeak-ng's clauses back together with their punctuation. When the
+/// counts don't line up (espeak-ng split differently), join with spaces
+/// and keep only the final mark.
+fn join_clauses(clauses: &[String], marks: &[char]) -> String {
+    let mut out = String::new();
+    let aligned = clauses.len() == marks.len() || clauses.len() == marks.len() + 1;
+    for (i, clause) in clauses.iter().enumerate() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(clause);
+        if aligned {
+            if let Some(m) = marks.get(i) {
+                out.push(*m);
+            }
+        }
+    }
+    if !aligned {
+        if let Some(m) = marks.last() {
+            out.push(*m);
+        }
+    }
+    out
+}
+
+/// The voice file a config points at (for `earshot doctor` and scripts).
+pub fn voice_path(config: &Config) -> PathBuf {
+    Path::new(&config.models_dir).join(format!("{}.onnx", config.tts.piper_voice))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_skip_numbers_and_runs() {
+        assert_eq!(
+            clause_marks("It's 6:05, or 3.5 hours. Fine?!"),
+            vec![',', '.', '!']
+        );
+        assert_eq!(clause_marks("no marks"), Vec::<char>::new());
+    }
+
+    #[test]
+    fn clauses_get_their_punctuation_back() {
+        let c = vec!["həlˈoʊ".to_string(), "hˌaʊ ɑːɹ juː".to_string()];
+        assert_eq!(join_clauses(&c, &[',', '?']), "həlˈoʊ, hˌaʊ ɑːɹ juː?");
+        assert_eq!(join_clauses(&c, &[',']), "həlˈoʊ, hˌaʊ ɑːɹ juː");
+        assert_eq!(join_clauses(&c, &['.', '.', '.']), "həlˈoʊ hˌaʊ ɑːɹ juː.");
+    }
+
+    #[test]
+    fn ids_follow_pipers_layout() {
+        let map: HashMap<char, Vec<i64>> = [
+            ('_', vec![0]),
+            ('^', vec![1]),
+            ('$', vec![2]),
+            ('a', vec![14]),
+            (' ', vec![3]),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(encode(&map, "a a"), vec![1, 0, 14, 0, 3, 0, 14, 0, 2]);
+        assert_eq!(encode(&map, "☃"), vec![1, 0, 2]);
+    }
+
+    #[test]
+    fn normalise_is_bounded_and_finite() {
+        let out = normalise(&[0.5, -2.0, f32::NAN, 0.0]);
+        assert!(out.iter().all(|s| s.is_finite() && s.abs() <= 1.0));
+        assert!((out[1] + 0.95).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,437 @@
+//! The speaking half of the loop: sentences in, sound out, stoppable at
+//! any moment.
+//!
+//! [`Speaker`] owns a thread with the [`Tts`] chain. Each sentence handed
+//! to [`Speaker::say`] is synthesised there and queued to the
+//! [`AudioSink`] while the previous one is still playing, so synthesis and
+//! playback overlap. [`Speaker::stop`] (barge-in, "stop") drops whatever is
+//! queued or sounding at once: a generation counter makes sentences queued
+//! before the stop vanish without being synthesised.
+//!
+//! [`TurnSpeech`] is the [`EventSink`] a voice turn runs with: it cuts the
+//! turn's `content` tokens into sentences as they stream and speaks each
+//! one as soon as it is complete.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use crossbeam_channel::{unbounded, Sender};
+
+use super::sentences::{self, SentenceSplitter};
+use super::Tts;
+use crate::audio::playback::AudioSink;
+use crate::cancel::CancelToken;
+use crate::events::{Event, EventSink};
+
+/// What one spoken sentence cost.
+#[derive(Debug, Clone)]
+pub struct SentenceStat {
+    pub text: String,
+    pub engine: &'static str,
+    /// Synthesis time.
+    pub synth_ms: f64,
+    /// Audio length.
+    pub audio_ms: f64,
+    /// From `say()` to the clip being queued on the output.
+    pub ready_to_audio_ms: f64,
+    /// When the clip was queued on the output.
+    pub queued_at: Instant,
+}
+
+struct Job {
+    text: String,
+    generation: u64,
+    said_at: Instant,
+}
+
+#[derive(Default)]
+struct Shared {
+    generation: AtomicU64,
+    /// Sentences said and not yet queued on the output (or dropped).
+    pending: AtomicUsize,
+    /// f32 bits of the volume in [0, 1].
+    volume: AtomicU32,
+    stats: Mutex<Vec<SentenceStat>>,
+    errors: Mutex<Vec<String>>,
+    /// Held while checking the generation and queueing a clip, and while
+    /// stopping, so a clip can't slip onto the output just after a stop.
+    play_lock: Mutex<()>,
+}
+
+/// Speaks sentences in order on one output; see the module docs.
+pub struct Speaker {
+    tx: Sender<Job>,
+    shared: Arc<Shared>,
+    sink: Arc<dyn AudioSink>,
+}
+
+impl Speaker {
+    /// Start the speaking thread with these engines and this output.
+    pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker> {
+        let (tx, rx) = unbounded::<Job>();
+        let shared = Arc::new(Shared::default());
+        shared.volume.store(1.0f32.to_bits(), Ordering::SeqCst);
+        let worker_shared = shared.clone();
+        let worker_sink = sink.clone();
+        std::thread::Builder::new()
+            .name("speaker".into())
+            .spawn(move || {
+                let mut tts = tts;
+                for job in rx {
+                    speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job);
+                    worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
+                }
+            })
+            .map_err(|e| anyhow!("could not start the speaker thread: {e}"))?;
+        Ok(Speaker { tx, shared, sink })
+    }
+
+    /// Queue one sentence (already cleaned for speech).
+    pub fn say(&self, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        self.shared.pending.fetch_add(1, Ordering::SeqCst);
+        let job = Job {
+            text: text.to_string(),
+            generation: self.shared.generation.load(Ordering::SeqCst),
+            said_at: Instant::now(),
+        };
+        if self.tx.send(job).is_err() {
+            self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+            tracing::error!("the speaker thread has stopped; cannot speak");
+        }
+    }
+
+    /// Queue a whole text, sentence by sentence.
+    pub fn say_all(&self, text: &str) {
+        for sentence in sentences::split(text) {
+            self.say(&sentence);
+        }
+    }
+
+    /// Stop speaking now: drop queued sentences and silence the output.
+    pub fn stop(&self) {
+        let _guard = self.shared.play_lock.lock();
+        self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        self.sink.stop();
+    }
+
+    /// Anything still to be synthesised or sounding.
+    pub fn is_speaking(&self) -> bool {
+        self.shared.pending.load(Ordering::SeqCst) > 0 || self.sink.is_playing()
+    }
+
+    /// Wait until everything said has played, `cancel` fires, or `limit`
+    /// passes. Returns true when speech finished.
+    pub fn wait_done(&self, cancel: &CancelToken, limit: Duration) -> bool {
+        let started = Instant::now();
+        while self.is_speaking() {
+            if cancel.is_cancelled() || started.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Volume in [0, 1] for sentences synthesised from now on.
+    pub fn set_volume(&self, volume: f32) {
+        let v = if volume.is_finite() {
+            volume.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        self.shared.volume.store(v.to_bits(), Ordering::SeqCst);
+    }
+
+    pub fn volume(&self) -> f32 {
+        f32::from_bits(self.shared.volume.load(Ordering::SeqCst))
+    }
+
+    /// The output, for its description and played-seconds counter.
+    pub fn sink(&self) -> &Arc<dyn AudioSink> {
+        &self.sink
+    }
+
+    /// Per-sentence figures since the last call (and clears them).
+    pub fn take_stats(&self) -> Vec<SentenceStat> {
+        self.shared
+            .stats
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+
+    /// Synthesis/playback errors since the last call (and clears them).
+    pub fn take_errors(&self) -> Vec<String> {
+        self.shared
+            .errors
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+}
+
+fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
+    let stale = |shared: &Shared| shared.generation.load(Ordering::SeqCst) != job.generation;
+    if stale(shared) {
+        return;
+    }
+    let spoken = match tts.synthesize(&job.text) {
+        Ok(spoken) => spoken,
+        Err(e) => {
+            tracing::error!("cannot speak \"{}\": {e:#}", job.text);
+            if let Ok(mut errors) = shared.errors.lock() {
+                errors.push(format!("{e:#}"));
+            }
+            return;
+        }
+    };
+    let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
+    let audio_ms = spoken.clip.seconds() * 1000.0;
+    let clip = spoken.clip.with_volume(volume);
+    let guard = shared.play_lock.lock();
+    // A stop may have come while synthesising.
+    if stale(shared) {
+        return;
+    }
+    let played = sink.play(&clip);
+    drop(guard);
+    if let Err(e) = played {
+        tracing::error!("cannot play speech on {}: {e:#}", sink.describe());
+        if let Ok(mut errors) = shared.errors.lock() {
+            errors.push(format!("{e:#}"));
+        }
+        return;
+    }
+    let queued_at = Instant::now();
+    tracing::debug!(
+        engine = spoken.engine,
+        synth_ms = spoken.ms,
+        audio_ms,
+        "spoke \"{}\"",
+        job.text
+    );
+    if let Ok(mut stats) = shared.stats.lock() {
+        stats.push(SentenceStat {
+            text: job.text.clone(),
+            engine: spoken.engine,
+            synth_ms: spoken.ms,
+            audio_ms,
+            ready_to_audio_ms: (queued_at - job.said_at).as_secs_f64() * 1000.0,
+            queued_at,
+        });
+    }
+}
+
+/// The event sink of a voice turn: speaks `content` sentence by sentence
+/// as it streams; speaks the stored answer when nothing streamed (tree
+/// answers), and the error sentence when the turn failed.
+pub struct TurnSpeech<'a> {
+    speaker: &'a Speaker,
+    splitter: SentenceSplitter,
+    spoke_any: bool,
+    /// When the first complete sentence was handed to the speaker.
+    pub first_sentence_at: Option<Instant>,
+    /// Everything spoken, in order (what "repeat" says again).
+    pub spoken: Vec<String>,
+    /// The final `done` or `error` event, for the caller.
+    pub last: Option<Event>,
+    /// Forwarded every event (logs, an API stream…).
+    forward: Option<&'a mut dyn EventSink>,
+}
+
+impl<'a> TurnSpeech<'a> {
+    pub fn new(speaker: &'a Speaker) -> Self {
+        Self {
+            speaker,
+            splitter: SentenceSplitter::new(),
+            spoke_any: false,
+            first_sentence_at: None,
+            spoken: Vec::new(),
+            last: None,
+            forward: None,
+        }
+    }
+
+    /// Also pass every event on to `sink`.
+    pub fn forward_to(mut self, sink: &'a mut dyn EventSink) -> Self {
+        self.forward = Some(sink);
+        self
+    }
+
+    fn say(&mut self, sentence: String) {
+        if self.first_sentence_at.is_none() {
+            self.first_sentence_at = Some(Instant::now());
+        }
+        self.speaker.say(&sentence);
+        self.spoke_any = true;
+        self.spoken.push(sentence);
+    }
+
+    fn say_text(&mut self, text: &str) {
+        for sentence in sentences::split(text) {
+            self.say(sentence);
+        }
+    }
+}
+
+impl EventSink for TurnSpeech<'_> {
+    fn emit(&mut self, event: &Event) {
+        match event {
+            Event::Content { data } => {
+                for sentence in self.splitter.push(data) {
+                    self.say(sentence);
+                }
+            }
+            Event::Done(done) => {
+                if let Some(rest) = self.splitter.finish() {
+                    self.say(rest);
+                }
+                if !self.spoke_any {
+                    self.say_text(&done.response.clone());
+                }
+                self.last = Some(event.clone());
+            }
+            Event::Error { message } => {
+                // Whatever streamed before the failure was already said;
+                // the error sentence explains why it stopped.
+                let _ = self.splitter.finish();
+                self.say_text(&message.clone());
+                self.last = Some(event.clone());
+            }
+            _ => {}
+        }
+        if let Some(forward) = self.forward.as_mut() {
+            forward.emit(event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audio::playback::{Clip, PacedWavSink};
+    use crate::events::Done;
+    use crate::tts::Synthesizer;
+
+    /// 0.2 s of tone per word, after a fixed synthesis delay.
+    struct Slow(Duration);
+    impl Synthesizer for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn synthesize(&mut self, text: &str) -> Result<Clip> {
+            std::thread::sleep(self.0);
+            let words = text.split_whitespace().count();
+            Ok(Clip::new(vec![0.25; 3200 * words], 16_000))
+        }
+    }
+
+    fn speaker(dir: &std::path::Path, delay_ms: u64) -> Speaker {
+        let sink = Arc::new(PacedWavSink::create(&dir.join("out.wav")).unwrap());
+        Speaker::start(
+            Tts::with_engines(vec![Box::new(Slow(Duration::from_millis(delay_ms)))]),
+            sink,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn first_sentence_plays_before_the_stream_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = speaker(dir.path(), 20);
+        let mut turn = TurnSpeech::new(&speaker);
+        turn.emit(&Event::Content {
+            data: "Hello there.".into(),
+        });
+        turn.emit(&Event::Content {
+            data: " More".into(),
+        });
+        // The first sentence is out while the LLM is still "streaming".
+        let t = Instant::now();
+        while speaker.sink().played_seconds() == 0.0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "no audio for the first sentence"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        turn.emit(&Event::Content {
+            data: " words follow".into(),
+        });
+        turn.emit(&Event::Done(Done {
+            response: "ignored".into(),
+            ..Default::default()
+        }));
+        assert_eq!(turn.spoken, vec!["Hello there.", "More words follow"]);
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 2);
+        assert!(stats[0].ready_to_audio_ms < 300.0, "{:?}", stats[0]);
+    }
+
+    #[test]
+    fn stop_silences_at_once_and_drops_queued_sentences() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = speaker(dir.path(), 5);
+        for _ in 0..5 {
+            speaker.say("one two three four five");
+        }
+        let t = Instant::now();
+        while speaker.sink().played_seconds() < 0.1 {
+            assert!(t.elapsed() < Duration::from_secs(2));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        speaker.stop();
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_millis(500)));
+        let at_stop = speaker.sink().played_seconds();
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(speaker.sink().played_seconds() - at_stop < 0.02);
+        assert!(at_stop < 1.0, "played {at_stop} s of 5 s");
+    }
+
+    #[test]
+    fn tree_answers_and_errors_are_spoken_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = speaker(dir.path(), 1);
+        let mut turn = TurnSpeech::new(&speaker);
+        turn.emit(&Event::Done(Done {
+            response: "It is noon. Enjoy.".into(),
+            ..Default::default()
+        }));
+        assert_eq!(turn.spoken, vec!["It is noon.", "Enjoy."]);
+        let mut turn = TurnSpeech::new(&speaker);
+        turn.emit(&Event::Error {
+            message: "I can't reach the language model.".into(),
+        });
+        assert_eq!(turn.spoken, vec!["I can't reach the language model."]);
+    }
+
+    #[test]
+    fn volume_scales_what_is_played() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.wav");
+        let sink = Arc::new(crate::audio::playback::WavFileSink::create(&path).unwrap());
+        let speaker = Speaker::start(
+            Tts::with_engines(vec![Box::new(Slow(Duration::ZERO))]),
+            sink.clone(),
+        )
+        .unwrap();
+        speaker.set_volume(0.5);
+        speaker.say("one");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(2)));
+        sink.finish().unwrap();
+        let max = hound::WavReader::open(&path)
+            .unwrap()
+            .samples::<i16>()
+            .map(|s| s.unwrap().abs())
+            .max()
+            .unwrap();
+        assert!((4000..=4200).contains(&max), "{max}");
+    }
+}

@@ -1,0 +1,642 @@
+//! `earshot run`: the voice loop — listen, transcribe, take the turn,
+//! speak — until SIGTERM/SIGINT.
+//!
+//! One thread owns the microphone, the endpointer and the button channel;
+//! each turn runs on a worker thread while this one keeps watching the
+//! button, the microphone and the shutdown flag, so a press (or speech,
+//! with `audio.barge_in`) stops the answer at once and starts listening.
+//! While it speaks without barge-in, the microphone is read and thrown
+//! away, so the device never answers itself. Nothing here waits on
+//! background work: memory and summaries are jobs the turn enqueued.
+//!
+//! Listening is VAD endpointing by default; a button press starts a
+//! push-to-talk utterance that ends at the release (or `audio.push_to_talk
+//! = true` makes the button the only way in).
+//!
+//! The tree's device actions act here: `stop` silences the speaker,
+//! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
+//! `volume_up`/`volume_down` set the speaker's volume from the `volume`
+//! device state, and `repeat` is answered by the tree from `last_answer`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use crossbeam_channel::Receiver;
+use serde_json::{json, Value};
+
+use crate::agent::turn::{run_turn, TurnInput, TurnOutcome};
+use crate::agent::Services;
+use crate::audio::vad::{EndReason, Endpointer, Utterance, VadEvent};
+use crate::audio::{AudioError, AudioSource, SAMPLE_RATE};
+use crate::cancel::CancelToken;
+use crate::device::button::ButtonEvent;
+use crate::events::{Event, EventSink};
+use crate::stt::Stt;
+use crate::tts::speaker::{Speaker, TurnSpeech};
+
+/// How long one read of the microphone may block (the loop's tick).
+const TICK: Duration = Duration::from_millis(20);
+
+/// What the loop needs, built by `earshot run` (or a test).
+pub struct VoiceLoop {
+    pub services: Services,
+    pub stt: Stt,
+    pub speaker: Arc<Speaker>,
+    pub source: Box<dyn AudioSource>,
+    /// Reopens the input after the device failed (`None`: files can't).
+    pub reopen: Option<Box<dyn FnMut() -> Result<Box<dyn AudioSource>, AudioError>>>,
+    pub endpointer: Endpointer,
+    pub button: Option<Receiver<ButtonEvent>>,
+    /// Set by SIGTERM/SIGINT.
+    pub shutdown: CancelToken,
+    pub push_to_talk: bool,
+    pub barge_in: bool,
+    /// Print one JSON line per turn on stdout.
+    pub json: bool,
+}
+
+/// How the loop ended and what it did.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub turns: usize,
+    pub barge_ins: usize,
+    /// `signal` or `end of input`.
+    pub reason: String,
+}
+
+enum Heard {
+    Speech(Utterance, Option<Instant>),
+    Shutdown,
+    Ended,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Barge {
+    Button,
+    Voice,
+}
+
+impl VoiceLoop {
+    /// Run until a signal (or the end of a file input). `tick` is called
+    /// every iteration — at least every [`TICK`] while idle or speaking —
+    /// and is where the systemd watchdog is fed.
+    pub fn run(&mut self, tick: &mut dyn FnMut()) -> Result<Summary> {
+        let mut summary = Summary::default();
+        let mut pending: VecDeque<VadEvent> = VecDeque::new();
+        // After a barge-in by button the press is still held: capture
+        // push-to-talk right away.
+        let mut held = false;
+        let mut conversation: Option<i64> = None;
+        self.apply_volume();
+        tracing::info!(
+            input = %self.source.describe(),
+            output = %self.speaker.sink().describe(),
+            push_to_talk = self.push_to_talk,
+            barge_in = self.barge_in,
+            "listening"
+        );
+        loop {
+            let heard = self.listen(tick, &mut pending, &mut held);
+            let (utterance, pressed_at) = match heard {
+                Heard::Speech(u, pressed_at) => (u, pressed_at),
+                Heard::Shutdown => {
+                    summary.reason = "signal".into();
+                    break;
+                }
+                Heard::Ended => {
+                    summary.reason = "end of input".into();
+                    break;
+                }
+            };
+            let barge = self.one_turn(tick, utterance, pressed_at, &mut conversation, &mut pending);
+            summary.turns += 1;
+            match barge {
+                Some(Barge::Button) => {
+                    summary.barge_ins += 1;
+                    held = true;
+                }
+                Some(Barge::Voice) => summary.barge_ins += 1,
+                None => {}
+            }
+            if self.shutdown.is_cancelled() {
+                summary.reason = "signal".into();
+                break;
+            }
+        }
+        self.speaker.stop();
+        tracing::info!(turns = summary.turns, reason = %summary.reason, "voice loop stopped");
+        Ok(summary)
+    }
+
+    /// Wait for the next utterance: VAD endpointing, or push-to-talk
+    /// between a press and its release.
+    fn listen(
+        &mut self,
+        tick: &mut dyn FnMut(),
+        pending: &mut VecDeque<VadEvent>,
+        held: &mut bool,
+    ) -> Heard {
+        let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
+        loop {
+            tick();
+            if self.shutdown.is_cancelled() {
+                return Heard::Shutdown;
+            }
+            if *held || self.pressed() {
+                *held = false;
+                let pressed_at = Instant::now();
+                match self.push_to_talk_capture(tick) {
+                    Some(u) => return Heard::Speech(u, Some(pressed_at)),
+                    None if self.shutdown.is_cancelled() => return Heard::Shutdown,
+                    None => continue,
+                }
+            }
+            while let Some(event) = pending.pop_front() {
+                match event {
+                    VadEvent::Utterance(u) if !self.push_to_talk => return Heard::Speech(u, None),
+                    VadEvent::SpeechStart { at_ms } => {
+                        tracing::debug!(at_ms, "speech started")
+                    }
+                    VadEvent::Discarded { speech_ms, .. } => {
+                        tracing::debug!(speech_ms, "too short to be a request; ignored")
+                    }
+                    _ => {}
+                }
+            }
+            match self.source.read(&mut buf, TICK) {
+                Ok(n) => {
+                    if self.push_to_talk {
+                        continue; // only the button opens the microphone
+                    }
+                    pending.extend(self.endpointer.push(&buf[..n]));
+                }
+                Err(AudioError::Ended) => {
+                    if let Some(u) = self.endpointer.finish() {
+                        return Heard::Speech(u, None);
+                    }
+                    return Heard::Ended;
+                }
+                Err(e) => {
+                    if !self.recover(&e, tick) {
+                        return Heard::Ended;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A press: whatever the microphone hears until the release (or the
+    /// longest utterance allowed) is the request.
+    fn push_to_talk_capture(&mut self, tick: &mut dyn FnMut()) -> Option<Utterance> {
+        self.source.flush();
+        self.endpointer.reset();
+        let max_ms = u64::from(self.services.config.audio.vad.max_utterance_ms.max(1000));
+        let max = (max_ms * u64::from(SAMPLE_RATE) / 1000) as usize;
+        let mut samples: Vec<i16> = Vec::new();
+        let mut buf = vec![0i16; (SAMPLE_RATE / 50) as usize];
+        tracing::info!("button pressed: listening until release");
+        let reason = loop {
+            tick();
+            if self.shutdown.is_cancelled() {
+                return None;
+            }
+            if self.released() {
+                break EndReason::EndOfInput;
+            }
+            if samples.len() >= max {
+                break EndReason::MaxLength;
+            }
+            match self.source.read(&mut buf, TICK) {
+                Ok(n) => samples.extend_from_slice(&buf[..n]),
+                Err(AudioError::Ended) => break EndReason::EndOfInput,
+                Err(e) => {
+                    if !self.recover(&e, tick) {
+                        break EndReason::EndOfInput;
+                    }
+                }
+            }
+        };
+        samples.truncate(max);
+        if samples.is_empty() {
+            return None;
+        }
+        let ms = samples.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
+        Some(Utterance {
+            samples,
+            start_ms: 0,
+            speech_start_ms: 0,
+            speech_end_ms: ms,
+            reason,
+            decided_at: Instant::now(),
+        })
+    }
+
+    /// One request: STT, the turn on a worker thread, speech; returns how
+    /// the user interrupted it, if they did.
+    fn one_turn(
+        &mut self,
+        tick: &mut dyn FnMut(),
+        utterance: Utterance,
+        pressed_at: Option<Instant>,
+        conversation: &mut Option<i64>,
+        pending: &mut VecDeque<VadEvent>,
+    ) -> Option<Barge> {
+        let vad_end = utterance.decided_at;
+        let mut timings: BTreeMap<String, f64> = BTreeMap::new();
+        timings.insert("capture".into(), utterance.duration_ms() as f64);
+        timings.insert(
+            "vad_hangover".into(),
+            utterance.end_ms().saturating_sub(utterance.speech_end_ms) as f64,
+        );
+        if let Some(pressed) = pressed_at {
+            timings.insert("push_to_talk_hold".into(), ms_between(pressed, vad_end));
+        }
+        let transcript = self.stt.transcribe(&utterance.to_f32());
+        timings.insert("stt".into(), ms_since(vad_end));
+        let text = match transcript {
+            Ok(t) if t.no_speech || t.text.trim().is_empty() => {
+                tracing::info!(reason = %t.reason, "heard no words; listening again");
+                self.after_speaking();
+                return None;
+            }
+            Ok(t) => {
+                tracing::info!(engine = %t.engine, stt_ms = t.timings.stt_ms, "heard: {}", t.text);
+                t.text
+            }
+            Err(e) => {
+                tracing::warn!("speech-to-text failed: {e}");
+                self.speaker.say(e.user_sentence());
+                self.wait_speech(tick);
+                self.after_speaking();
+                return None;
+            }
+        };
+        let paused = self.device_state("dnd").as_deref() == Some("on");
+        let mut input = TurnInput::text(text.clone());
+        input.source = "voice".into();
+        input.conversation_id = *conversation;
+        input.timings = timings;
+
+        let turn_cancel = CancelToken::new();
+        let turn_started = Instant::now();
+        let mut barge: Option<Barge> = None;
+        let mut first_audio_logged = false;
+        let services = &self.services;
+        let speaker = self.speaker.clone();
+        let button = &self.button;
+        let source = &mut self.source;
+        let endpointer = &mut self.endpointer;
+        let shutdown = &self.shutdown;
+        let voice_barge = self.barge_in && !self.push_to_talk;
+        let (outcome, first_sentence_at, actions) = std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                let mut speech = DeviceSpeech {
+                    inner: TurnSpeech::new(&speaker),
+                    paused,
+                    actions: Vec::new(),
+                    speaker: &speaker,
+                };
+                let outcome = run_turn(services, input, &mut speech, &turn_cancel);
+                (outcome, speech.inner.first_sentence_at, speech.actions)
+            });
+            let mut buf = vec![0i16; (SAMPLE_RATE / 50) as usize];
+            loop {
+                tick();
+                if shutdown.is_cancelled() && !turn_cancel.is_cancelled() {
+                    tracing::info!("stopping: cancelling the current turn");
+                    turn_cancel.cancel();
+                    speaker.stop();
+                }
+                if barge.is_none() && pressed(button) {
+                    tracing::info!("barge-in: button pressed while answering");
+                    turn_cancel.cancel();
+                    speaker.stop();
+                    barge = Some(Barge::Button);
+                }
+                if !first_audio_logged
+                    && (speaker.sink().played_seconds() > 0.0 || speaker.sink().is_playing())
+                {
+                    first_audio_logged = true;
+                    tracing::info!(after_vad_ms = ms_since(vad_end) as u64, "speaking");
+                }
+                // The microphone: barge-in by voice, or read and discard.
+                match source.read(&mut buf, Duration::from_millis(10)) {
+                    Ok(n) if voice_barge && barge.is_none() => {
+                        for event in endpointer.push(&buf[..n]) {
+                            if matches!(event, VadEvent::SpeechStart { .. }) {
+                                tracing::info!("barge-in: speech while answering");
+                                turn_cancel.cancel();
+                                speaker.stop();
+                                barge = Some(Barge::Voice);
+                            }
+                            if barge.is_some() {
+                                pending.push_back(event);
+                            }
+                        }
+                    }
+                    Ok(n) if barge == Some(Barge::Voice) => {
+                        pending.extend(endpointer.push(&buf[..n]));
+                    }
+                    Ok(_) | Err(AudioError::Ended) => {}
+                    Err(e) => {
+                        tracing::warn!("microphone error while answering: {e}");
+                    }
+                }
+                if worker.is_finished() && (barge.is_some() || !speaker.is_speaking()) {
+                    break;
+                }
+            }
+            match worker.join() {
+                Ok(result) => result,
+                Err(_) => (
+                    failed_outcome("The turn crashed; please try again."),
+                    None,
+                    Vec::new(),
+                ),
+            }
+        });
+        let done_ms = ms_since(vad_end);
+        if outcome.ok {
+            *conversation = outcome.conversation_id;
+        }
+        self.apply_actions(&actions);
+        self.record_speech(
+            &text,
+            &outcome,
+            vad_end,
+            turn_started,
+            first_sentence_at,
+            done_ms,
+            barge,
+        );
+        if barge != Some(Barge::Voice) {
+            self.after_speaking();
+        }
+        barge
+    }
+
+    /// Merge the speech timings into the turn's log row and print them.
+    #[allow(clippy::too_many_arguments)]
+    fn record_speech(
+        &mut self,
+        heard: &str,
+        outcome: &TurnOutcome,
+        vad_end: Instant,
+        turn_started: Instant,
+        first_sentence_at: Option<Instant>,
+        done_ms: f64,
+        barge: Option<Barge>,
+    ) {
+        let stats = self.speaker.take_stats();
+        for e in self.speaker.take_errors() {
+            tracing::error!("could not speak the answer: {e}");
+        }
+        let mut extra = serde_json::Map::new();
+        let turn_offset = ms_between(vad_end, turn_started);
+        if let Some(first) = stats.first() {
+            extra.insert(
+                "first_audio".into(),
+                json!(ms_between(vad_end, first.queued_at)),
+            );
+            extra.insert(
+                "first_sentence_to_audio".into(),
+                json!(first_sentence_at
+                    .map(|s| ms_between(s, first.queued_at))
+                    .unwrap_or(first.ready_to_audio_ms)),
+            );
+            extra.insert("tts_engine".into(), json!(first.engine));
+            let synth: f64 = stats.iter().map(|s| s.synth_ms).sum();
+            let audio: f64 = stats.iter().map(|s| s.audio_ms).sum();
+            extra.insert("tts_synth".into(), json!(synth));
+            extra.insert("tts_audio".into(), json!(audio));
+        }
+        extra.insert("spoken_done".into(), json!(done_ms));
+        extra.insert("turn_start".into(), json!(turn_offset));
+        // The row's own stages (recall, route, first_token, total) are
+        // relative to the turn's start; add the offset for the log line.
+        let mut row_timings: BTreeMap<String, f64> = BTreeMap::new();
+        if let Some(turn_id) = outcome.turn_id {
+            match self.patch_turn_log(turn_id, &Value::Object(extra.clone())) {
+                Ok(all) => row_timings = all,
+                Err(e) => tracing::warn!("could not add speech timings to turn {turn_id}: {e}"),
+            }
+        }
+        let stage = |key: &str| row_timings.get(key).copied();
+        let line = json!({
+            "text": heard,
+            "answer": outcome.response,
+            "ok": outcome.ok,
+            "turn_id": outcome.turn_id,
+            "route": outcome.route,
+            "intent": outcome.intent,
+            "barge_in": barge.map(|b| format!("{b:?}").to_lowercase()),
+            // Stamps in ms after the end of speech was decided (VAD end).
+            "after_vad_end_ms": {
+                "stt_done": stage("stt"),
+                "decision": stage("route").map(|v| v + turn_offset),
+                "first_token": stage("first_token").map(|v| v + turn_offset),
+                "first_audio": extra.get("first_audio"),
+                "done": done_ms,
+            },
+            "timings": row_timings,
+            "speech": extra,
+        });
+        tracing::info!(answer = %outcome.response, "turn timings: {line}");
+        if self.json {
+            println!("{line}");
+        }
+    }
+
+    /// `json_patch` the speech stages into the turn-log row; returns the
+    /// row's merged timings.
+    fn patch_turn_log(&self, turn_id: i64, extra: &Value) -> Result<BTreeMap<String, f64>> {
+        let patch = extra.to_string();
+        let merged: String = self.services.store.with_conn(|conn| {
+            conn.execute(
+                "UPDATE turn_log SET timings_json = json_patch(timings_json, ?1) WHERE id = ?2",
+                rusqlite::params![patch, turn_id],
+            )?;
+            conn.query_row(
+                "SELECT timings_json FROM turn_log WHERE id = ?1",
+                [turn_id],
+                |r| r.get(0),
+            )
+        })?;
+        let value: Value = serde_json::from_str(&merged)?;
+        Ok(value
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f)))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Our own voice must not become the next request.
+    fn after_speaking(&mut self) {
+        self.source.flush();
+        self.endpointer.reset();
+    }
+
+    fn wait_speech(&mut self, tick: &mut dyn FnMut()) {
+        let mut buf = vec![0i16; (SAMPLE_RATE / 50) as usize];
+        while self.speaker.is_speaking() && !self.shutdown.is_cancelled() {
+            tick();
+            if self.pressed() {
+                self.speaker.stop();
+                break;
+            }
+            let _ = self.source.read(&mut buf, Duration::from_millis(10));
+        }
+    }
+
+    /// A device that failed: say so, wait, reopen. False when it can't be.
+    fn recover(&mut self, error: &AudioError, tick: &mut dyn FnMut()) -> bool {
+        tracing::error!("microphone failed: {error}");
+        self.speaker.say(error.user_sentence());
+        let Some(reopen) = self.reopen.as_mut() else {
+            return false;
+        };
+        let mut wait = Duration::from_millis(500);
+        loop {
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                tick();
+                if self.shutdown.is_cancelled() {
+                    return false;
+                }
+                std::thread::sleep(TICK);
+            }
+            match reopen() {
+                Ok(source) => {
+                    tracing::info!(input = %source.describe(), "microphone back");
+                    self.source = source;
+                    self.endpointer.reset();
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!("microphone still unavailable: {e}");
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+
+    fn pressed(&self) -> bool {
+        pressed(&self.button)
+    }
+
+    fn released(&self) -> bool {
+        released(&self.button)
+    }
+
+    fn device_state(&self, key: &str) -> Option<String> {
+        self.services
+            .store
+            .device_state(key)
+            .map_err(|e| tracing::warn!("cannot read device state {key}: {e}"))
+            .ok()
+            .flatten()
+    }
+
+    /// The tree's device actions that act on the speaker.
+    fn apply_actions(&mut self, actions: &[String]) {
+        for action in actions {
+            match action.as_str() {
+                "stop" => self.speaker.stop(),
+                "volume_up" | "volume_down" => self.apply_volume(),
+                _ => {}
+            }
+        }
+    }
+
+    /// `volume` device state (0–100) × `tts.volume`.
+    fn apply_volume(&mut self) {
+        let level = self
+            .device_state("volume")
+            .and_then(|v| v.trim().parse::<f32>().ok())
+            .map(|v| (v / 100.0).clamp(0.0, 1.0))
+            .unwrap_or(1.0);
+        self.speaker
+            .set_volume(level * self.services.config.tts.volume);
+    }
+}
+
+/// The turn's speech with the device's rules on top: `stop` says nothing
+/// and silences the speaker; while paused only the resume answer is
+/// spoken.
+struct DeviceSpeech<'a> {
+    inner: TurnSpeech<'a>,
+    paused: bool,
+    actions: Vec<String>,
+    speaker: &'a Speaker,
+}
+
+impl EventSink for DeviceSpeech<'_> {
+    fn emit(&mut self, event: &Event) {
+        if let Event::Done(done) = event {
+            self.actions = done.actions.clone();
+            let has = |name: &str| done.actions.iter().any(|a| a == name);
+            if has("stop") {
+                self.speaker.stop();
+                return;
+            }
+            if self.paused && !has("dnd_off") {
+                tracing::info!("paused: not speaking \"{}\"", done.response);
+                return;
+            }
+        }
+        self.inner.emit(event);
+    }
+}
+
+/// A press waiting on the button channel (releases are dropped).
+fn pressed(button: &Option<Receiver<ButtonEvent>>) -> bool {
+    let Some(rx) = button else {
+        return false;
+    };
+    let mut pressed = false;
+    while let Ok(event) = rx.try_recv() {
+        if event == ButtonEvent::Press {
+            pressed = true;
+        }
+    }
+    pressed
+}
+
+/// A release waiting on the button channel (or the button is gone).
+fn released(button: &Option<Receiver<ButtonEvent>>) -> bool {
+    let Some(rx) = button else {
+        return true;
+    };
+    loop {
+        match rx.try_recv() {
+            Ok(ButtonEvent::Release) => return true,
+            Ok(ButtonEvent::Press) => {}
+            Err(crossbeam_channel::TryRecvError::Empty) => return false,
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return true,
+        }
+    }
+}
+
+fn failed_outcome(message: &str) -> TurnOutcome {
+    TurnOutcome {
+        conversation_id: None,
+        turn_id: None,
+        response: message.into(),
+        ok: false,
+        route: None,
+        intent: None,
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn ms_between(a: Instant, b: Instant) -> f64 {
+    b.saturating_duration_since(a).as_secs_f64() * 1000.0
+}
