@@ -94,6 +94,35 @@ enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// The intent tree: validate a tree file or run a turn through it.
+    Tree {
+        #[command(subcommand)]
+        action: TreeAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TreeAction {
+    /// Validate a tree file (exit 1 with one line per problem).
+    Check {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one turn through a tree file.
+    Run {
+        file: PathBuf,
+        text: String,
+        /// Skip state-changing actions and LLM calls; save nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Continue this conversation (its phase and state).
+        #[arg(long)]
+        conversation: Option<i64>,
+        /// Print the R-SSE events and a final trace line as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -152,6 +181,16 @@ fn main() -> ExitCode {
         Command::Export(args) => earshot::cli::export::run(config, args),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
+        Command::Tree { action } => match action {
+            TreeAction::Check { file, json } => earshot::cli::tree::check_file(&file, json),
+            TreeAction::Run {
+                file,
+                text,
+                dry_run,
+                conversation,
+                json,
+            } => earshot::cli::tree::run(config, &file, &text, conversation, dry_run, json),
+        },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

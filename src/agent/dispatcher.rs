@@ -1,9 +1,23 @@
-//! The mode dispatcher (R-TREE): per conversation, the intent tree or the
-//! router graph. Fails open to the graph.
+//! The mode dispatcher (R-TREE, seed 004's `ModeDispatchingChatAiResponder`):
+//! per conversation, the intent tree or the router graph.
+//!
+//! Two fail-opens to the router graph, each logged with a warning and a
+//! turn-log note: the mode cannot be resolved (the conversation is missing
+//! or the database errs), or tree mode is asked for but the tree (or its
+//! tree state) is unavailable. Shadow mode (`[tree] shadow`) records the
+//! device classifier's intent + confidence on every turn in both modes.
+
+use serde_json::{json, Value};
 
 use super::nodes::{self, NodeAnswer};
+use super::prompts;
 use super::turn::TurnContext;
 use crate::events::EventSink;
+use crate::llm::LlmError;
+use crate::nlu::router::Route;
+use crate::tree::interpreter::{Host, LlmAnswer, WalkInput};
+use crate::tree::state::{self, Origin, TreeState};
+use crate::tree::Engine;
 
 /// The resolved mode of this turn: the conversation's override, else the
 /// config default. An unresolvable mode falls back to `graph`.
@@ -12,19 +26,36 @@ pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
     let mode = match ctx.conversation_id {
         Some(id) => match ctx.services.store.conversation(id) {
             Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),
-            Ok(None) | Err(_) => {
+            Ok(None) => {
+                tracing::warn!(
+                    conversation = id,
+                    "conversation not found; using the router graph"
+                );
                 ctx.record.note(
                     "mode could not be resolved for the conversation; using the router graph",
                 );
                 "graph".into()
             }
+            Err(e) => {
+                tracing::warn!(conversation = id, error = %e, "cannot resolve the mode; using the router graph");
+                ctx.record.note(format!(
+                    "mode could not be resolved ({e}); using the router graph"
+                ));
+                "graph".into()
+            }
         },
         None => default.to_string(),
     };
-    if mode == "tree" {
-        "tree"
-    } else {
-        "graph"
+    match mode.as_str() {
+        "tree" => "tree",
+        "graph" => "graph",
+        other => {
+            tracing::warn!(mode = other, "unknown mode; using the router graph");
+            ctx.record.note(format!(
+                "unknown mode '{other}' (use tree or graph); using the router graph"
+            ));
+            "graph"
+        }
     }
 }
 
@@ -32,13 +63,27 @@ pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
 pub fn dispatch(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
     let mode = resolve_mode(ctx);
     ctx.record.mode = Some(mode.into());
-    if mode == "tree" {
-        tracing::debug!("tree mode requested but no tree is built yet; using the router graph");
-        ctx.record.note(
-            "tree mode requested but the intent tree is not available; used the router graph",
-        );
+    let answer = match (mode, ctx.services.tree.clone()) {
+        ("tree", Some(engine)) => run_tree(ctx, &engine, sink),
+        ("tree", None) => {
+            let why = ctx
+                .services
+                .tree_error
+                .clone()
+                .unwrap_or_else(|| "it was not built".into());
+            tracing::warn!("tree mode requested but the intent tree is unavailable ({why}); using the router graph");
+            ctx.record.note(format!(
+                "tree mode requested but the intent tree is unavailable ({why}); used the router graph"
+            ));
+            graph(ctx, sink)
+        }
+        _ => graph(ctx, sink),
+    };
+    shadow(ctx);
+    if let Ok(a) = &answer {
+        remember_last_answer(ctx, a);
     }
-    graph(ctx, sink)
+    answer
 }
 
 /// The router graph: decide the route, run its node.
@@ -58,4 +103,189 @@ pub fn graph(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<Node
     }
     ctx.record.node = Some(decision.route.as_str().into());
     nodes::run(ctx, decision.route, sink)
+}
+
+/// How `llm_stream` nodes reach a language model during a turn.
+struct TurnHost<'a, 'b> {
+    ctx: &'a mut TurnContext<'b>,
+}
+
+impl Host for TurnHost<'_, '_> {
+    fn llm_stream(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, String> {
+        let to_answer = |a: NodeAnswer| LlmAnswer {
+            text: a.text,
+            model: a.model,
+            route: a.route,
+        };
+        let sentence = |ctx: &mut TurnContext<'_>, e: LlmError| {
+            ctx.record.error = Some(e.to_string());
+            e.user_sentence()
+        };
+        let (system, route) = match prompt {
+            "router" => return graph(self.ctx, sink).map(to_answer),
+            "simple" => (prompts::simple(), Route::Simple),
+            "persona" => (prompts::persona(), Route::Persona),
+            literal => (literal.to_string(), Route::Simple),
+        };
+        self.ctx.record.node = Some("llm_stream".into());
+        match nodes::main_llm(self.ctx, system, route, sink) {
+            Ok(a) => Ok(LlmAnswer {
+                route: "tree".into(),
+                ..to_answer(a)
+            }),
+            Err(e) => Err(sentence(self.ctx, e)),
+        }
+    }
+}
+
+/// Run the tree for this turn: load the conversation's tree state, walk,
+/// record what happened, persist the new state.
+///
+/// Persistence: when the conversation has an id, `tree_state` is written
+/// here, before the answer is saved. A new conversation has no id yet (the
+/// turn's save creates it), so its state goes into this turn's log row
+/// (`extra.tree_state`, saved atomically with the messages) and the next
+/// turn of that conversation adopts it into `tree_state`
+/// ([`crate::tree::state`]).
+pub fn run_tree(
+    ctx: &mut TurnContext<'_>,
+    engine: &Engine,
+    sink: &mut dyn EventSink,
+) -> Result<NodeAnswer, String> {
+    let (loaded, origin) = match state::load(&ctx.services.store, ctx.conversation_id) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the tree state; using the router graph");
+            ctx.record.note(format!(
+                "the tree state could not be read ({e}); used the router graph"
+            ));
+            return graph(ctx, sink);
+        }
+    };
+    let started = std::time::Instant::now();
+    let input = WalkInput {
+        text: ctx.text.clone(),
+        conversation_id: ctx.conversation_id,
+        phase: loaded.phase.clone(),
+        state: loaded.state.clone(),
+        dry_run: false,
+    };
+    let result = {
+        let mut host = TurnHost { ctx: &mut *ctx };
+        engine.run(input, &mut host, sink)
+    };
+    ctx.record.stage("tree", started);
+    ctx.record.extra.insert(
+        "tree".into(),
+        json!({"version": engine.tree().version, "source": engine.label()}),
+    );
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            ctx.record.notes.extend(e.notes.iter().cloned());
+            ctx.record.extra.insert("tree_path".into(), json!(e.path));
+            return Err(e.message);
+        }
+    };
+    ctx.record.notes.extend(outcome.notes.iter().cloned());
+    ctx.record
+        .extra
+        .insert("tree_path".into(), json!(outcome.path));
+    if !outcome.events.is_empty() {
+        ctx.record.extra.insert(
+            "tree_events".into(),
+            serde_json::to_value(&outcome.events).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(c) = &outcome.classification {
+        if c.accepted || ctx.services.config.tree.shadow {
+            ctx.record.intent = Some(c.intent.clone());
+            ctx.record.intent_confidence = Some(c.confidence);
+        }
+    }
+    let new_state = TreeState {
+        phase: outcome.phase.clone(),
+        state: outcome.state.clone(),
+    };
+    ctx.record.extra.insert(
+        "tree_state".into(),
+        serde_json::to_value(&new_state).unwrap_or(Value::Null),
+    );
+    if let Some(id) = ctx.conversation_id {
+        if new_state != loaded || origin == Origin::TurnLog {
+            if let Err(e) = state::save(&ctx.services.store, id, &new_state) {
+                tracing::warn!(conversation = id, error = %e, "cannot save the tree state");
+                ctx.record
+                    .note(format!("the tree state could not be saved: {e}"));
+            }
+        }
+    }
+    let intent = outcome
+        .classification
+        .as_ref()
+        .filter(|c| c.accepted)
+        .map(|c| c.intent.clone());
+    match &outcome.llm {
+        Some(llm) => {
+            // The router graph already set route, route_by and node.
+            if ctx.record.route.is_none() {
+                ctx.record.route = Some(llm.route.clone());
+            }
+        }
+        None => {
+            ctx.record.route = Some("tree".into());
+            ctx.record.route_by = Some("tree".into());
+            ctx.record.node = outcome.answered_by.clone();
+        }
+    }
+    Ok(NodeAnswer {
+        text: outcome.answer,
+        model: outcome
+            .llm
+            .as_ref()
+            .map(|l| l.model.clone())
+            .unwrap_or_else(|| "device".into()),
+        route: outcome
+            .llm
+            .as_ref()
+            .map(|l| l.route.clone())
+            .unwrap_or_else(|| "tree".into()),
+        intent,
+        actions: outcome.actions,
+        recommendations: outcome.recommendations,
+    })
+}
+
+/// Shadow mode: the device intent and its confidence for every turn,
+/// whichever engine answered (R-KNN).
+fn shadow(ctx: &mut TurnContext<'_>) {
+    if !ctx.services.config.tree.shadow || ctx.record.intent.is_some() {
+        return;
+    }
+    let Some(engine) = &ctx.services.tree else {
+        return;
+    };
+    if let Some((intent, confidence)) = engine.shadow_classify(&ctx.text) {
+        ctx.record.intent = Some(intent);
+        ctx.record.intent_confidence = Some(confidence);
+        ctx.record
+            .extra
+            .insert("intent_shadow".into(), Value::Bool(true));
+    }
+}
+
+/// Keep the answer for "repeat that" (device-wide: the voice loop has one
+/// speaker).
+fn remember_last_answer(ctx: &mut TurnContext<'_>, answer: &NodeAnswer) {
+    let spoken = super::cleanup::for_speech(&answer.text);
+    if spoken.is_empty() {
+        return;
+    }
+    if let Err(e) = ctx
+        .services
+        .store
+        .set_device_state(crate::tree::keys::LAST_ANSWER, &spoken)
+    {
+        tracing::warn!(error = %e, "cannot remember the last answer");
+    }
 }

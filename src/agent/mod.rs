@@ -41,6 +41,10 @@ pub struct Services {
     /// remember / forget for the intent tree, the background worker's
     /// target. `None` when disabled or the database could not host it.
     pub memory: Option<Arc<crate::memory::Memory>>,
+    /// The intent tree (R-TREE), built once; `None` when it could not be
+    /// built — the dispatcher then uses the router graph (`tree_error` says why).
+    pub tree: Option<Arc<crate::tree::Engine>>,
+    pub tree_error: Option<String>,
 }
 
 impl Services {
@@ -66,7 +70,26 @@ impl Services {
         });
         let mut services = Self::assemble(config, store, llm, embedder, route_classifier);
         services.attach_memory();
+        crate::knowledge::tool::attach(&mut services);
+        services.attach_tree();
         Ok(services)
+    }
+
+    /// Build the intent tree over these services (its classifiers use the
+    /// embedder). A failure is logged and leaves `tree` empty: tree mode
+    /// then falls back to the router graph (seed 004's second fail-open).
+    pub fn attach_tree(&mut self) {
+        match crate::tree::engine::for_services(self) {
+            Ok(engine) => {
+                self.tree = Some(Arc::new(engine));
+                self.tree_error = None;
+            }
+            Err(e) => {
+                tracing::warn!("intent tree unavailable, using the router graph: {e}");
+                self.tree = None;
+                self.tree_error = Some(e.to_string());
+            }
+        }
     }
 
     /// Wire the parts together (tests pass their own LLM).
@@ -100,6 +123,8 @@ impl Services {
             tools: Arc::new(tools),
             recall: None,
             memory: None,
+            tree: None,
+            tree_error: Some("the intent tree was not built (Services::attach_tree)".into()),
         }
     }
 

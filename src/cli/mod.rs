@@ -16,6 +16,7 @@ pub mod memory;
 pub mod serve;
 pub mod doctor;
 pub mod route;
+pub mod tree;
 pub mod tool;
 
 use std::path::Path;

@@ -1,0 +1,264 @@
+//! What `action` nodes run: small, named device actions with a timeout.
+//!
+//! An action gets the utterance, its node's `args` (templates already
+//! filled), the conversation's phase and state, and answers with a sentence
+//! to say, whether it succeeded (→ `on_success` / `on_fail`) and the state
+//! it wants changed. Actions never write the conversation's tree state
+//! themselves: they return the change and the interpreter applies it, so a
+//! dry-run or a timed-out action leaves the walk's state as it was.
+//!
+//! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
+//! [`memory`].
+
+pub mod clock;
+pub mod device;
+pub mod math;
+pub mod memory;
+pub mod todo;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::store::Store;
+
+/// What an action may use: the database (todos, device state, memories)
+/// and whose data it is.
+#[derive(Clone)]
+pub struct ActionEnv {
+    pub store: Store,
+    pub user_id: String,
+    /// Long-term memory operations, when the memory module provides them.
+    pub memory: Option<Arc<dyn memory::MemoryOps>>,
+}
+
+/// One call of an action.
+#[derive(Debug, Clone, Default)]
+pub struct ActionCall {
+    /// The user's utterance.
+    pub text: String,
+    /// The node's `args`, templates filled (always an object).
+    pub args: Value,
+    pub phase: String,
+    /// The conversation's tree state (read-only here).
+    pub state: Map<String, Value>,
+}
+
+impl ActionCall {
+    /// A string argument, or the utterance when the argument is absent.
+    pub fn arg_or_text(&self, name: &str) -> String {
+        match self.args.get(name) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => self.text.clone(),
+        }
+    }
+
+    pub fn arg(&self, name: &str) -> Option<&Value> {
+        self.args.get(name)
+    }
+}
+
+/// What an action produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActionOutput {
+    /// A sentence to say (may be empty).
+    pub say: String,
+    /// Which branch: `on_success` or `on_fail`.
+    pub ok: bool,
+    /// Conversation-state changes (`null` removes the key).
+    pub set_state: Map<String, Value>,
+    /// A new phase for the conversation.
+    pub phase: Option<String>,
+    pub recommendations: Vec<String>,
+}
+
+impl ActionOutput {
+    /// Success with a sentence.
+    pub fn said(say: impl Into<String>) -> Self {
+        Self {
+            say: say.into(),
+            ok: true,
+            ..Default::default()
+        }
+    }
+
+    /// Failure with a sentence (empty = say nothing, let `on_fail` decide).
+    pub fn failed(say: impl Into<String>) -> Self {
+        Self {
+            say: say.into(),
+            ok: false,
+            ..Default::default()
+        }
+    }
+
+    pub fn with_state(mut self, key: &str, value: Value) -> Self {
+        self.set_state.insert(key.into(), value);
+        self
+    }
+
+    pub fn with_phase(mut self, phase: &str) -> Self {
+        self.phase = Some(phase.into());
+        self
+    }
+}
+
+/// One named device action.
+pub trait Action: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Whether it changes anything stored (todos, device state, memories):
+    /// such actions are skipped under dry-run.
+    fn changes_state(&self) -> bool;
+    /// Run it. `Err` is a sentence for the user (the walk takes `on_fail`).
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String>;
+}
+
+/// The actions a tree may name.
+#[derive(Clone, Default)]
+pub struct ActionRegistry {
+    actions: BTreeMap<String, Arc<dyn Action>>,
+}
+
+impl ActionRegistry {
+    /// Every shipped device action.
+    pub fn device() -> Self {
+        let mut reg = Self::default();
+        let all: Vec<Arc<dyn Action>> = vec![
+            Arc::new(clock::TimeNow),
+            Arc::new(clock::DateToday),
+            Arc::new(math::Calculate),
+            Arc::new(todo::TodoAdd),
+            Arc::new(todo::TodoList),
+            Arc::new(todo::TodoComplete),
+            Arc::new(todo::TodoDeleteRequest),
+            Arc::new(todo::TodoDeleteConfirm),
+            Arc::new(device::Say),
+            Arc::new(device::Stop),
+            Arc::new(device::Repeat),
+            Arc::new(device::DoNotDisturb { on: true }),
+            Arc::new(device::DoNotDisturb { on: false }),
+            Arc::new(device::Volume { step: 10 }),
+            Arc::new(device::Volume { step: -10 }),
+            Arc::new(memory::MemoryList),
+            Arc::new(memory::MemoryRemember),
+            Arc::new(memory::MemoryForget),
+        ];
+        for action in all {
+            reg.register(action);
+        }
+        reg
+    }
+
+    pub fn register(&mut self, action: Arc<dyn Action>) {
+        self.actions.insert(action.name().to_string(), action);
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Action>> {
+        self.actions.get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.actions.keys().cloned().collect()
+    }
+}
+
+/// Run `action` on its own thread, giving up after `timeout` (R-TREE: 5 s).
+/// A timed-out action may still finish in the background; its output is
+/// dropped, so it cannot change the walk.
+pub fn run_bounded(
+    action: Arc<dyn Action>,
+    call: ActionCall,
+    env: ActionEnv,
+    timeout: Duration,
+) -> Result<ActionOutput, String> {
+    let name = action.name();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::Builder::new()
+        .name(format!("action-{name}"))
+        .spawn(move || {
+            let _ = tx.send(action.run(&call, &env));
+        })
+        .map_err(|e| format!("I couldn't start {name}: {e}."))?;
+    match rx.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(format!(
+            "That took too long ({name} gave no answer within {:.0} s), so I stopped waiting.",
+            timeout.as_secs_f64()
+        )),
+        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+            Err(format!("Something went wrong inside {name}."))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Slow;
+    impl Action for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn changes_state(&self) -> bool {
+            false
+        }
+        fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(ActionOutput::said("late"))
+        }
+    }
+
+    #[test]
+    fn a_slow_action_times_out_with_a_sentence() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv {
+            store: Store::open_in(dir.path()).unwrap(),
+            user_id: "user-1".into(),
+            memory: None,
+        };
+        let started = std::time::Instant::now();
+        let err = run_bounded(
+            Arc::new(Slow),
+            ActionCall::default(),
+            env,
+            Duration::from_millis(100),
+        )
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(
+            err.contains("took too long") && err.contains("slow"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_device_registry_names_are_unique_and_complete() {
+        let names = ActionRegistry::device().names();
+        for n in [
+            "time_now",
+            "date_today",
+            "calculate",
+            "todo_add",
+            "todo_list",
+            "todo_complete",
+            "todo_delete_request",
+            "todo_delete_confirm",
+            "say",
+            "stop",
+            "repeat",
+            "dnd_on",
+            "dnd_off",
+            "volume_up",
+            "volume_down",
+            "memory_list",
+            "memory_remember",
+            "memory_forget",
+        ] {
+            assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
+        }
+        assert_eq!(names.len(), 18);
+    }
+}

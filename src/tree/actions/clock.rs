@@ -1,0 +1,67 @@
+//! "What time is it" / "what's the date": the device clock, local time zone
+//! (`TZ`), said the way people say it.
+
+use chrono::{DateTime, Local, TimeZone};
+
+use super::{Action, ActionCall, ActionEnv, ActionOutput};
+
+/// "It's 6:05 PM."
+pub struct TimeNow;
+/// "Today is Monday, November 30, 2026."
+pub struct DateToday;
+
+/// The time as spoken: 12-hour clock without a leading zero.
+pub fn say_time<Tz: TimeZone>(now: &DateTime<Tz>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    format!("It's {}.", now.format("%-I:%M %p"))
+}
+
+/// The date as spoken.
+pub fn say_date<Tz: TimeZone>(now: &DateTime<Tz>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    format!("Today is {}.", now.format("%A, %B %-d, %Y"))
+}
+
+impl Action for TimeNow {
+    fn name(&self) -> &'static str {
+        "time_now"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+        Ok(ActionOutput::said(say_time(&Local::now())))
+    }
+}
+
+impl Action for DateToday {
+    fn name(&self) -> &'static str {
+        "date_today"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+        Ok(ActionOutput::said(say_date(&Local::now())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{FixedOffset, TimeZone};
+
+    #[test]
+    fn spoken_forms() {
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let t = tz.with_ymd_and_hms(2026, 11, 30, 18, 5, 0).unwrap();
+        assert_eq!(say_time(&t), "It's 6:05 PM.");
+        assert_eq!(say_date(&t), "Today is Monday, November 30, 2026.");
+        let morning = tz.with_ymd_and_hms(2026, 1, 2, 0, 30, 0).unwrap();
+        assert_eq!(say_time(&morning), "It's 12:30 AM.");
+    }
+}

@@ -1,0 +1,222 @@
+//! Device control by voice: say a fixed sentence, stop, repeat the last
+//! answer, pause/resume (do-not-disturb) and volume. State lives in the
+//! `device_state` table (keys in [`crate::tree::keys`]); the voice loop
+//! reads `dnd` and `volume` and applies them.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use crate::tree::keys;
+
+/// Speak the node's `args.text` (for fixed answers such as "Okay, I'll keep it").
+pub struct Say;
+/// Stop: end whatever the conversation was waiting for.
+pub struct Stop;
+/// Say the last answer again.
+pub struct Repeat;
+/// Pause (`on`) or resume (`!on`) the assistant.
+pub struct DoNotDisturb {
+    pub on: bool,
+}
+/// Change the volume by `step` (or to a number said in the utterance).
+pub struct Volume {
+    pub step: i64,
+}
+
+/// Volume when none was ever set.
+pub const DEFAULT_VOLUME: i64 = 50;
+
+fn store_err(e: crate::store::StoreError) -> String {
+    format!("I couldn't update the device settings: {e}.")
+}
+
+impl Action for Say {
+    fn name(&self) -> &'static str {
+        "say"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+        match call.arg("text").and_then(Value::as_str) {
+            Some(text) if !text.trim().is_empty() => Ok(ActionOutput::said(text.trim())),
+            _ => Err("This tree's say node has no text to say.".into()),
+        }
+    }
+}
+
+impl Action for Stop {
+    fn name(&self) -> &'static str {
+        "stop"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+        Ok(ActionOutput::said("Okay.").with_phase("idle"))
+    }
+}
+
+impl Action for Repeat {
+    fn name(&self) -> &'static str {
+        "repeat"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        match env
+            .store
+            .device_state(keys::LAST_ANSWER)
+            .map_err(store_err)?
+        {
+            Some(last) if !last.trim().is_empty() => Ok(ActionOutput::said(last)),
+            _ => Ok(ActionOutput::failed("I haven't said anything yet.")),
+        }
+    }
+}
+
+impl Action for DoNotDisturb {
+    fn name(&self) -> &'static str {
+        if self.on {
+            "dnd_on"
+        } else {
+            "dnd_off"
+        }
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let value = if self.on { "on" } else { "off" };
+        env.store
+            .set_device_state(keys::DND, value)
+            .map_err(store_err)?;
+        Ok(ActionOutput::said(if self.on {
+            "Okay, I'm paused. Say resume when you want me back."
+        } else {
+            "I'm back and listening."
+        }))
+    }
+}
+
+/// A volume level said in the utterance ("set the volume to 30").
+fn said_level(text: &str) -> Option<i64> {
+    static NUM: OnceLock<Regex> = OnceLock::new();
+    let re = NUM.get_or_init(|| Regex::new(r"\b(\d{1,3})\b").expect("static regex"));
+    re.captures(text)
+        .and_then(|c| c[1].parse::<i64>().ok())
+        .filter(|v| (0..=100).contains(v))
+}
+
+impl Action for Volume {
+    fn name(&self) -> &'static str {
+        if self.step >= 0 {
+            "volume_up"
+        } else {
+            "volume_down"
+        }
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let current = env
+            .store
+            .device_state(keys::VOLUME)
+            .map_err(store_err)?
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(DEFAULT_VOLUME);
+        let level = said_level(&call.text)
+            .unwrap_or(current + self.step)
+            .clamp(0, 100);
+        env.store
+            .set_device_state(keys::VOLUME, &level.to_string())
+            .map_err(store_err)?;
+        Ok(ActionOutput::said(match level {
+            100 => "Volume is at maximum.".to_string(),
+            0 => "Volume is off.".to_string(),
+            l => format!("Volume {l} percent."),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn env() -> (tempfile::TempDir, ActionEnv) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        (
+            dir,
+            ActionEnv {
+                store,
+                user_id: "user-1".into(),
+                memory: None,
+            },
+        )
+    }
+
+    fn call(text: &str) -> ActionCall {
+        ActionCall {
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn volume_steps_clamps_and_takes_said_levels() {
+        let (_d, env) = env();
+        let up = Volume { step: 10 };
+        let down = Volume { step: -10 };
+        assert_eq!(
+            up.run(&call("louder"), &env).unwrap().say,
+            "Volume 60 percent."
+        );
+        assert_eq!(
+            env.store.device_state(keys::VOLUME).unwrap().as_deref(),
+            Some("60")
+        );
+        down.run(&call("quieter"), &env).unwrap();
+        assert_eq!(
+            env.store.device_state(keys::VOLUME).unwrap().as_deref(),
+            Some("50")
+        );
+        up.run(&call("set the volume to 95"), &env).unwrap();
+        assert_eq!(
+            up.run(&call("louder"), &env).unwrap().say,
+            "Volume is at maximum."
+        );
+    }
+
+    #[test]
+    fn pause_resume_and_repeat() {
+        let (_d, env) = env();
+        assert!(!Repeat.run(&call("say that again"), &env).unwrap().ok);
+        env.store
+            .set_device_state(keys::LAST_ANSWER, "It's 6:05 PM.")
+            .unwrap();
+        assert_eq!(
+            Repeat.run(&call("repeat"), &env).unwrap().say,
+            "It's 6:05 PM."
+        );
+        DoNotDisturb { on: true }.run(&call("pause"), &env).unwrap();
+        assert_eq!(
+            env.store.device_state(keys::DND).unwrap().as_deref(),
+            Some("on")
+        );
+        DoNotDisturb { on: false }
+            .run(&call("resume"), &env)
+            .unwrap();
+        assert_eq!(
+            env.store.device_state(keys::DND).unwrap().as_deref(),
+            Some("off")
+        );
+        assert!(Say.run(&call("x"), &env).is_err());
+    }
+}

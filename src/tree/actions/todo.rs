@@ -1,0 +1,303 @@
+//! The local to-do list by voice: add, list, complete, and delete with a
+//! yes/no confirmation (phase `confirm_delete`).
+//!
+//! The item is taken from the utterance: "remind me to buy milk" adds "buy
+//! milk"; "mark the milk one as done" completes the item matching "milk"
+//! (by name or keyword, [`crate::tools::todos::pick`]). Deleting never
+//! happens on the first turn: `todo_delete_request` finds the item, stores
+//! it as `pending_delete` and moves the conversation to `confirm_delete`;
+//! the next turn's yes runs `todo_delete_confirm`.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::{json, Value};
+
+use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use crate::tools::todos::{describe_list, LocalTodos, TodoBackend, TodoError};
+
+/// The phase a deletion waits in for the user's yes/no.
+pub const CONFIRM_PHASE: &str = "confirm_delete";
+/// State key holding the item awaiting confirmation.
+pub const PENDING_KEY: &str = "pending_delete";
+
+pub struct TodoAdd;
+pub struct TodoList;
+pub struct TodoComplete;
+pub struct TodoDeleteRequest;
+pub struct TodoDeleteConfirm;
+
+fn backend(env: &ActionEnv) -> LocalTodos {
+    LocalTodos::new(env.store.clone(), env.user_id.clone())
+}
+
+fn lead_re(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
+    cell.get_or_init(|| {
+        Regex::new(&format!(r"(?i)^(?:(?:please|hey|okay|ok|can you|could you|would you|will you)[\s,]+)*(?:{alternatives})\b[\s,:]*"))
+            .expect("static regex")
+    })
+}
+
+fn trail_re(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
+    cell.get_or_init(|| {
+        Regex::new(&format!(r"(?i)[\s,]*\b(?:{alternatives})[\s.!?]*$")).expect("static regex")
+    })
+}
+
+/// The list phrase people end a request with ("to my to do list").
+const LIST_TAIL: &str = r"(?:to|on|onto|in|into|from|off|off of)\s+(?:my|the|our)\s+(?:(?:to\s*-?\s*do|todo|shopping|task|tasks|grocery|reminders?)\s+)?(?:list|lists|todos|to-dos|tasks)(?:\s+please)?|please";
+
+/// "remind me to buy milk" → "buy milk".
+pub fn item_to_add(text: &str) -> String {
+    static LEAD: OnceLock<Regex> = OnceLock::new();
+    static TRAIL: OnceLock<Regex> = OnceLock::new();
+    let lead = lead_re(
+        &LEAD,
+        r"remind me that i (?:need|have) to|remind me to|remind me|don't let me forget to|do not let me forget to|i need to remember to|i have to|i need to|i must|make a note to|make a note that i need to|create a (?:task|todo|to-do|to do|reminder) to|add a (?:task|todo|to-do|to do|reminder) to|new (?:task|todo|to-do|to do)|add|put|note down|write down|jot down|note",
+    );
+    let trail = trail_re(&TRAIL, LIST_TAIL);
+    let t = text.trim().trim_end_matches(['.', '!', '?']);
+    let t = lead.replace(t, "");
+    trail.replace(&t, "").trim().to_string()
+}
+
+/// "mark the milk one as done" → "the milk one".
+pub fn item_to_complete(text: &str) -> String {
+    static LEAD: OnceLock<Regex> = OnceLock::new();
+    static TRAIL: OnceLock<Regex> = OnceLock::new();
+    let lead = lead_re(
+        &LEAD,
+        r"mark|check off|tick off|cross off|check|tick|complete|finish|i(?:'ve| have)? (?:finished|done|completed|did|bought|got)|i'm done with|done with|set",
+    );
+    let trail = trail_re(
+        &TRAIL,
+        &format!(r"(?:as\s+)?(?:done|complete|completed|finished)|{LIST_TAIL}|off"),
+    );
+    let t = text.trim().trim_end_matches(['.', '!', '?']);
+    let t = lead.replace(t, "");
+    let mut t = t.to_string();
+    // Trailing phrases can stack: "milk off my list as done".
+    for _ in 0..3 {
+        t = trail.replace(&t, "").to_string();
+    }
+    t.trim().to_string()
+}
+
+/// "delete the milk item" → "the milk item".
+pub fn item_to_delete(text: &str) -> String {
+    static LEAD: OnceLock<Regex> = OnceLock::new();
+    static TRAIL: OnceLock<Regex> = OnceLock::new();
+    let lead = lead_re(
+        &LEAD,
+        r"delete|remove|erase|drop|get rid of|scratch|take|clear",
+    );
+    let trail = trail_re(&TRAIL, &format!(r"{LIST_TAIL}|off|out"));
+    let t = text.trim().trim_end_matches(['.', '!', '?']);
+    let t = lead.replace(t, "");
+    let mut t = t.to_string();
+    for _ in 0..3 {
+        t = trail.replace(&t, "").to_string();
+    }
+    t.trim().to_string()
+}
+
+fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, String> {
+    match e {
+        TodoError::NotFound(q) => Ok(ActionOutput::failed(format!(
+            "I couldn't find \"{q}\" on your to-do list."
+        ))),
+        TodoError::Ambiguous(titles) => Ok(ActionOutput::failed(format!(
+            "Several items match: {}. Which one do you mean?",
+            titles.join("; ")
+        ))),
+        TodoError::AlreadyDone(t) => Ok(ActionOutput::failed(format!("\"{t}\" is already done."))),
+        TodoError::EmptyTitle => Ok(ActionOutput::failed("Which item do you mean?")),
+        TodoError::TitleTooLong => Ok(ActionOutput::failed(
+            "That's too long for a to-do item; say it in a few words.",
+        )),
+        TodoError::Backend(e) => Err(format!("I couldn't use the to-do list: {e}.")),
+    }
+}
+
+impl Action for TodoAdd {
+    fn name(&self) -> &'static str {
+        "todo_add"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let item = match call.arg("item").and_then(Value::as_str) {
+            Some(item) => item.trim().to_string(),
+            None => item_to_add(&call.text),
+        };
+        if item.is_empty() {
+            return Ok(ActionOutput::failed("What should I add to your list?"));
+        }
+        match backend(env).add(&item) {
+            Ok(added) => Ok(ActionOutput::said(format!(
+                "Added \"{}\" to your to-do list.",
+                added.title
+            ))),
+            Err(e) => not_found_or_ambiguous(e),
+        }
+    }
+}
+
+impl Action for TodoList {
+    fn name(&self) -> &'static str {
+        "todo_list"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        match backend(env).list(false) {
+            Ok(items) => Ok(ActionOutput::said(describe_list(&items))),
+            Err(e) => not_found_or_ambiguous(e),
+        }
+    }
+}
+
+impl Action for TodoComplete {
+    fn name(&self) -> &'static str {
+        "todo_complete"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let query = match call.arg("item").and_then(Value::as_str) {
+            Some(item) => item.to_string(),
+            None => item_to_complete(&call.text),
+        };
+        match backend(env).complete(&query) {
+            Ok(item) => Ok(ActionOutput::said(format!(
+                "Marked \"{}\" as done.",
+                item.title
+            ))),
+            Err(e) => not_found_or_ambiguous(e),
+        }
+    }
+}
+
+impl Action for TodoDeleteRequest {
+    fn name(&self) -> &'static str {
+        "todo_delete_request"
+    }
+    /// Only reads the list; the deletion waits for the confirmation.
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let query = match call.arg("item").and_then(Value::as_str) {
+            Some(item) => item.to_string(),
+            None => item_to_delete(&call.text),
+        };
+        match backend(env).find(&query) {
+            Ok(item) => Ok(ActionOutput::said(format!(
+                "Delete \"{}\" from your to-do list? Say yes or no.",
+                item.title
+            ))
+            .with_state(PENDING_KEY, json!({"id": item.id, "title": item.title}))
+            .with_phase(CONFIRM_PHASE)),
+            Err(e) => not_found_or_ambiguous(e),
+        }
+    }
+}
+
+impl Action for TodoDeleteConfirm {
+    fn name(&self) -> &'static str {
+        "todo_delete_confirm"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        let Some(title) = call
+            .state
+            .get(PENDING_KEY)
+            .and_then(|p| p.get("title"))
+            .and_then(Value::as_str)
+        else {
+            return Ok(
+                ActionOutput::failed("There's nothing waiting to be deleted.").with_phase("idle"),
+            );
+        };
+        let done = |out: ActionOutput| out.with_state(PENDING_KEY, Value::Null).with_phase("idle");
+        match backend(env).delete(title) {
+            Ok(item) => Ok(done(ActionOutput::said(format!(
+                "Deleted \"{}\".",
+                item.title
+            )))),
+            Err(TodoError::NotFound(_)) => Ok(done(ActionOutput::failed(format!(
+                "\"{title}\" is no longer on your list."
+            )))),
+            Err(e) => not_found_or_ambiguous(e).map(done),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn items_are_taken_from_speech() {
+        assert_eq!(item_to_add("remind me to buy milk"), "buy milk");
+        assert_eq!(item_to_add("Add eggs to my shopping list."), "eggs");
+        assert_eq!(
+            item_to_add("add buy oat milk to my to do list"),
+            "buy oat milk"
+        );
+        assert_eq!(item_to_add("please put call mom on the list"), "call mom");
+        assert_eq!(
+            item_to_add("I need to call the plumber"),
+            "call the plumber"
+        );
+        assert_eq!(item_to_add("new task water the plants"), "water the plants");
+        assert_eq!(item_to_complete("mark buy milk as done"), "buy milk");
+        assert_eq!(item_to_complete("check off eggs from my list"), "eggs");
+        assert_eq!(item_to_complete("I finished the laundry"), "the laundry");
+        assert_eq!(item_to_delete("delete the milk item"), "the milk item");
+        assert_eq!(item_to_delete("remove eggs from my to do list"), "eggs");
+        assert_eq!(item_to_delete("take call mom off my list"), "call mom");
+    }
+
+    #[test]
+    fn delete_asks_first_then_confirms() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv {
+            store: Store::open_in(dir.path()).unwrap(),
+            user_id: "user-1".into(),
+            memory: None,
+        };
+        let call = |text: &str| ActionCall {
+            text: text.into(),
+            args: json!({}),
+            ..Default::default()
+        };
+        TodoAdd.run(&call("remind me to buy milk"), &env).unwrap();
+        let ask = TodoDeleteRequest
+            .run(&call("delete the milk item"), &env)
+            .unwrap();
+        assert!(ask.ok && ask.say.contains("buy milk"), "{ask:?}");
+        assert_eq!(ask.phase.as_deref(), Some(CONFIRM_PHASE));
+        assert_eq!(
+            backend(&env).list(true).unwrap().len(),
+            1,
+            "nothing deleted yet"
+        );
+        let mut confirm = call("yes");
+        confirm.state = ask.set_state.clone();
+        let done = TodoDeleteConfirm.run(&confirm, &env).unwrap();
+        assert!(done.ok && done.say.contains("Deleted"), "{done:?}");
+        assert_eq!(done.set_state.get(PENDING_KEY), Some(&Value::Null));
+        assert!(backend(&env).list(true).unwrap().is_empty());
+        let missing = TodoDeleteRequest
+            .run(&call("delete the eggs"), &env)
+            .unwrap();
+        assert!(!missing.ok && missing.say.contains("couldn't find"));
+    }
+}

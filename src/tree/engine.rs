@@ -1,0 +1,309 @@
+//! The tree, built once: the parsed and validated file, one classifier per
+//! intent set, the device actions, and the subscribers of `publish_event`.
+//!
+//! Building never half-succeeds: a tree with errors is refused with a
+//! one-line [`TreeError`] (the caller falls back to the router graph). A
+//! classifier that cannot be built (no ONNX Runtime on this board, model
+//! missing) does *not* refuse the tree: its classify nodes take their
+//! fallback and the turn log says why.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::actions::{ActionEnv, ActionRegistry};
+use super::interpreter::{self, Host, WalkError, WalkInput, WalkOutcome};
+use super::model::Tree;
+use super::validate::{self, Issue, Known, Severity};
+use super::{TreeError, DEFAULT_TREE};
+use crate::config::Config;
+use crate::events::EventSink;
+use crate::nlu::examples::{load_examples, parse_examples, Examples};
+use crate::nlu::{Classifier, Embedder};
+
+/// The intent sets that ship with the device (usable from any tree).
+pub const BUILTIN_SETS: &[(&str, &str)] = &[
+    ("device", include_str!("intents/device.txt")),
+    ("confirm", include_str!("intents/confirm.txt")),
+];
+
+/// An event a `publish_event` node sent (LEDs, API clients listen).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Published {
+    pub event: String,
+    pub data: Value,
+    pub conversation_id: Option<i64>,
+}
+
+/// A classifier, or why there is none.
+pub type ClassifierSlot = Result<Arc<dyn Classifier>, String>;
+
+/// A loaded, validated tree with what it needs to run.
+pub struct Engine {
+    tree: Tree,
+    label: String,
+    sets: BTreeMap<String, Examples>,
+    classifiers: BTreeMap<String, ClassifierSlot>,
+    actions: ActionRegistry,
+    env: ActionEnv,
+    max_steps: usize,
+    action_timeout: Duration,
+    default_threshold: f32,
+    subscribers: Mutex<Vec<crossbeam_channel::Sender<Published>>>,
+    warnings: Vec<Issue>,
+}
+
+/// A parsed tree, its intent sets and its warnings: what `tree check`
+/// reports and what [`Engine`] is built from.
+pub struct Checked {
+    pub tree: Tree,
+    pub label: String,
+    pub sets: BTreeMap<String, Examples>,
+    pub warnings: Vec<Issue>,
+}
+
+/// Read the configured tree: `file`, or the shipped default when empty.
+/// Returns the tree, its label for messages and the directory its
+/// relative paths are resolved against.
+pub fn read_tree(file: &str) -> Result<(Tree, String, Option<PathBuf>), TreeError> {
+    if file.trim().is_empty() {
+        let tree = Tree::parse(DEFAULT_TREE, "the default tree")?;
+        return Ok((tree, "the default tree".into(), None));
+    }
+    let path = Path::new(file);
+    let tree = Tree::load(path)?;
+    Ok((
+        tree,
+        path.display().to_string(),
+        path.parent().map(Path::to_path_buf),
+    ))
+}
+
+/// Parse `tree`'s intent sets (built-in ones plus its `intent_sets` files),
+/// then validate it. Errors refuse the tree; warnings are returned.
+pub fn check(tree: Tree, label: &str, base: Option<&Path>) -> Result<Checked, TreeError> {
+    let mut sets = BTreeMap::new();
+    for (name, text) in BUILTIN_SETS {
+        let examples = parse_examples(text, &format!("intents/{name}.txt")).map_err(|e| {
+            TreeError::Intents {
+                file: label.into(),
+                set: (*name).into(),
+                message: e.to_string(),
+            }
+        })?;
+        sets.insert(name.to_string(), examples);
+    }
+    for (name, rel) in &tree.intent_sets {
+        let path = match base {
+            Some(dir) if Path::new(rel).is_relative() => dir.join(rel),
+            _ => PathBuf::from(rel),
+        };
+        let examples = load_examples(&path).map_err(|e| TreeError::Intents {
+            file: label.into(),
+            set: name.clone(),
+            message: format!("{e:#}").replace('\n', " "),
+        })?;
+        sets.insert(name.clone(), examples);
+    }
+    let actions = ActionRegistry::device().names();
+    let intents = |set: &str| {
+        sets.get(set)
+            .map(|e: &Examples| e.keys().cloned().collect())
+    };
+    let issues = validate::validate(
+        &tree,
+        &Known {
+            actions: &actions,
+            intents: &intents,
+        },
+    );
+    let (errors, warnings): (Vec<Issue>, Vec<Issue>) = issues
+        .into_iter()
+        .partition(|i| i.severity == Severity::Error);
+    if !errors.is_empty() {
+        return Err(TreeError::Invalid {
+            file: label.into(),
+            issues: errors,
+        });
+    }
+    Ok(Checked {
+        tree,
+        label: label.into(),
+        sets,
+        warnings,
+    })
+}
+
+impl Engine {
+    /// Build from a checked tree; `make` builds the classifier of each
+    /// intent set the tree uses (its error becomes the fallback reason).
+    pub fn new(
+        checked: Checked,
+        config: &Config,
+        env: ActionEnv,
+        make: &dyn Fn(&str, &Examples) -> ClassifierSlot,
+    ) -> Engine {
+        let used: std::collections::BTreeSet<String> = checked
+            .tree
+            .nodes
+            .values()
+            .filter_map(|d| match &d.node {
+                super::Node::Classify { classifier, .. } => Some(classifier.clone()),
+                _ => None,
+            })
+            .chain(std::iter::once("device".to_string()))
+            .collect();
+        let classifiers = used
+            .into_iter()
+            .filter_map(|name| {
+                let examples = checked.sets.get(&name)?;
+                let slot = make(&name, examples);
+                if let Err(why) = &slot {
+                    tracing::warn!(set = %name, "intent classifier unavailable, its classify nodes will take their fallback: {why}");
+                }
+                Some((name, slot))
+            })
+            .collect();
+        for w in &checked.warnings {
+            tracing::debug!("{}: {w}", checked.label);
+        }
+        Engine {
+            tree: checked.tree,
+            label: checked.label,
+            sets: checked.sets,
+            classifiers,
+            actions: ActionRegistry::device(),
+            env,
+            max_steps: config.tree.max_steps.max(1),
+            action_timeout: Duration::from_millis(config.tree.action_timeout_ms.max(1)),
+            default_threshold: config.nlu.threshold,
+            subscribers: Mutex::new(Vec::new()),
+            warnings: checked.warnings,
+        }
+    }
+
+    /// The device's engine: the configured tree with R-KNN classifiers over
+    /// `embedder` (its embeddings cached under the state dir). `embedder`
+    /// is the embedder or why it could not be loaded.
+    pub fn build(
+        config: &Config,
+        env: ActionEnv,
+        embedder: Result<Arc<dyn Embedder>, String>,
+    ) -> Result<Engine, TreeError> {
+        let (tree, label, base) = read_tree(&config.tree.file)?;
+        let checked = check(tree, &label, base.as_deref())?;
+        let state_dir = config.state_dir.clone();
+        let k = config.nlu.k;
+        let make = |name: &str, examples: &Examples| -> ClassifierSlot {
+            let embedder = embedder.clone()?;
+            crate::nlu::knn::KnnClassifier::build(embedder, examples, Some(&state_dir))
+                .map(|c| Arc::new(c.with_k(k)) as Arc<dyn Classifier>)
+                .map_err(|e| format!("intent set '{name}': {e:#}").replace('\n', " "))
+        };
+        Ok(Engine::new(checked, config, env, &make))
+    }
+
+    /// Walk the tree for one utterance.
+    pub fn run(
+        &self,
+        input: WalkInput,
+        host: &mut dyn Host,
+        sink: &mut dyn EventSink,
+    ) -> Result<WalkOutcome, WalkError> {
+        interpreter::walk(self, input, host, sink)
+    }
+
+    /// Shadow classification (R-KNN): the `device` set's best intent and
+    /// confidence for any turn, whichever engine answers it.
+    pub fn shadow_classify(&self, text: &str) -> Option<(String, f32)> {
+        if text.trim().is_empty() || text.chars().count() > interpreter::MAX_CLASSIFY_CHARS {
+            return None;
+        }
+        self.classifier("device").ok()?.classify(text)
+    }
+
+    /// Receive every event `publish_event` nodes send from now on.
+    pub fn subscribe(&self) -> crossbeam_channel::Receiver<Published> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tx);
+        rx
+    }
+
+    pub(crate) fn publish(&self, event: &Published) {
+        let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|s| s.send(event.clone()).is_ok());
+    }
+
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+    /// The tree's source, for messages ("the default tree" or a path).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+    pub fn warnings(&self) -> &[Issue] {
+        &self.warnings
+    }
+    /// The intents of a set, if the tree knows it.
+    pub fn intents(&self, set: &str) -> Option<Vec<String>> {
+        self.sets.get(set).map(|e| e.keys().cloned().collect())
+    }
+    /// A set's classifier, or why it is unavailable.
+    pub fn classifier(&self, set: &str) -> Result<Arc<dyn Classifier>, String> {
+        match self.classifiers.get(set) {
+            Some(Ok(c)) => Ok(c.clone()),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("no classifier was built for intent set '{set}'")),
+        }
+    }
+    /// Whether every classifier the tree uses is available.
+    pub fn classifiers_ready(&self) -> Result<(), String> {
+        for (name, slot) in &self.classifiers {
+            if let Err(why) = slot {
+                return Err(format!("intent set '{name}': {why}"));
+            }
+        }
+        Ok(())
+    }
+    pub(crate) fn actions(&self) -> &ActionRegistry {
+        &self.actions
+    }
+    pub(crate) fn env(&self) -> &ActionEnv {
+        &self.env
+    }
+    pub(crate) fn max_steps(&self) -> usize {
+        self.max_steps
+    }
+    pub(crate) fn action_timeout(&self) -> Duration {
+        self.action_timeout
+    }
+    pub(crate) fn default_threshold(&self) -> f32 {
+        self.default_threshold
+    }
+}
+
+/// The engine for a running device: the configured tree over the services'
+/// store and embedder (or the reason the embedder is missing).
+pub fn for_services(services: &crate::agent::Services) -> Result<Engine, TreeError> {
+    let config = services.config.as_ref();
+    let embedder = match &services.embedder {
+        Some(e) => Ok(e.clone()),
+        None => Err(match crate::nlu::load_embedder(config) {
+            Ok(_) => "the embedder was not loaded".to_string(),
+            Err(e) => format!("{e:#}").replace('\n', " "),
+        }),
+    };
+    let env = ActionEnv {
+        store: services.store.clone(),
+        user_id: config.user_id.clone(),
+        memory: super::actions::memory::for_services(services),
+    };
+    Engine::build(config, env, embedder)
+}

@@ -1,0 +1,962 @@
+//! One walk of the tree (R-TREE, seed 004's `TreeInterpreter`): from the
+//! entry, node by node, at most `max_steps` steps, until an `end` node.
+//!
+//! The walk reports through the R-SSE events: `thinking {tool}` for each
+//! device action it runs, one `content` event per sentence a device action
+//! says (LLM answers stream their own `content`), and the suggested
+//! follow-ups it collected; `done`/`error` belong to the caller, which
+//! also persists the message, the turn log and the tree state.
+//!
+//! Dry-run: actions that change stored data (todos, device settings,
+//! memories), `set_state` on device keys and LLM calls are skipped and
+//! noted; read-only actions (time, maths, listing) still run, so a dry run
+//! shows what the tree would say.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::actions::{run_bounded, ActionCall, ActionOutput};
+use super::engine::{Engine, Published};
+use super::expr::{self, Scope};
+use super::model::Node;
+use super::{tags, StateKey};
+use crate::events::{Event, EventSink};
+use crate::store::Store;
+
+/// Utterances longer than this never match a device intent: a device
+/// command is a short phrase, and embedding 10k characters would only cost
+/// time. Classify nodes take their fallback instead.
+pub const MAX_CLASSIFY_CHARS: usize = 500;
+
+/// What one walk starts from.
+#[derive(Debug, Clone, Default)]
+pub struct WalkInput {
+    pub text: String,
+    pub conversation_id: Option<i64>,
+    pub phase: String,
+    pub state: Map<String, Value>,
+    pub dry_run: bool,
+}
+
+/// What an `llm_stream` node got back from the host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LlmAnswer {
+    pub text: String,
+    pub model: String,
+    /// The route that answered (`simple`, `context`, `persona` or `tree`).
+    pub route: String,
+}
+
+/// The world outside the tree: how an `llm_stream` node gets an answer.
+pub trait Host {
+    /// `prompt` is `router` (the router graph answers), `simple`,
+    /// `persona`, or a literal system prompt. Streams `content` to `sink`.
+    /// `Err` is a sentence for the user (e.g. no LLM configured).
+    fn llm_stream(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, String>;
+}
+
+/// The result of a classify node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classification {
+    pub node: String,
+    pub classifier: String,
+    pub intent: String,
+    pub confidence: f32,
+    pub threshold: f32,
+    /// Whether the walk took the intent's branch.
+    pub accepted: bool,
+}
+
+/// What a finished walk produced.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WalkOutcome {
+    /// Everything said, in order, tags removed.
+    pub answer: String,
+    /// Set when an LLM answered (its model and route).
+    pub llm: Option<LlmAnswer>,
+    /// The last classification made (accepted or not).
+    pub classification: Option<Classification>,
+    /// Device actions that ran.
+    pub actions: Vec<String>,
+    pub recommendations: Vec<String>,
+    pub phase: String,
+    pub state: Map<String, Value>,
+    /// Node ids visited, in order.
+    pub path: Vec<String>,
+    /// Why fallbacks and skips happened, in words (for the turn log).
+    pub notes: Vec<String>,
+    pub events: Vec<Published>,
+    /// The node whose output was said last.
+    pub answered_by: Option<String>,
+}
+
+/// A walk that could not finish: becomes the turn's `error` frame.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct WalkError {
+    /// One sentence for the user.
+    pub message: String,
+    pub path: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+struct WalkScope<'a> {
+    text: &'a str,
+    phase: &'a str,
+    classification: Option<&'a Classification>,
+    state: &'a Map<String, Value>,
+    store: &'a Store,
+}
+
+impl Scope for WalkScope<'_> {
+    fn lookup(&self, path: &[String]) -> Value {
+        match path.first().map(String::as_str) {
+            Some("text") => Value::String(self.text.into()),
+            Some("phase") => Value::String(self.phase.into()),
+            Some("intent") => self
+                .classification
+                .filter(|c| c.accepted)
+                .map(|c| Value::String(c.intent.clone()))
+                .unwrap_or(Value::Null),
+            Some("confidence") => self
+                .classification
+                .map(|c| serde_json::json!(c.confidence))
+                .unwrap_or(Value::Null),
+            Some("state") => {
+                let mut v = self.state.get(&path[1]).cloned().unwrap_or(Value::Null);
+                for key in &path[2..] {
+                    v = v.get(key).cloned().unwrap_or(Value::Null);
+                }
+                v
+            }
+            Some("device") => device_value(self.store, &path[1]),
+            _ => Value::Null,
+        }
+    }
+}
+
+fn device_value(store: &Store, key: &str) -> Value {
+    match store.device_state(key) {
+        Ok(Some(v)) => Value::String(v),
+        Ok(None) => Value::Null,
+        Err(e) => {
+            tracing::warn!(key, error = %e, "cannot read device state; treating it as unset");
+            Value::Null
+        }
+    }
+}
+
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Fill `{text}`, `{intent}`, `{phase}`, `{state.KEY}`, `{device.KEY}` in
+/// every string of `value`.
+fn fill(value: &Value, scope: &WalkScope<'_>) -> Value {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\{((?:text|intent|phase|confidence)|(?:state|device)\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\}")
+            .expect("static regex")
+    });
+    match value {
+        Value::String(s) => Value::String(
+            re.replace_all(s, |c: &regex::Captures<'_>| {
+                let path: Vec<String> = c[1].split('.').map(str::to_string).collect();
+                as_text(&scope.lookup(&path))
+            })
+            .into_owned(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, scope)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, scope)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The walk's mutable state.
+struct Walk<'e> {
+    engine: &'e Engine,
+    input: WalkInput,
+    out: WalkOutcome,
+    parts: Vec<String>,
+    said_any: bool,
+    classified: HashMap<String, Option<(String, f32)>>,
+}
+
+impl Walk<'_> {
+    fn scope(&self) -> WalkScope<'_> {
+        WalkScope {
+            text: &self.input.text,
+            phase: &self.out.phase,
+            classification: self.out.classification.as_ref(),
+            state: &self.out.state,
+            store: &self.engine.env().store,
+        }
+    }
+
+    fn say(&mut self, node: &str, text: &str, sink: &mut dyn EventSink) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        let data = if self.said_any {
+            format!(" {text}")
+        } else {
+            text.to_string()
+        };
+        sink.emit(&Event::Content { data });
+        self.said_any = true;
+        self.parts.push(text.to_string());
+        self.out.answered_by = Some(node.to_string());
+    }
+
+    fn apply(&mut self, output: &ActionOutput) {
+        for (k, v) in &output.set_state {
+            if v.is_null() {
+                self.out.state.remove(k);
+            } else {
+                self.out.state.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(p) = &output.phase {
+            self.out.phase = p.clone();
+        }
+        self.out
+            .recommendations
+            .extend(output.recommendations.iter().cloned());
+    }
+
+    /// Run one action by name; `Ok(ok)` is the branch to take.
+    fn action(
+        &mut self,
+        node: &str,
+        name: &str,
+        args: Value,
+        speak: bool,
+        sink: &mut dyn EventSink,
+    ) -> bool {
+        let Some(action) = self.engine.actions().get(name) else {
+            self.out
+                .notes
+                .push(format!("node '{node}': action '{name}' does not exist"));
+            return false;
+        };
+        if self.input.dry_run && action.changes_state() {
+            self.out
+                .notes
+                .push(format!("dry run: skipped action '{name}' at node '{node}'"));
+            return true;
+        }
+        sink.emit(&Event::Thinking { tool: name.into() });
+        let call = ActionCall {
+            text: self.input.text.clone(),
+            args: if args.is_object() {
+                args
+            } else {
+                Value::Object(Map::new())
+            },
+            phase: self.out.phase.clone(),
+            state: self.out.state.clone(),
+        };
+        let result = run_bounded(
+            action,
+            call,
+            self.engine.env().clone(),
+            self.engine.action_timeout(),
+        );
+        self.out.actions.push(name.to_string());
+        match result {
+            Ok(output) => {
+                self.apply(&output);
+                if speak {
+                    self.say(node, &output.say, sink);
+                } else if !output.ok && !output.say.is_empty() {
+                    self.out
+                        .notes
+                        .push(format!("action '{name}': {}", output.say));
+                }
+                output.ok
+            }
+            Err(sentence) => {
+                self.out.notes.push(format!(
+                    "action '{name}' at node '{node}' failed: {sentence}"
+                ));
+                if speak {
+                    self.say(node, &sentence, sink);
+                }
+                false
+            }
+        }
+    }
+
+    fn classify(&mut self, node: &str, set: &str, min: Option<f32>) -> Option<String> {
+        let threshold = min.unwrap_or(self.engine.default_threshold());
+        let text = self.input.text.trim();
+        if text.is_empty() {
+            self.out
+                .notes
+                .push(format!("node '{node}': empty utterance; took the fallback"));
+            return None;
+        }
+        if text.chars().count() > MAX_CLASSIFY_CHARS {
+            self.out.notes.push(format!(
+                "node '{node}': utterance longer than {MAX_CLASSIFY_CHARS} characters is not a device command; took the fallback"
+            ));
+            return None;
+        }
+        let hit = match self.classified.get(set) {
+            Some(hit) => hit.clone(),
+            None => {
+                let hit = match self.engine.classifier(set) {
+                    Ok(c) => {
+                        let hit = c.classify(text);
+                        if hit.is_none() {
+                            self.out.notes.push(format!(
+                                "node '{node}': classifier '{set}' gave no answer; took the fallback"
+                            ));
+                        }
+                        hit
+                    }
+                    Err(why) => {
+                        self.out.notes.push(format!(
+                            "node '{node}': classifier '{set}' is unavailable ({why}); took the fallback"
+                        ));
+                        None
+                    }
+                };
+                self.classified.insert(set.to_string(), hit.clone());
+                hit
+            }
+        };
+        let (intent, confidence) = hit?;
+        let accepted = confidence >= threshold;
+        self.out.classification = Some(Classification {
+            node: node.into(),
+            classifier: set.into(),
+            intent: intent.clone(),
+            confidence,
+            threshold,
+            accepted,
+        });
+        if !accepted {
+            self.out.notes.push(format!(
+                "node '{node}': intent '{intent}' at {confidence:.2} is below {threshold:.2}; took the fallback"
+            ));
+            return None;
+        }
+        Some(intent)
+    }
+}
+
+/// Walk `engine`'s tree for one utterance.
+pub fn walk(
+    engine: &Engine,
+    input: WalkInput,
+    host: &mut dyn Host,
+    sink: &mut dyn EventSink,
+) -> Result<WalkOutcome, WalkError> {
+    let tree = engine.tree();
+    let mut w = Walk {
+        engine,
+        out: WalkOutcome {
+            phase: if input.phase.is_empty() {
+                super::state::IDLE.into()
+            } else {
+                input.phase.clone()
+            },
+            state: input.state.clone(),
+            ..Default::default()
+        },
+        input,
+        parts: Vec::new(),
+        said_any: false,
+        classified: HashMap::new(),
+    };
+    let max_steps = engine.max_steps();
+    let mut current = tree.entry.clone();
+    let fail = |w: &Walk<'_>, message: String| WalkError {
+        message,
+        path: w.out.path.clone(),
+        notes: w.out.notes.clone(),
+    };
+    for _ in 0..max_steps {
+        let Some(def) = tree.nodes.get(&current) else {
+            return Err(fail(
+                &w,
+                format!("The intent tree is broken: node '{current}' does not exist."),
+            ));
+        };
+        w.out.path.push(current.clone());
+        w.out
+            .recommendations
+            .extend(def.recommendations.iter().cloned());
+        let missing =
+            |field: &str| format!("The intent tree is broken: node '{current}' has no '{field}'.");
+        let next: Option<String> = match &def.node {
+            Node::End {} => {
+                let answer = w.parts.join(" ");
+                w.out.answer = answer;
+                w.out.recommendations.dedup();
+                return Ok(w.out);
+            }
+            Node::Entry { next } => next.clone(),
+            Node::StateCheck {
+                key,
+                equals,
+                on_true,
+                on_false,
+            } => {
+                let value = match StateKey::parse(key) {
+                    Some(StateKey::Device(k)) => device_value(&engine.env().store, &k),
+                    Some(StateKey::Conversation(k)) => {
+                        w.out.state.get(&k).cloned().unwrap_or(Value::Null)
+                    }
+                    None => Value::Null,
+                };
+                let hit = match equals {
+                    Some(want) => as_text(&value).eq_ignore_ascii_case(&as_text(want)),
+                    None => expr::truthy(&value),
+                };
+                if hit {
+                    on_true.clone()
+                } else {
+                    on_false.clone()
+                }
+            }
+            Node::Condition {
+                expression,
+                on_true,
+                on_false,
+            } => {
+                let parsed = expr::parse(expression).map_err(|e| {
+                    fail(
+                        &w,
+                        format!("The intent tree is broken: node '{current}': {e}."),
+                    )
+                })?;
+                if expr::truthy(&expr::eval(&parsed, &w.scope())) {
+                    on_true.clone()
+                } else {
+                    on_false.clone()
+                }
+            }
+            Node::PhaseSwitch { branches, default } => branches
+                .get(&w.out.phase)
+                .cloned()
+                .or_else(|| default.clone()),
+            Node::Classify {
+                classifier,
+                min_confidence,
+                branches,
+                fallback,
+            } => {
+                match w.classify(&current, classifier, *min_confidence) {
+                    Some(intent) => match branches.get(&intent) {
+                        Some(target) => Some(target.clone()),
+                        None => {
+                            w.out.notes.push(format!("node '{current}': intent '{intent}' has no branch; took the fallback"));
+                            fallback.clone()
+                        }
+                    },
+                    None => fallback.clone(),
+                }
+            }
+            Node::Action {
+                name,
+                args,
+                on_success,
+                on_fail,
+            } => {
+                let args = fill(args, &w.scope());
+                if w.action(&current, name, args, true, sink) {
+                    on_success.clone()
+                } else {
+                    on_fail.clone()
+                }
+            }
+            Node::LlmStream { prompt, next } => {
+                if w.input.dry_run {
+                    w.out.notes.push(format!(
+                        "dry run: skipped the LLM at node '{current}' (prompt '{prompt}')"
+                    ));
+                } else {
+                    match host.llm_stream(prompt, sink) {
+                        Ok(answer) => {
+                            if !answer.text.trim().is_empty() {
+                                w.said_any = true;
+                                w.parts.push(answer.text.trim().to_string());
+                                w.out.answered_by = Some(current.clone());
+                            }
+                            w.out.llm = Some(answer);
+                        }
+                        Err(sentence) => return Err(fail(&w, sentence)),
+                    }
+                }
+                next.clone()
+            }
+            Node::ExecuteTags {
+                on_changes,
+                on_no_changes,
+            } => {
+                let (clean, found) = tags::extract(&w.parts.join(" "));
+                w.parts = if clean.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![clean]
+                };
+                let mut changed = false;
+                for tag in found {
+                    match tags::action_for(&tag.name) {
+                        Some((action, arg)) => {
+                            let mut args = Map::new();
+                            if !arg.is_empty() && !tag.arg.is_empty() {
+                                args.insert(arg.into(), Value::String(tag.arg.clone()));
+                            }
+                            w.action(&current, action, Value::Object(args), false, sink);
+                            changed = true;
+                        }
+                        None => w.out.notes.push(format!(
+                            "node '{current}': unknown tag [[{}]] ignored",
+                            tag.name
+                        )),
+                    }
+                }
+                if changed {
+                    on_changes.clone()
+                } else {
+                    on_no_changes.clone()
+                }
+            }
+            Node::PhaseTransition { to, next } => {
+                w.out.phase = to.clone();
+                next.clone()
+            }
+            Node::PublishEvent { event, data, next } => {
+                let published = Published {
+                    event: event.clone(),
+                    data: fill(data, &w.scope()),
+                    conversation_id: w.input.conversation_id,
+                };
+                if w.input.dry_run {
+                    w.out
+                        .notes
+                        .push(format!("dry run: event '{event}' not published"));
+                } else {
+                    engine.publish(&published);
+                }
+                w.out.events.push(published);
+                next.clone()
+            }
+            Node::SetState { key, value, next } => {
+                let value = fill(value, &w.scope());
+                match StateKey::parse(key) {
+                    Some(StateKey::Conversation(k)) => {
+                        if value.is_null() {
+                            w.out.state.remove(&k);
+                        } else {
+                            w.out.state.insert(k, value);
+                        }
+                    }
+                    Some(StateKey::Device(k)) if w.input.dry_run => {
+                        w.out
+                            .notes
+                            .push(format!("dry run: device state '{k}' not written"));
+                    }
+                    Some(StateKey::Device(k)) => {
+                        let written = if value.is_null() {
+                            engine.env().store.with_conn(|c| {
+                                c.execute("DELETE FROM device_state WHERE key = ?1", [&k])
+                                    .map(|_| ())
+                            })
+                        } else {
+                            engine.env().store.set_device_state(&k, &as_text(&value))
+                        };
+                        if let Err(e) = written {
+                            return Err(fail(
+                                &w,
+                                format!("I couldn't save a device setting: {e}."),
+                            ));
+                        }
+                    }
+                    None => {
+                        return Err(fail(
+                            &w,
+                            format!(
+                            "The intent tree is broken: node '{current}' has a bad key '{key}'."
+                        ),
+                        ))
+                    }
+                }
+                next.clone()
+            }
+        };
+        current = match next {
+            Some(n) => n,
+            None => {
+                let field = match &def.node {
+                    Node::PhaseSwitch { .. } => "default",
+                    Node::Classify { .. } => "fallback",
+                    _ => "next branch",
+                };
+                return Err(fail(&w, missing(field)));
+            }
+        };
+    }
+    let tail: Vec<&str> = w
+        .out
+        .path
+        .iter()
+        .rev()
+        .take(6)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    Err(fail(
+        &w,
+        format!(
+            "The intent tree took more than {max_steps} steps without reaching an end node (last: {}).",
+            tail.join(" → ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every node kind's effect, on a test-double classifier and LLM host
+    //! (the real MiniLM classifier runs in tests/tree.rs).
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::events::CollectSink;
+    use crate::nlu::Classifier;
+    use crate::tree::actions::ActionEnv;
+    use crate::tree::engine::{check, ClassifierSlot};
+    use crate::tree::model::Tree;
+
+    /// "time" → time_now, "date" → date_today, "add" → todo_add, else
+    /// other at 0.3.
+    struct Keywords;
+    impl Classifier for Keywords {
+        fn classify(&self, text: &str) -> Option<(String, f32)> {
+            let t = text.to_lowercase();
+            for (k, intent) in [
+                ("time", "time_now"),
+                ("date", "date_today"),
+                ("add", "todo_add"),
+                ("yes", "yes"),
+                ("no", "no"),
+            ] {
+                if t.split_whitespace().any(|w| w == k) {
+                    return Some((intent.into(), 0.9));
+                }
+            }
+            Some(("other".into(), 0.3))
+        }
+    }
+
+    struct FakeLlm {
+        reply: String,
+        prompts: Vec<String>,
+    }
+    impl Host for FakeLlm {
+        fn llm_stream(
+            &mut self,
+            prompt: &str,
+            sink: &mut dyn EventSink,
+        ) -> Result<LlmAnswer, String> {
+            self.prompts.push(prompt.into());
+            sink.emit(&Event::Content {
+                data: self.reply.clone(),
+            });
+            Ok(LlmAnswer {
+                text: self.reply.clone(),
+                model: "fake-model".into(),
+                route: "simple".into(),
+            })
+        }
+    }
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        engine: Engine,
+        store: Store,
+    }
+
+    fn setup(json: &str, classifier_ok: bool, max_steps: usize) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let tree = Tree::parse(json, "test.json").unwrap();
+        let checked = check(tree, "test.json", None).unwrap();
+        let mut config = Config::default();
+        config.tree.max_steps = max_steps;
+        config.tree.action_timeout_ms = 2000;
+        let env = ActionEnv {
+            store: store.clone(),
+            user_id: "user-1".into(),
+            memory: None,
+        };
+        let make = |_: &str, _: &crate::nlu::examples::Examples| -> ClassifierSlot {
+            if classifier_ok {
+                Ok(Arc::new(Keywords))
+            } else {
+                Err("ONNX Runtime is not installed".into())
+            }
+        };
+        Setup {
+            _dir: dir,
+            engine: Engine::new(checked, &config, env, &make),
+            store,
+        }
+    }
+
+    fn go(
+        s: &Setup,
+        text: &str,
+        phase: &str,
+        dry_run: bool,
+    ) -> (Result<WalkOutcome, WalkError>, CollectSink, FakeLlm) {
+        let mut sink = CollectSink::default();
+        let mut host = FakeLlm {
+            reply: "From the LLM [[todo.add: buy milk]].".into(),
+            prompts: vec![],
+        };
+        let input = WalkInput {
+            text: text.into(),
+            phase: phase.into(),
+            dry_run,
+            ..Default::default()
+        };
+        let r = s.engine.run(input, &mut host, &mut sink);
+        (r, sink, host)
+    }
+
+    fn say(id: &str, text: &str, next: &str) -> String {
+        format!(
+            r#""{id}":{{"type":"action","name":"say","args":{{"text":"{text}"}},"on_success":"{next}","on_fail":"{next}"}}"#
+        )
+    }
+
+    /// A tree exercising every kind: entry → state_check → phase_switch →
+    /// condition → classify → action / llm_stream → execute_tags →
+    /// set_state → phase_transition → publish_event → end.
+    fn all_kinds() -> String {
+        format!(
+            r#"{{"version":"t","entry":"start","nodes":{{
+            "start":{{"type":"entry","next":"dnd"}},
+            "dnd":{{"type":"state_check","key":"device.dnd","on_true":"paused","on_false":"phase"}},
+            {paused},
+            "phase":{{"type":"phase_switch","branches":{{"confirm":"confirming"}},"default":"hello"}},
+            {confirming},
+            "hello":{{"type":"condition","expression":"text matches '^hello'","on_true":"greet","on_false":"classify"}},
+            {greet},
+            "classify":{{"type":"classify","classifier":"device","min_confidence":0.5,
+               "branches":{{"time_now":"time","todo_add":"add"}},"fallback":"llm"}},
+            "time":{{"type":"action","name":"time_now","on_success":"remember","on_fail":"done","recommendations":["What's the date?"]}},
+            "add":{{"type":"action","name":"todo_add","on_success":"done","on_fail":"done"}},
+            "remember":{{"type":"set_state","key":"state.asked","value":"{{text}}","next":"to_confirm"}},
+            "to_confirm":{{"type":"phase_transition","to":"confirm","next":"announce"}},
+            "announce":{{"type":"publish_event","event":"answered","data":{{"said":"{{state.asked}}"}},"next":"done"}},
+            "llm":{{"type":"llm_stream","prompt":"router","next":"tags"}},
+            "tags":{{"type":"execute_tags","on_changes":"changed","on_no_changes":"done"}},
+            "changed":{{"type":"set_state","key":"device.last_tagged","value":"yes","next":"done"}},
+            "done":{{"type":"end"}}}}}}"#,
+            paused = say("paused", "I am paused.", "done"),
+            confirming = say("confirming", "Still confirming.", "done"),
+            greet = say("greet", "Hello to you.", "done"),
+        )
+    }
+
+    #[test]
+    fn entry_classify_action_set_state_phase_transition_publish_end() {
+        let s = setup(&all_kinds(), true, 50);
+        let events = s.engine.subscribe();
+        let (r, sink, host) = go(&s, "what time is it", "idle", false);
+        let out = r.unwrap();
+        assert_eq!(
+            out.path,
+            [
+                "start",
+                "dnd",
+                "phase",
+                "hello",
+                "classify",
+                "time",
+                "remember",
+                "to_confirm",
+                "announce",
+                "done"
+            ]
+        );
+        assert!(out.answer.starts_with("It's "), "{}", out.answer);
+        assert_eq!(out.actions, ["time_now"]);
+        assert!(host.prompts.is_empty(), "no LLM for a device intent");
+        assert_eq!(
+            out.classification
+                .as_ref()
+                .map(|c| (c.intent.as_str(), c.accepted)),
+            Some(("time_now", true))
+        );
+        // set_state with a template, phase_transition, publish_event.
+        assert_eq!(out.state.get("asked"), Some(&json!("what time is it")));
+        assert_eq!(out.phase, "confirm");
+        let published = events.try_recv().unwrap();
+        assert_eq!(published.event, "answered");
+        assert_eq!(published.data, json!({"said": "what time is it"}));
+        // R-SSE: thinking for the action, one content sentence.
+        assert_eq!(
+            sink.events[0],
+            Event::Thinking {
+                tool: "time_now".into()
+            }
+        );
+        assert_eq!(sink.content(), out.answer);
+        assert_eq!(out.recommendations, ["What's the date?"]);
+    }
+
+    #[test]
+    fn state_check_phase_switch_and_condition_branch() {
+        let s = setup(&all_kinds(), true, 50);
+        let (r, ..) = go(&s, "what time is it", "confirm", false);
+        assert_eq!(
+            r.unwrap().answer,
+            "Still confirming.",
+            "phase_switch took the phase branch"
+        );
+        let (r, ..) = go(&s, "hello there", "idle", false);
+        assert_eq!(r.unwrap().answer, "Hello to you.", "condition matched");
+        s.store.set_device_state("dnd", "on").unwrap();
+        let (r, ..) = go(&s, "what time is it", "idle", false);
+        assert_eq!(
+            r.unwrap().answer,
+            "I am paused.",
+            "state_check saw device.dnd"
+        );
+        s.store.set_device_state("dnd", "off").unwrap();
+        let (r, ..) = go(&s, "what time is it", "idle", false);
+        assert!(r.unwrap().answer.starts_with("It's "));
+    }
+
+    #[test]
+    fn classify_fallback_llm_stream_and_execute_tags() {
+        let s = setup(&all_kinds(), true, 50);
+        let (r, sink, host) = go(&s, "explain photosynthesis", "idle", false);
+        let out = r.unwrap();
+        assert_eq!(host.prompts, ["router"]);
+        assert_eq!(out.path.last().map(String::as_str), Some("done"));
+        assert!(
+            out.path.contains(&"changed".to_string()),
+            "on_changes taken: {:?}",
+            out.path
+        );
+        assert_eq!(out.answer, "From the LLM.", "the tag is stripped");
+        assert_eq!(out.actions, ["todo_add"]);
+        assert!(
+            out.notes.iter().any(|n| n.contains("below 0.50")),
+            "{:?}",
+            out.notes
+        );
+        assert_eq!(
+            out.llm.as_ref().map(|l| l.model.as_str()),
+            Some("fake-model")
+        );
+        let titles = crate::tools::todos::LocalTodos::new(s.store.clone(), "user-1");
+        use crate::tools::todos::TodoBackend;
+        assert_eq!(titles.list(false).unwrap()[0].title, "buy milk");
+        assert_eq!(
+            s.store.device_state("last_tagged").unwrap().as_deref(),
+            Some("yes")
+        );
+        assert!(sink.events.contains(&Event::Thinking {
+            tool: "todo_add".into()
+        }));
+    }
+
+    #[test]
+    fn no_classifier_takes_the_fallback_and_says_why() {
+        let s = setup(&all_kinds(), false, 50);
+        let (r, _, host) = go(&s, "what time is it", "idle", false);
+        let out = r.unwrap();
+        assert_eq!(host.prompts, ["router"]);
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.contains("ONNX Runtime is not installed")),
+            "{:?}",
+            out.notes
+        );
+        let long = "what time is it ".repeat(700);
+        let s = setup(&all_kinds(), true, 50);
+        let (r, ..) = go(&s, &long, "idle", false);
+        assert!(r.unwrap().notes.iter().any(|n| n.contains("longer than")));
+    }
+
+    #[test]
+    fn dry_run_skips_state_changes_and_the_llm() {
+        let s = setup(&all_kinds(), true, 50);
+        let (r, _, host) = go(&s, "add buy milk", "idle", true);
+        let out = r.unwrap();
+        assert!(out.actions.is_empty());
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.contains("dry run: skipped action 'todo_add'")),
+            "{:?}",
+            out.notes
+        );
+        use crate::tools::todos::TodoBackend;
+        assert!(
+            crate::tools::todos::LocalTodos::new(s.store.clone(), "user-1")
+                .list(true)
+                .unwrap()
+                .is_empty()
+        );
+        let (r, _, _) = go(&s, "what time is it", "idle", true);
+        assert!(
+            r.unwrap().answer.starts_with("It's "),
+            "read-only actions still run"
+        );
+        let (r, _, _) = go(&s, "explain photosynthesis", "idle", true);
+        assert!(r
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.contains("dry run: skipped the LLM")));
+        assert!(host.prompts.is_empty());
+        assert_eq!(s.store.device_state("last_tagged").unwrap(), None);
+    }
+
+    #[test]
+    fn the_step_bound_is_an_error_not_a_hang() {
+        // A legal cycle (it contains a classify node) that never ends.
+        let json = r#"{"version":"t","entry":"c","nodes":{
+            "c":{"type":"classify","branches":{"time_now":"s"},"fallback":"c2"},
+            "s":{"type":"set_state","key":"state.n","value":1,"next":"c"},
+            "c2":{"type":"end"}}}"#;
+        let s = setup(json, true, 50);
+        let (r, ..) = go(&s, "what time is it", "idle", false);
+        let err = r.unwrap_err();
+        assert!(
+            err.message.contains("more than 50 steps"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.path.len(), 50);
+        let s = setup(json, true, 7);
+        let (r, ..) = go(&s, "what time is it", "idle", false);
+        assert!(r.unwrap_err().message.contains("more than 7 steps"));
+    }
+}

@@ -1,0 +1,546 @@
+//! The intent tree through the real binary (R-TREE): `earshot tree
+//! check/run`, the default tree answering device intents with the real
+//! MiniLM classifier and NO language model configured, the confirm-delete
+//! phase across two turns, fail-opens to the router graph, shadow mode.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use common::{earshot, run, stderr, stdout};
+
+/// A kNN cache warmed once and shared (symlinked) by every state dir, so
+/// each test does not re-embed the intent examples.
+fn shared_cache() -> &'static Path {
+    static CACHE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, path) = CACHE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let o = run(earshot(dir.path()).args([
+            "tree",
+            "run",
+            &default_tree(),
+            "what time is it",
+            "--dry-run",
+            "--json",
+        ]));
+        assert!(o.status.success(), "warm-up failed: {}", stderr(&o));
+        let cache = dir.path().join("cache");
+        assert!(cache.is_dir(), "the kNN cache was not written");
+        (dir, cache)
+    });
+    path
+}
+
+fn state_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(shared_cache(), dir.path().join("cache")).unwrap();
+    dir
+}
+
+fn default_tree() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/tree/default_tree.json")
+        .display()
+        .to_string()
+}
+
+fn frames(o: &Output) -> Vec<Value> {
+    stdout(o)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l} ({e})")))
+        .collect()
+}
+
+fn frame<'a>(frames: &'a [Value], kind: &str) -> &'a Value {
+    frames
+        .iter()
+        .find(|f| f["type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} frame in {frames:#?}"))
+}
+
+fn chat(dir: &Path, text: &str, conversation: Option<i64>) -> Output {
+    let mut cmd = earshot(dir);
+    cmd.args(["chat", text, "--json"]);
+    if let Some(id) = conversation {
+        cmd.args(["--conversation", &id.to_string()]);
+    }
+    run(&mut cmd)
+}
+
+/// A device turn: succeeds with no LLM, answered by the tree.
+fn device_turn(dir: &Path, text: &str, conversation: Option<i64>) -> Value {
+    let o = chat(dir, text, conversation);
+    assert!(
+        o.status.success(),
+        "{text}: exit {:?}, stderr {}, stdout {}",
+        o.status,
+        stderr(&o),
+        stdout(&o)
+    );
+    let f = frames(&o);
+    let done = frame(&f, "done").clone();
+    assert_eq!(done["model"], "device", "{text}: {done}");
+    assert_eq!(done["route"], "tree", "{text}: {done}");
+    // One content frame carries the sentence for streaming clients.
+    let content: String = f
+        .iter()
+        .filter(|x| x["type"] == "content")
+        .filter_map(|x| x["data"].as_str())
+        .collect();
+    assert_eq!(content, done["response"].as_str().unwrap(), "{text}");
+    done
+}
+
+fn db(dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.join("earshot.db")).unwrap()
+}
+
+fn last_turn(
+    dir: &Path,
+) -> (
+    Option<String>,
+    Option<String>,
+    Option<f64>,
+    Option<String>,
+    String,
+) {
+    db(dir)
+        .query_row(
+            "SELECT mode, intent, intent_confidence, notes, outcome FROM turn_log ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn time_date_and_arithmetic_with_no_llm() {
+    let dir = state_dir();
+    let d = dir.path();
+    let done = device_turn(d, "what's the time", None);
+    assert_eq!(done["intent"], "time_now");
+    let now = chrono::Local::now();
+    let hour = now.format("%-I").to_string();
+    assert!(
+        done["response"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("It's ")),
+        "{done}"
+    );
+    assert!(done["response"].as_str().unwrap().contains(':'), "{done}");
+    let _ = hour;
+    let done = device_turn(d, "what's the date today", None);
+    assert_eq!(done["intent"], "date_today");
+    assert!(
+        done["response"]
+            .as_str()
+            .unwrap()
+            .contains(&now.format("%Y").to_string()),
+        "{done}"
+    );
+    for (text, answer) in [
+        ("what's twelve times seven", "That's 84."),
+        ("15 percent of 80", "That's 12."),
+        ("square root of 144", "That's 12."),
+        ("what is 2 to the power of 10", "That's 1024."),
+    ] {
+        let done = device_turn(d, text, None);
+        assert_eq!(done["intent"], "calculate", "{text}: {done}");
+        assert_eq!(done["response"], answer, "{text}");
+    }
+    let (mode, intent, conf, _, outcome) = last_turn(d);
+    assert_eq!(
+        (mode.as_deref(), intent.as_deref(), outcome.as_str()),
+        (Some("tree"), Some("calculate"), "ok")
+    );
+    assert!(conf.unwrap() >= 0.75);
+}
+
+#[test]
+fn todos_add_list_complete_and_confirmed_delete_across_turns() {
+    let dir = state_dir();
+    let d = dir.path();
+    let done = device_turn(d, "remind me to buy milk", None);
+    assert_eq!(done["intent"], "todo_add");
+    assert_eq!(done["response"], "Added \"buy milk\" to your to-do list.");
+    assert!(done["actions"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("todo_add")));
+    device_turn(d, "add walk the dog to my to do list", None);
+    let done = device_turn(d, "what's on my to do list", None);
+    assert_eq!(done["intent"], "todo_list");
+    assert!(
+        done["response"]
+            .as_str()
+            .unwrap()
+            .contains("buy milk; walk the dog"),
+        "{done}"
+    );
+    let done = device_turn(d, "mark walk the dog as done", None);
+    assert_eq!(done["intent"], "todo_complete", "{done}");
+
+    // Delete asks first; nothing is deleted until the next turn says yes.
+    let o = chat(d, "delete the milk item", None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = frames(&o);
+    let done = frame(&f, "done");
+    assert!(
+        done["response"]
+            .as_str()
+            .unwrap()
+            .contains("Delete \"buy milk\""),
+        "{done}"
+    );
+    assert_eq!(
+        frame(&f, "recommendation")["items"],
+        serde_json::json!(["yes", "no"])
+    );
+    let conversation = done["conversation_id"].as_i64().unwrap();
+    let open: i64 = db(d)
+        .query_row(
+            "SELECT COUNT(*) FROM todos WHERE title = 'buy milk'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 1);
+
+    let done = device_turn(d, "yes", Some(conversation));
+    assert_eq!(done["response"], "Deleted \"buy milk\".", "{done}");
+    assert_eq!(done["conversation_id"].as_i64(), Some(conversation));
+    let left: i64 = db(d)
+        .query_row(
+            "SELECT COUNT(*) FROM todos WHERE title = 'buy milk'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+    let (phase, state): (String, String) = db(d)
+        .query_row(
+            "SELECT phase, state_json FROM tree_state WHERE conversation_id = ?1",
+            [conversation],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((phase.as_str(), state.as_str()), ("idle", "{}"));
+
+    // "no" keeps the item; the phase is persisted in tree_state in between.
+    device_turn(d, "remind me to call mom", Some(conversation));
+    let done = device_turn(d, "remove call mom from my list", Some(conversation));
+    assert!(
+        done["response"].as_str().unwrap().contains("call mom"),
+        "{done}"
+    );
+    let phase: String = db(d)
+        .query_row(
+            "SELECT phase FROM tree_state WHERE conversation_id = ?1",
+            [conversation],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(phase, "confirm_delete");
+    let done = device_turn(d, "no keep it", Some(conversation));
+    assert_eq!(done["response"], "Okay, I'll keep \"call mom\".");
+    let kept: i64 = db(d)
+        .query_row(
+            "SELECT COUNT(*) FROM todos WHERE title = 'call mom'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 1);
+}
+
+#[test]
+fn stop_repeat_pause_resume_and_volume() {
+    let dir = state_dir();
+    let d = dir.path();
+    assert_eq!(device_turn(d, "stop", None)["response"], "Okay.");
+    let first = device_turn(d, "what's twelve times seven", None);
+    let again = device_turn(d, "say that again", None);
+    assert_eq!(again["intent"], "repeat");
+    assert_eq!(again["response"], first["response"]);
+    let done = device_turn(d, "turn the volume up", None);
+    assert_eq!(done["intent"], "volume_up");
+    let vol: String = db(d)
+        .query_row(
+            "SELECT value FROM device_state WHERE key = 'volume'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(vol, "60");
+    device_turn(d, "quieter", None);
+    let vol: String = db(d)
+        .query_row(
+            "SELECT value FROM device_state WHERE key = 'volume'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(vol, "50");
+
+    let done = device_turn(d, "do not disturb", None);
+    assert_eq!(done["intent"], "pause");
+    let paused = device_turn(d, "what time is it", None);
+    assert_eq!(
+        paused["response"],
+        "I'm paused. Say resume when you want me back."
+    );
+    let done = device_turn(d, "resume", None);
+    assert_eq!(done["intent"], "resume");
+    assert!(device_turn(d, "what time is it", None)["response"]
+        .as_str()
+        .unwrap()
+        .starts_with("It's "));
+}
+
+#[test]
+fn memory_intents_are_recognised() {
+    let dir = state_dir();
+    let d = dir.path();
+    for (text, intent) in [
+        ("what do you remember about me", "memory_list"),
+        ("remember that my sister is called ana", "memory_remember"),
+        ("forget that i like jazz", "memory_forget"),
+    ] {
+        let done = device_turn(d, text, None);
+        assert_eq!(done["intent"], intent, "{text}: {done}");
+    }
+}
+
+#[test]
+fn everything_else_falls_back_to_the_graph_and_fails_clearly_without_an_llm() {
+    let dir = state_dir();
+    let d = dir.path();
+    let o = chat(d, "explain photosynthesis", None);
+    assert!(!o.status.success());
+    let f = frames(&o);
+    let err = frame(&f, "error");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("language model") && !message.contains('\n'),
+        "{message}"
+    );
+    assert!(f.iter().all(|x| x["type"] != "done"));
+    let (mode, _, _, _, outcome) = last_turn(d);
+    assert_eq!((mode.as_deref(), outcome.as_str()), (Some("tree"), "error"));
+
+    // A 10k-character utterance: no panic, the fallback, the reason logged.
+    let huge = "please ".repeat(1500);
+    let o = chat(d, &huge, None);
+    assert!(!o.status.success());
+    assert!(frame(&frames(&o), "error")["message"]
+        .as_str()
+        .unwrap()
+        .contains("language model"));
+    let (_, _, _, notes, _) = last_turn(d);
+    assert!(
+        notes.unwrap_or_default().contains("longer than 500"),
+        "notes explain the fallback"
+    );
+}
+
+#[test]
+fn graph_mode_per_conversation_and_config_with_shadow_intents() {
+    let dir = state_dir();
+    let d = dir.path();
+    let conversation = device_turn(d, "what time is it", None)["conversation_id"]
+        .as_i64()
+        .unwrap();
+    db(d)
+        .execute(
+            "UPDATE conversations SET mode = 'graph' WHERE id = ?1",
+            [conversation],
+        )
+        .unwrap();
+    let o = chat(d, "what time is it", Some(conversation));
+    assert!(!o.status.success(), "graph mode needs the LLM");
+    let (mode, intent, conf, _, _) = last_turn(d);
+    assert_eq!(mode.as_deref(), Some("graph"));
+    assert_eq!(
+        intent.as_deref(),
+        Some("time_now"),
+        "shadow mode logs the intent in graph mode too"
+    );
+    assert!(conf.unwrap() > 0.75);
+
+    let o =
+        run(earshot(d)
+            .env("EARSHOT_MODE", "graph")
+            .args(["chat", "what's the date", "--json"]));
+    assert!(!o.status.success());
+    let (mode, intent, ..) = last_turn(d);
+    assert_eq!(
+        (mode.as_deref(), intent.as_deref()),
+        (Some("graph"), Some("date_today"))
+    );
+}
+
+#[test]
+fn a_broken_tree_falls_back_to_the_graph_and_says_why() {
+    let dir = state_dir();
+    let d = dir.path();
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, r#"{"version":"1","entry":"e","nodes":{"e":{"type":"classify","branches":{"weather":"x"},"fallback":"x"},"x":{"type":"end"}}}"#).unwrap();
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!("[tree]\nfile = {:?}\n", bad.display().to_string()),
+    )
+    .unwrap();
+    let o = run(earshot(d).args([
+        "--config",
+        config.to_str().unwrap(),
+        "chat",
+        "what time is it",
+        "--json",
+    ]));
+    assert!(!o.status.success(), "graph without an LLM fails");
+    let (mode, _, _, notes, _) = last_turn(d);
+    assert_eq!(mode.as_deref(), Some("tree"));
+    let notes = notes.unwrap();
+    assert!(
+        notes.contains("intent tree is unavailable")
+            && notes.contains("bad.json")
+            && notes.contains("'weather'"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn tree_check_good_and_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = run(earshot(d).args(["tree", "check", &default_tree()]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(": ok ("), "{}", stdout(&o));
+
+    let bad = d.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"version":"1","entry":"e","nodes":{
+        "e":{"type":"entry","next":"c"},
+        "c":{"type":"classify","branches":{"time_now":"t","weather":"t"},"fallback":"nowhere"},
+        "t":{"type":"action","name":"time_now","on_success":"z","on_fail":"z"},
+        "z":{"type":"end"},
+        "lost":{"type":"end"},
+        "a":{"type":"set_state","key":"state.x","value":1,"next":"b"},
+        "b":{"type":"phase_transition","to":"idle","next":"a"}}}"#,
+    )
+    .unwrap();
+    let o = run(earshot(d).args(["tree", "check", bad.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    for needle in [
+        "node 'c' (path e → c): 'fallback' points to 'nowhere'",
+        "node 'c' (path e → c): branch intent 'weather' is not an intent of classifier 'device'",
+        "node 'lost' (path lost): no path from the entry",
+        "cycle a → b → a has no classify or llm_stream node",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(
+        err.lines().all(|l| l.starts_with(bad.to_str().unwrap())),
+        "{err}"
+    );
+
+    let o = run(earshot(d).args(["tree", "check", bad.to_str().unwrap(), "--json"]));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(v["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["kind"] == "unknown_intent" && i["node"] == "c"));
+
+    std::fs::write(&bad, "{\"version\": 1,").unwrap();
+    let o = run(earshot(d).args(["tree", "check", bad.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    let o = run(earshot(d).args(["tree", "check", "/no/such/tree.json"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("/no/such/tree.json"));
+}
+
+#[test]
+fn tree_run_dry_run_changes_nothing_and_real_run_persists() {
+    let dir = state_dir();
+    let d = dir.path();
+    let o = run(earshot(d).args([
+        "tree",
+        "run",
+        &default_tree(),
+        "remind me to buy eggs",
+        "--dry-run",
+        "--json",
+    ]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = frames(&o);
+    assert_eq!(frame(&f, "done")["intent"], "todo_add");
+    let trace = frame(&f, "trace");
+    assert!(
+        trace["notes"]
+            .to_string()
+            .contains("dry run: skipped action 'todo_add'"),
+        "{trace}"
+    );
+    assert_eq!(trace["path"][0], "start");
+    let n: i64 = db(d)
+        .query_row("SELECT COUNT(*) FROM todos", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "dry run wrote a todo");
+    let turns: i64 = db(d)
+        .query_row("SELECT COUNT(*) FROM turn_log", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(turns, 0, "dry run saved a turn");
+
+    let o = run(earshot(d).args([
+        "tree",
+        "run",
+        &default_tree(),
+        "remind me to buy eggs",
+        "--json",
+    ]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = frames(&o);
+    assert_eq!(frame(&f, "thinking")["tool"], "todo_add");
+    assert_eq!(frame(&f, "trace")["events"][0]["event"], "todos_changed");
+    let n: i64 = db(d)
+        .query_row("SELECT COUNT(*) FROM todos", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+
+    // A step-bound tree: the error frame, exit 1.
+    let looping = d.join("loop.json");
+    std::fs::write(
+        &looping,
+        r#"{"version":"1","entry":"c","nodes":{
+        "c":{"type":"classify","branches":{"time_now":"s"},"fallback":"z"},
+        "s":{"type":"set_state","key":"state.n","value":1,"next":"c"},
+        "z":{"type":"end"}}}"#,
+    )
+    .unwrap();
+    let o = run(earshot(d).args([
+        "tree",
+        "run",
+        looping.to_str().unwrap(),
+        "what time is it",
+        "--dry-run",
+        "--json",
+    ]));
+    assert_eq!(o.status.code(), Some(1));
+    let f = frames(&o);
+    assert!(frame(&f, "error")["message"]
+        .as_str()
+        .unwrap()
+        .contains("more than 50 steps"));
+}
