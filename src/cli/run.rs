@@ -14,6 +14,7 @@ use crate::audio::playback::{self, AudioSink, NullSink};
 use crate::audio::vad::Endpointer;
 use crate::cancel::CancelToken;
 use crate::device::button;
+use crate::device::notify::{Heartbeat, Notifier};
 use crate::stt::Stt;
 use crate::tts::speaker::Speaker;
 use crate::tts::Tts;
@@ -32,6 +33,8 @@ pub struct RunArgs {
 
 /// Run the loop. Returns whether it stopped cleanly.
 pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
+    let notifier = Notifier::from_env();
+    notifier.status("loading config and models");
     let mut config = super::load_config(config_path)?.config;
     if let Some(input) = args.input {
         config.audio.input = input;
@@ -118,8 +121,13 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         barge_in: config.audio.barge_in,
         json: args.json,
     };
-    // Watchdog hook: systemd notify is wired here once device::notify lands.
-    let summary = voice.run(&mut || {})?;
+    notifier.ready();
+    notifier.status("listening");
+    let mut heartbeat = Heartbeat::new(&notifier);
+    let summary = voice.run(&mut || {
+        heartbeat.beat();
+    })?;
+    notifier.stopping();
     tracing::info!(
         turns = summary.turns,
         barge_ins = summary.barge_ins,

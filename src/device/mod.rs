@@ -1,8 +1,7 @@
 //! The device around the software: button, LEDs, systemd notify.
 
-pub mod notify;
-
 pub mod button;
+pub mod notify;
 
 use serde::{Deserialize, Serialize};
 
