@@ -89,6 +89,40 @@ enum Command {
         #[arg(long, value_name = "ADDR:PORT")]
         bind: Option<String>,
     },
+    /// The voice loop: listen, transcribe, answer, speak — until SIGTERM/SIGINT.
+    Run {
+        /// Input: an ALSA/cpal device name, `default`, or FILE.wav.
+        #[arg(long, value_name = "DEV|FILE.wav")]
+        input: Option<String>,
+        /// Output: a device name, `default`, FILE.wav, or paced:FILE.wav (real time).
+        #[arg(long, value_name = "DEV|FILE.wav")]
+        output: Option<String>,
+        /// Button: none, enter, gpio:/dev/gpiochip0:17, input:/dev/input/eventN:KEY, script:PATH.
+        #[arg(long, value_name = "SPEC")]
+        button: Option<String>,
+        /// Listen only while the button is held.
+        #[arg(long)]
+        push_to_talk: bool,
+        /// Don't let speech interrupt the answer (a press still does).
+        #[arg(long)]
+        no_barge_in: bool,
+        /// Print one JSON line per turn (text, answer, stage timings).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Speak TEXT with the configured voice (Piper, espeak-ng, cloud).
+    Say {
+        text: String,
+        /// Write a WAV file instead of playing it.
+        #[arg(long, value_name = "FILE.wav")]
+        out: Option<PathBuf>,
+        /// Use only this engine: piper, espeak or cloud.
+        #[arg(long)]
+        engine: Option<String>,
+        /// Print engine and timings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -191,6 +225,30 @@ fn main() -> ExitCode {
                 json,
             } => earshot::cli::tree::run(config, &file, &text, conversation, dry_run, json),
         },
+        Command::Run {
+            input,
+            output,
+            button,
+            push_to_talk,
+            no_barge_in,
+            json,
+        } => earshot::cli::run::run(
+            config,
+            earshot::cli::run::RunArgs {
+                input,
+                output,
+                button,
+                push_to_talk,
+                no_barge_in,
+                json,
+            },
+        ),
+        Command::Say {
+            text,
+            out,
+            engine,
+            json,
+        } => earshot::cli::say::run(config, &text, out, engine, json),
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)
