@@ -37,7 +37,10 @@ fn chat(dir: &Path, llm: &TestServer, text: &str, env: &[(&str, &str)]) -> Vec<V
     cmd.args(["chat", text, "--json"])
         .env("LLM_BASE_URL", format!("{}/openai/v1", llm.url()))
         .env("GROQ_API_KEY", "gsk_test")
-        .env("GROQ_AGENT_MODEL", "agent-test");
+        .env("GROQ_AGENT_MODEL", "agent-test")
+        // The router graph (the intent tree would answer todo requests on
+        // device without the agent).
+        .env("EARSHOT_MODE", "graph");
     for (k, v) in env {
         cmd.env(k, v);
     }
