@@ -133,6 +133,14 @@ impl ToolRegistry {
             .map(|(_, s)| s.as_str())
     }
 
+    /// Every tool name this registry knows: offered ones, then those that
+    /// only answer "…unavailable".
+    pub fn known_names(&self) -> Vec<String> {
+        let mut names = self.names();
+        names.extend(self.unavailable.iter().map(|(n, _)| n.clone()));
+        names
+    }
+
     /// The fingerprint of the configuration this registry was built from.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
