@@ -134,9 +134,6 @@ impl Ingest<'_> {
     pub fn run(&self, paths: &[PathBuf], mode: Mode) -> Result<Report> {
         let (files, problems) = loader::collect(paths);
         let mut report = Report::default();
-        for (path, error) in problems {
-            report.files.push(FileReport::failed(&path, error, Instant::now()));
-        }
         let reviewed = match mode {
             Mode::Apply => Plan::read(&self.plan_path)?,
             Mode::Plan => None,
@@ -146,6 +143,13 @@ impl Ingest<'_> {
             note: "Review before `earshot ingest --apply`: edit tier (1 practical, 2 commentary, 3 other), tags, strategy (section|paragraph) or title; delete an entry to keep the file's automatic analysis.".into(),
             ..Default::default()
         };
+        for (path, error) in problems {
+            plan.problems.push(PlanProblem {
+                path: path.clone(),
+                error: error.clone(),
+            });
+            report.files.push(FileReport::failed(&path, error, Instant::now()));
+        }
         let progress = Progress::new(files.len());
         let mut last_llm_call: Option<Instant> = None;
         for (i, path) in files.iter().enumerate() {

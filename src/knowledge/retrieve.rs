@@ -237,6 +237,13 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
     }
     let s = Instant::now();
     candidates = boost_tier1(candidates, cfg.tier1_boost);
+    if exact_hit {
+        // A direct lookup outranks any similarity: exact matches get +1
+        // on their ordering score (their order among themselves is kept).
+        for c in &mut candidates {
+            c.score += 1.0;
+        }
+    }
     t.step("boost_tier1", s, candidates.len(), Some(format!("+{}", cfg.tier1_boost)));
     if !exact_hit {
         let s = Instant::now();

@@ -62,3 +62,45 @@ impl Tool for SearchKnowledge {
         Ok(retrieval.context.text)
     }
 }
+
+/// Offer `search_knowledge` to the agent when the embedder is loaded and
+/// at least one document is ingested (an empty knowledge base would only
+/// cost the model a useless call; a service started before the first
+/// `earshot ingest` offers it after a restart). Called by
+/// `Services::build` after the registry is final.
+pub fn attach(services: &mut crate::agent::Services) {
+    let Some(embedder) = services.embedder.clone() else {
+        return;
+    };
+    let documents: i64 = match services
+        .store
+        .with_conn(|c| c.query_row("SELECT COUNT(*) FROM knowledge_documents", [], |r| r.get(0)))
+    {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "knowledge base unavailable");
+            return;
+        }
+    };
+    let mut registry = (*services.tools).clone();
+    if documents == 0 {
+        registry.mark_unavailable(
+            "search_knowledge",
+            "The knowledge base is empty: add documents with `earshot ingest FOLDER`.",
+        );
+        services.tools = Arc::new(registry);
+        return;
+    }
+    let llm = services
+        .config
+        .knowledge
+        .rewrite_query
+        .then(|| services.llm.clone());
+    match KnowledgeBase::open(services.config.clone(), services.store.clone(), embedder, llm) {
+        Ok(kb) => {
+            registry.register(Arc::new(SearchKnowledge::new(Arc::new(kb))));
+            services.tools = Arc::new(registry);
+        }
+        Err(e) => tracing::warn!("search_knowledge unavailable: {e:#}"),
+    }
+}

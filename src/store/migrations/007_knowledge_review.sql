@@ -28,7 +28,8 @@ CREATE TABLE knowledge_chunks (
     text          TEXT NOT NULL,
     UNIQUE (document_id, ordinal)
 );
-CREATE VIRTUAL TABLE knowledge_fts USING fts5(text, section, content='knowledge_chunks', content_rowid='id');
+-- Porter stemming: "descale" finds "descaling" and "descaled".
+CREATE VIRTUAL TABLE knowledge_fts USING fts5(text, section, content='knowledge_chunks', content_rowid='id', tokenize='porter unicode61');
 CREATE TRIGGER knowledge_chunks_ai AFTER INSERT ON knowledge_chunks BEGIN
     INSERT INTO knowledge_fts(rowid, text, section) VALUES (new.id, new.text, new.section);
 END;
