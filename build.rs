@@ -2,6 +2,28 @@
 
 use std::process::Command;
 
+/// The commit from `.git` files directly, for when `git` is missing or
+/// busy (another process committing holds its locks).
+fn hash_from_files() -> Option<String> {
+    let head = std::fs::read_to_string(".git/HEAD").ok()?;
+    let head = head.trim();
+    let full = match head.strip_prefix("ref: ") {
+        None => head.to_string(),
+        Some(name) => match std::fs::read_to_string(format!(".git/{name}")) {
+            Ok(hash) => hash.trim().to_string(),
+            Err(_) => std::fs::read_to_string(".git/packed-refs")
+                .ok()?
+                .lines()
+                .find(|l| l.ends_with(&format!(" {name}")))?
+                .split(' ')
+                .next()?
+                .to_string(),
+        },
+    };
+    (full.len() >= 12 && full.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| full[..12].to_string())
+}
+
 fn main() {
     let hash = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
@@ -11,6 +33,7 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+        .or_else(hash_from_files)
         .unwrap_or_else(|| "unknown".into());
     let dirty = Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=no"])
@@ -27,6 +50,8 @@ fn main() {
             k.strip_prefix("CARGO_FEATURE_")
                 .map(|f| f.to_lowercase().replace('_', "-"))
         })
+        // `default` is a set of features, not one.
+        .filter(|f| f != "default")
         .collect();
     features.sort();
     let features = if features.is_empty() {
@@ -40,6 +65,7 @@ fn main() {
         std::env::var("TARGET").unwrap_or_default()
     );
     println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs/heads");
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=build.rs");
 }

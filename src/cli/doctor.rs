@@ -109,9 +109,9 @@ pub fn run(config: Option<&Path>, json_out: bool) -> Result<bool> {
         super::print_json(&json!({ "checks": checks, "ok": ok }));
     } else {
         for c in &checks {
-            println!("{:<4}  {:<22} {}", c.status.label(), c.name, c.detail);
+            println!("{:<4}  {:<36} {}", c.status.label(), c.name, c.detail);
             if !c.fix.is_empty() {
-                println!("      {:<22} fix: {}", "", c.fix);
+                println!("      {:<36} fix: {}", "", c.fix);
             }
         }
         let (warn, fail) = (
@@ -183,6 +183,23 @@ fn audio_check(name: &str, wanted: &str, input: bool) -> Check {
     if !input && wanted.to_ascii_lowercase().ends_with(".wav") {
         return Check::ok(name, format!("{key} writes to the file {wanted}"));
     }
+    let no_card = if Path::new("/dev/snd").exists() {
+        ""
+    } else {
+        " (no /dev/snd: the kernel sees no sound card)"
+    };
+    let side = if input { "capture" } else { "playback" };
+    if wanted == "default" {
+        return match default_device(input) {
+            Ok(detail) => Check::ok(name, detail),
+            Err(reason) => Check::new(
+                name,
+                Status::Fail,
+                format!("no usable default {side} device: {reason}{no_card}"),
+                fix_missing,
+            ),
+        };
+    }
     let devices = match crate::audio::devices::list() {
         Ok(d) => d,
         Err(e) => {
@@ -199,26 +216,7 @@ fn audio_check(name: &str, wanted: &str, input: bool) -> Check {
         .filter(|d| if input { d.input } else { d.output })
         .filter(|d| !is_null_device(d))
         .collect();
-    let no_card = if Path::new("/dev/snd").exists() {
-        ""
-    } else {
-        " (no /dev/snd: the kernel sees no sound card)"
-    };
-    let chosen = if wanted == "default" {
-        usable
-            .iter()
-            .find(|d| {
-                if input {
-                    d.is_default_input
-                } else {
-                    d.is_default_output
-                }
-            })
-            .or(usable.first())
-    } else {
-        usable.iter().find(|d| d.name == wanted)
-    };
-    match chosen {
+    match usable.iter().find(|d| d.name == wanted) {
         Some(d) => {
             let formats = if input {
                 &d.input_formats
@@ -238,29 +236,55 @@ fn audio_check(name: &str, wanted: &str, input: bool) -> Check {
                 ),
             )
         }
-        None if usable.is_empty() => Check::new(
-            name,
-            Status::Fail,
-            format!(
-                "no {} device found{no_card}",
-                if input { "capture" } else { "playback" }
-            ),
-            fix_missing,
-        ),
         None => Check::new(
             name,
             Status::Fail,
             format!(
-                "{key} = {wanted:?} not found; available: {}",
-                usable
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "{key} = {wanted:?} not found{no_card}; available: {}",
+                if usable.is_empty() {
+                    "none".to_string()
+                } else {
+                    usable
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             ),
-            format!("set {key} to one of the available names (`earshot devices`)"),
+            format!("set {key} to one of the available names (`earshot devices`) or \"default\""),
         ),
     }
+}
+
+/// Open the backend's default device far enough to read its preferred
+/// format — enumeration alone lists ALSA's `null` sink on a box without a
+/// sound card, and misses a `default` defined only in an ALSA config.
+fn default_device(input: bool) -> Result<String, String> {
+    use cpal::traits::{DeviceTrait, HostTrait};
+    let host = cpal::default_host();
+    let device = if input {
+        host.default_input_device()
+    } else {
+        host.default_output_device()
+    }
+    .ok_or_else(|| "the audio backend has no default device".to_string())?;
+    let config = if input {
+        device.default_input_config()
+    } else {
+        device.default_output_config()
+    }
+    .map_err(|e| e.to_string().replace('\n', " "))?;
+    let id = device
+        .id()
+        .map(|i| i.to_string())
+        .unwrap_or_else(|_| "default".into());
+    Ok(format!(
+        "{} ({} Hz, {} ch, {:?})",
+        crate::audio::devices::config_name(&id),
+        config.sample_rate(),
+        config.channels(),
+        config.sample_format()
+    ))
 }
 
 fn microphone(config: &Config) -> Check {
@@ -468,7 +492,10 @@ fn probe(endpoint: &Endpoint, key: &str) -> Check {
         return Check::new(
             name,
             failing,
-            format!("no base URL configured; {} is off", endpoint.what_for),
+            format!(
+                "no base URL configured; without it: no {}",
+                endpoint.what_for
+            ),
             "set the base_url for it in the config",
         );
     }
@@ -478,7 +505,7 @@ fn probe(endpoint: &Endpoint, key: &str) -> Check {
             name,
             Status::Warn,
             format!(
-                "no API key for {base}; {} is off (on-device answers still work)",
+                "no API key for {base}; without it: no {} (on-device answers still work)",
                 endpoint.what_for
             ),
             "set GROQ_API_KEY in /etc/earshot/earshot.env (or [llm] api_key), then restart",
@@ -513,7 +540,7 @@ fn probe(endpoint: &Endpoint, key: &str) -> Check {
                 name,
                 failing,
                 format!(
-                    "{base} is unreachable ({reason}); {} is off",
+                    "{base} is unreachable ({reason}); without it: no {}",
                     endpoint.what_for
                 ),
                 "check the network (ping, DNS) and the base URL",
