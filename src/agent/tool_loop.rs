@@ -208,7 +208,7 @@ fn run_tool(
     let result = if call.name.trim().is_empty() {
         Err(ToolError::BadArguments("the tool call has no name".into()))
     } else {
-        tools.call(&name, &call.arguments)
+        tools.call_with_ticks(&name, &call.arguments, &mut || sink.emit(&Event::KeepAlive))
     };
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     ctx.record.tools.push(ToolCallRecord {

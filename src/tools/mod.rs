@@ -88,6 +88,9 @@ pub trait Tool: Send + Sync {
     fn call(&self, args: &Value) -> Result<String, ToolError>;
 }
 
+/// How often a running tool's caller is ticked (keep-alives).
+const TICK: Duration = Duration::from_secs(1);
+
 /// The tools available on this device, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -178,6 +181,18 @@ impl ToolRegistry {
     /// Call a tool by name with raw JSON arguments, bounded by the timeout.
     /// Always returns a string for the model: failures are short sentences.
     pub fn call(&self, name: &str, raw_args: &str) -> Result<String, ToolError> {
+        self.call_with_ticks(name, raw_args, &mut || {})
+    }
+
+    /// As [`ToolRegistry::call`], calling `tick` about once a second while
+    /// the tool runs (the agent sends SSE keep-alives with it, so a slow
+    /// tool does not look like a dead connection).
+    pub fn call_with_ticks(
+        &self,
+        name: &str,
+        raw_args: &str,
+        tick: &mut dyn FnMut(),
+    ) -> Result<String, ToolError> {
         let tool = match self.get(name) {
             Some(tool) => tool.clone(),
             None => {
@@ -208,12 +223,26 @@ impl ToolRegistry {
         if spawned.is_err() {
             return Err(ToolError::Failed("could not start the tool".into()));
         }
-        match rx.recv_timeout(self.timeout) {
-            Ok(result) => result,
-            Err(_) => Err(ToolError::Failed(format!(
-                "{name} took longer than {} s and was abandoned",
-                self.timeout.as_secs_f32()
-            ))),
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(ToolError::Failed(format!(
+                    "{name} took longer than {} s and was abandoned",
+                    self.timeout.as_secs_f32()
+                )));
+            }
+            match rx.recv_timeout(left.min(TICK)) {
+                Ok(result) => return result,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if std::time::Instant::now() < deadline {
+                        tick();
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(ToolError::Failed(format!("{name} stopped unexpectedly")))
+                }
+            }
         }
     }
 }
@@ -263,11 +292,16 @@ mod tests {
 
     #[test]
     fn a_hanging_tool_times_out() {
-        let mut reg = ToolRegistry::new(Duration::from_millis(100));
+        let mut reg = ToolRegistry::new(Duration::from_millis(1200));
         reg.register(Arc::new(Echo));
         let start = std::time::Instant::now();
-        let err = reg.call("echo", "{\"hang\":true}").unwrap_err();
-        assert!(start.elapsed() < Duration::from_secs(2));
+        let mut ticks = 0;
+        let err = reg
+            .call_with_ticks("echo", "{\"hang\":true}", &mut || ticks += 1)
+            .unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(3));
         assert!(err.to_string().contains("longer than"), "{err}");
+        // One keep-alive tick per second of waiting.
+        assert_eq!(ticks, 1);
     }
 }
