@@ -688,10 +688,24 @@ impl NotionFake {
                         .filter(|p| p["archived"] == false)
                         .cloned()
                         .collect();
+                    // Two results per page, so the client must follow cursors.
+                    let start: usize = req.json()["start_cursor"]
+                        .as_str()
+                        .and_then(|c| c.strip_prefix("cursor-"))
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    let end = (start + 2).min(live.len());
+                    let has_more = end < live.len();
+                    let next = if has_more {
+                        json!(format!("cursor-{end}"))
+                    } else {
+                        Value::Null
+                    };
                     Reply::json(
                         200,
-                        &json!({"object": "list", "results": live, "next_cursor": null,
-                        "has_more": false, "type": "page_or_database", "page_or_database": {}})
+                        &json!({"object": "list", "results": live[start.min(end)..end],
+                        "next_cursor": next, "has_more": has_more,
+                        "type": "page_or_database", "page_or_database": {}})
                         .to_string(),
                     )
                 }
@@ -792,6 +806,12 @@ fn notion_round_trip_with_status_and_select_properties() {
             t("list_todos", "{}").1,
             "Your to-do list has 3 items: Buy milk; Buy milk and eggs; Call mom."
         );
+        // Three items came back over two query pages (cursor followed).
+        assert!(notion
+            .server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/query") && r.json()["start_cursor"] == "cursor-2"));
         // Ambiguous: asks, writes nothing.
         let writes_before = notion.writes().len();
         let (code, out, _) = t("complete_todo", r#"{"task":"milk"}"#);
