@@ -755,6 +755,29 @@ mod tests {
     }
 
     #[test]
+    fn random_input_never_panics() {
+        // A fixed LCG: the same 20 000 strings every run.
+        let alphabet: Vec<char> = "0123456789.+-*/%()eE_xob ^a٣é\t".chars().collect();
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as usize
+        };
+        for _ in 0..20_000 {
+            let len = next() % 24;
+            let s: String = (0..len)
+                .map(|_| alphabet[next() % alphabet.len()])
+                .collect();
+            if let Ok(n) = evaluate(&s) {
+                assert!(n.as_f64().is_finite(), "{s:?} gave {n:?}");
+                let _ = format_result(n);
+            }
+        }
+    }
+
+    #[test]
     fn speakable_format() {
         assert_eq!(format_result(Number::Float(4.0)), "4");
         assert_eq!(format_result(Number::Float(0.1 + 0.2)), "0.3");
