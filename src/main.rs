@@ -48,35 +48,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one agent tool directly and print its result, e.g.
-    /// `earshot tool calculator '{"expression":"2**10"}'`.
-    Tool {
-        /// calculator, web_search, add_todo, list_todos, complete_todo,
-        /// delete_todo or search_conversations.
-        name: String,
-        /// The arguments as one JSON object (default `{}`).
-        args: Option<String>,
-    },
-    /// Evaluate on-device understanding.
-    Eval {
-        #[command(subcommand)]
-        what: EvalWhat,
-    },
-    /// Add documents (txt, md, pdf) to the knowledge base: --plan writes the analysis for review, --apply builds vectors.
-    Ingest(earshot::cli::ingest::IngestArgs),
-    /// The knowledge base: search (with every retrieval step), list documents.
-    Knowledge {
-        #[command(subcommand)]
-        action: earshot::cli::knowledge::KnowledgeCommand,
-    },
-    /// Recent turns with latencies, route, intent, memories, retrieval and models.
-    Log(earshot::cli::log::LogArgs),
-    /// Mark an answer not_helpful or error (errors go first in the review queue).
-    Feedback(earshot::cli::feedback::FeedbackArgs),
-    /// `review queue`, or score a turn with the rubric (the verdict is computed).
-    Review(earshot::cli::review::ReviewArgs),
-    /// Export turns with their full context as CSV or JSON lines.
-    Export(earshot::cli::export::ExportArgs),
     /// Check microphone, speaker, models, keys, network, disk, database and button.
     Doctor {
         /// Print {"checks":[…],"ok":bool}.
@@ -123,6 +94,47 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Evaluate on-device understanding.
+    Eval {
+        #[command(subcommand)]
+        what: EvalWhat,
+    },
+    /// Run one agent tool directly and print its result, e.g.
+    /// `earshot tool calculator '{"expression":"2**10"}'`.
+    Tool {
+        /// calculator, web_search, add_todo, list_todos, complete_todo,
+        /// delete_todo or search_conversations.
+        name: String,
+        /// The arguments as one JSON object (default `{}`).
+        args: Option<String>,
+    },
+    /// Transcribe a WAV file (or --input DEVICE) with the configured STT.
+    Transcribe(earshot::cli::transcribe::TranscribeArgs),
+    /// List audio inputs and outputs with the names audio.input/output accept.
+    Devices {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add documents (txt, md, pdf) to the knowledge base: --plan writes the analysis for review, --apply builds vectors.
+    Ingest(earshot::cli::ingest::IngestArgs),
+    /// The knowledge base: search (with every retrieval step), list documents.
+    Knowledge {
+        #[command(subcommand)]
+        action: earshot::cli::knowledge::KnowledgeCommand,
+    },
+    /// Recent turns with latencies, route, intent, memories, retrieval and models.
+    Log(earshot::cli::log::LogArgs),
+    /// Mark an answer not_helpful or error (errors go first in the review queue).
+    Feedback(earshot::cli::feedback::FeedbackArgs),
+    /// `review queue`, or score a turn with the rubric (the verdict is computed).
+    Review(earshot::cli::review::ReviewArgs),
+    /// Export turns with their full context as CSV or JSON lines.
+    Export(earshot::cli::export::ExportArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -168,6 +180,12 @@ enum EvalWhat {
 }
 
 #[derive(Subcommand)]
+enum BenchWhat {
+    /// Local STT vs whisper.cpp's default decoding, clip by clip.
+    Stt(earshot::cli::bench_stt::BenchSttArgs),
+}
+
+#[derive(Subcommand)]
 enum ConfigAction {
     /// Print the effective config (secrets masked) and where each value came from.
     Show {
@@ -189,7 +207,9 @@ fn earshot_version() -> &'static str {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    earshot::telemetry::init_logging(cli.verbose);
+    // Long-running services log progress; one-shot commands only warnings.
+    let service = matches!(cli.command, Command::Run { .. } | Command::Serve { .. });
+    earshot::telemetry::init_logging(cli.verbose, service);
     let config = cli.config.as_deref();
     let result: anyhow::Result<bool> = match cli.command {
         Command::Chat {
@@ -202,29 +222,8 @@ fn main() -> ExitCode {
         }
         Command::Memory { action } => earshot::cli::memory::run(config, action),
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
-        Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
-        Command::Eval { what } => match what {
-            EvalWhat::Intents(args) => earshot::cli::eval::intents(config, args),
-            EvalWhat::Retrieval(args) => earshot::cli::eval_retrieval::run(config, args),
-        },
-        Command::Ingest(args) => earshot::cli::ingest::run(config, args),
-        Command::Knowledge { action } => earshot::cli::knowledge::run(config, action),
-        Command::Log(args) => earshot::cli::log::run(config, args),
-        Command::Feedback(args) => earshot::cli::feedback::run(config, args),
-        Command::Review(args) => earshot::cli::review::run(config, args),
-        Command::Export(args) => earshot::cli::export::run(config, args),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
-        Command::Tree { action } => match action {
-            TreeAction::Check { file, json } => earshot::cli::tree::check_file(&file, json),
-            TreeAction::Run {
-                file,
-                text,
-                dry_run,
-                conversation,
-                json,
-            } => earshot::cli::tree::run(config, &file, &text, conversation, dry_run, json),
-        },
         Command::Run {
             input,
             output,
@@ -249,6 +248,32 @@ fn main() -> ExitCode {
             engine,
             json,
         } => earshot::cli::say::run(config, &text, out, engine, json),
+        Command::Eval { what } => match what {
+            EvalWhat::Intents(args) => earshot::cli::eval::intents(config, args),
+            EvalWhat::Retrieval(args) => earshot::cli::eval_retrieval::run(config, args),
+        },
+        Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
+        Command::Transcribe(args) => earshot::cli::transcribe::run(config, args),
+        Command::Devices { json } => earshot::cli::devices::run(config, json),
+        Command::Tree { action } => match action {
+            TreeAction::Check { file, json } => earshot::cli::tree::check_file(&file, json),
+            TreeAction::Run {
+                file,
+                text,
+                dry_run,
+                conversation,
+                json,
+            } => earshot::cli::tree::run(config, &file, &text, conversation, dry_run, json),
+        },
+        Command::Ingest(args) => earshot::cli::ingest::run(config, args),
+        Command::Knowledge { action } => earshot::cli::knowledge::run(config, action),
+        Command::Log(args) => earshot::cli::log::run(config, args),
+        Command::Feedback(args) => earshot::cli::feedback::run(config, args),
+        Command::Review(args) => earshot::cli::review::run(config, args),
+        Command::Export(args) => earshot::cli::export::run(config, args),
+        Command::Bench { what } => match what {
+            BenchWhat::Stt(args) => earshot::cli::bench_stt::run(config, args),
+        },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
                 earshot::cli::config_cmd::show(config, json).map(|_| true)

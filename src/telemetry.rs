@@ -70,13 +70,17 @@ impl TurnRecord {
 }
 
 /// Set up logging: to stderr (the journal captures it under systemd), level
-/// from `RUST_LOG` or `EARSHOT_LOG`, default `info`.
-pub fn init_logging(verbose: bool) {
+/// from `EARSHOT_LOG` or `RUST_LOG`; by default `info` for long-running
+/// services (`run`, `serve`) and `warn` for one-shot commands, whose output
+/// is the answer.
+pub fn init_logging(verbose: bool, service: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if verbose {
         "debug"
-    } else {
+    } else if service {
         "warn,earshot=info"
+    } else {
+        "warn"
     };
     let filter = std::env::var("EARSHOT_LOG")
         .ok()
@@ -87,6 +91,8 @@ pub fn init_logging(verbose: bool) {
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
         .with_target(false);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = builder.with_ansi(ansi);
     let _ = if under_journal {
         builder.without_time().with_ansi(false).try_init()
     } else {
