@@ -954,3 +954,92 @@ fn local_todos_through_the_agent_and_the_tool_command() {
         vec![("water the plants".to_string(), true)]
     );
 }
+
+#[test]
+fn agent_uses_notion_and_survives_a_hanging_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let notion = NotionFake::start("select");
+    let tavily = TestServer::start(|_: &Request| {
+        Reply::json(200, "{").piece(Piece::Stall(Duration::from_secs(6)))
+    });
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(&config, "[tools]\ntimeout_ms = 1000\n").unwrap();
+    let llm = llm_server(|n, _| match n {
+        0 => completion(
+            None,
+            &[
+                ("call_add", "add_todo", r#"{"task":"bread"}"#),
+                ("call_web", "web_search", r#"{"query":"bread prices"}"#),
+            ],
+        ),
+        _ => completion(Some("I added bread; the web search timed out."), &[]),
+    });
+    let mut env: Vec<(&str, String)> = notion.env();
+    env.push(("TAVILY_API_KEY", "tvly-test-key".into()));
+    env.push(("TAVILY_BASE_URL", tavily.url()));
+    let mut cmd = earshot(dir.path());
+    cmd.args(["--config", config.to_str().unwrap()]);
+    let started = Instant::now();
+    cmd.args(["chat", "add bread to my notion todo list", "--json"])
+        .env("LLM_BASE_URL", format!("{}/openai/v1", llm.url()))
+        .env("GROQ_API_KEY", "gsk_test")
+        .env("GROQ_AGENT_MODEL", "agent-test")
+        .env("EARSHOT_MODE", "graph");
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let d = done(&events);
+    assert_eq!(d["response"], "I added bread; the web search timed out.");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let results = tool_messages(&agent_requests(&llm)[1]);
+    assert_eq!(results[0].1, "Added \"bread\" to the to-do list.");
+    assert!(
+        results[1].1.contains("did not answer in time"),
+        "{results:?}"
+    );
+    // Written to Notion (select shape), not to the local list.
+    let created = notion.writes();
+    assert_eq!(created.len(), 1);
+    assert_eq!(
+        created[0].2["properties"]["Status"],
+        json!({"select": {"name": "To Do"}})
+    );
+    assert!(todo_titles(dir.path()).is_empty());
+    let row = turn_row(dir.path(), &d);
+    let tools = row["tools_json"].as_array().unwrap();
+    assert_eq!(
+        (tools[0]["ok"].clone(), tools[1]["ok"].clone()),
+        (json!(true), json!(false))
+    );
+    assert!(tools[1]["ms"].as_f64().unwrap() >= 500.0, "{tools:?}");
+}
+
+#[test]
+fn an_html_error_page_from_the_model_server_is_a_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = llm_server(|_, _| {
+        Reply::bytes(
+            502,
+            "text/html",
+            b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+        )
+    });
+    let events = chat(dir.path(), &llm, "what is on my todo list", &[]);
+    let error = events_of(&events, "error");
+    assert_eq!(error.len(), 1, "{events:#?}");
+    let message = error[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("HTTP 502") && !message.contains('<'),
+        "{message}"
+    );
+}
