@@ -220,11 +220,23 @@ pub fn run_tree(
             }
         }
     }
-    let intent = outcome
+    // The accepted classification; else, when a rule (condition) led to a
+    // device action without classifying, that action names the intent.
+    let mut intent = outcome
         .classification
         .as_ref()
         .filter(|c| c.accepted)
         .map(|c| c.intent.clone());
+    if intent.is_none() && outcome.llm.is_none() {
+        if let Some(action) = outcome.actions.last() {
+            intent = Some(action.clone());
+            ctx.record.intent = Some(action.clone());
+            ctx.record.intent_confidence = None;
+            ctx.record
+                .extra
+                .insert("intent_by".into(), Value::String("rule".into()));
+        }
+    }
     match &outcome.llm {
         Some(llm) => {
             // The router graph already set route, route_by and node.

@@ -73,8 +73,9 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             loop {
                 match chars.get(i) {
                     None => return Err("a string literal is not closed".into()),
-                    Some('\\') if chars.get(i + 1).is_some() => {
-                        s.push(chars[i + 1]);
+                    // `\'` is a quote; any other escape is kept for regexes (`\b`).
+                    Some('\\') if chars.get(i + 1) == Some(&quote) => {
+                        s.push(quote);
                         i += 2;
                     }
                     Some(&ch) if ch == quote => {
@@ -393,6 +394,8 @@ mod tests {
         assert!(t("not (state.count < 2)"));
         assert!(t("state.count == 3 and device.dnd"));
         assert!(t("!state.missing"));
+        assert!(t("text matches '^delete\\s+the'"));
+        assert!(t("'it\\'s' == \"it's\""));
         assert!(t("state.missing == null"));
     }
 

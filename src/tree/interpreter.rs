@@ -940,6 +940,20 @@ mod tests {
     }
 
     #[test]
+    fn default_tree_without_onnx_still_stops_and_falls_back_with_a_reason() {
+        let s = setup(crate::tree::DEFAULT_TREE, false, 50);
+        let (r, ..) = go(&s, "Stop!", "idle", false);
+        let out = r.unwrap();
+        assert_eq!(out.answer, "Okay.");
+        assert!(out.path.contains(&"stop_words".to_string()) && out.path.contains(&"stop_event".to_string()), "{:?}", out.path);
+        assert_eq!(out.events[0].event, "stop");
+        let (r, _, host) = go(&s, "what time is it", "idle", false);
+        let out = r.unwrap();
+        assert_eq!(host.prompts, ["router"], "the router graph answers");
+        assert!(out.notes.iter().any(|n| n.contains("classifier 'device' is unavailable (ONNX Runtime is not installed)")), "{:?}", out.notes);
+    }
+
+    #[test]
     fn the_step_bound_is_an_error_not_a_hang() {
         // A legal cycle (it contains a classify node) that never ends.
         let json = r#"{"version":"t","entry":"c","nodes":{

@@ -162,15 +162,21 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
                                 );
                             }
                         }
-                        for intent in &intents {
-                            if !branches.contains_key(intent) {
-                                push(
-                                    Severity::Warning,
-                                    IssueKind::UncoveredIntent,
-                                    id,
-                                    format!("intent '{intent}' of '{classifier}' has no branch; it will take the fallback"),
-                                );
-                            }
+                        let uncovered: Vec<&str> = intents
+                            .iter()
+                            .filter(|i| !branches.contains_key(*i))
+                            .map(String::as_str)
+                            .collect();
+                        if !uncovered.is_empty() {
+                            push(
+                                Severity::Warning,
+                                IssueKind::UncoveredIntent,
+                                id,
+                                format!(
+                                    "intents of '{classifier}' without a branch take the fallback: {}",
+                                    uncovered.join(", ")
+                                ),
+                            );
                         }
                     }
                 }
