@@ -332,50 +332,72 @@ fn chat_conversations_and_every_error() {
     assert!(error_of(&v).contains("missing field \"text\""));
 }
 
-/// POST /api/voice and /api/tts with valid input: a WAV back with the
-/// percent-encoded headers when speech is available, else a clear 503.
+fn decode_header(headers: &ureq::http::HeaderMap, name: &str) -> String {
+    let raw = headers.get(name).unwrap_or_else(|| panic!("missing {name}")).to_str().unwrap();
+    assert!(raw.is_ascii());
+    percent_encoding::percent_decode_str(raw).decode_utf8().unwrap().into_owned()
+}
+
+/// Piper speaks a question through POST /api/tts; that WAV goes back in
+/// through POST /api/voice (whisper → turn → Piper): the reply is a WAV
+/// with the transcript, the answer and the conversation in its headers.
 #[test]
-fn voice_and_tts_reply_with_wav_or_say_why_not() {
+fn tts_then_voice_round_trip_through_real_speech_engines() {
     let llm = fake_llm(Duration::ZERO);
     let serve = Serve::start(&llm, "", &[], "127.0.0.1:0");
-    let (ct, body) = multipart("audio", &wav_bytes());
-    let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let bytes = resp.body_mut().read_to_vec().unwrap();
-    if status == 200 {
-        assert_eq!(headers.get("content-type").unwrap(), "audio/wav");
-        assert!(hound::WavReader::new(&bytes[..]).unwrap().duration() > 0);
-        for h in ["x-transcript", "x-response", "x-conversation-id"] {
-            assert!(headers.get(h).is_some(), "missing {h}");
-        }
-        let response = percent_encoding::percent_decode_str(headers.get("x-response").unwrap().to_str().unwrap())
-            .decode_utf8()
-            .unwrap()
-            .into_owned();
-        assert_eq!(response, "Hello there, friend.");
-    } else {
-        assert_eq!(status, 503);
-        let v: Value = serde_json::from_slice(&bytes).unwrap();
-        assert!(error_of(&v).contains("speech-to-text"), "{v}");
-    }
-
     let mut resp = agent()
         .post(&serve.url("/api/tts"))
         .header("Content-Type", "application/json")
-        .send(r#"{"text": "¿Qué tal? Hello."}"#)
+        .send(r#"{"text": "What time is it?"}"#)
         .unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "{}", resp.body_mut().read_to_string().unwrap_or_default());
+    assert_eq!(resp.headers().get("content-type").unwrap(), "audio/wav");
+    let question = resp.body_mut().read_to_vec().unwrap();
+    let reader = hound::WavReader::new(&question[..]).unwrap();
+    let seconds = reader.duration() as f32 / reader.spec().sample_rate as f32;
+    assert!((0.5..5.0).contains(&seconds), "{seconds} s of speech");
+
+    let (ct, body) = multipart("audio", &question);
+    let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
     let status = resp.status().as_u16();
-    let ct = resp.headers().get("content-type").unwrap().to_str().unwrap().to_string();
-    let bytes = resp.body_mut().read_to_vec().unwrap();
-    if status == 200 {
-        assert_eq!(ct, "audio/wav");
-        assert!(hound::WavReader::new(&bytes[..]).unwrap().duration() > 0);
-    } else {
-        assert_eq!(status, 503);
-        let v: Value = serde_json::from_slice(&bytes).unwrap();
-        assert!(error_of(&v).contains("text-to-speech"), "{v}");
-    }
+    let headers = resp.headers().clone();
+    let answer = resp.body_mut().read_to_vec().unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(headers.get("content-type").unwrap(), "audio/wav");
+    assert!(hound::WavReader::new(&answer[..]).unwrap().duration() > 0);
+    let transcript = decode_header(&headers, "x-transcript").to_lowercase();
+    assert!(transcript.contains("time"), "{transcript}");
+    assert_eq!(decode_header(&headers, "x-response"), "Hello there, friend.");
+    let id: i64 = decode_header(&headers, "x-conversation-id").parse().unwrap();
+    let (status, one) = get_json(&serve.url(&format!("/api/conversations/{id}")), None);
+    assert_eq!(status, 200);
+    assert!(one["messages"][0]["content"].as_str().unwrap().to_lowercase().contains("time"), "{one}");
+
+    // A recording with no speech: a spoken "didn't catch" and no turn.
+    let (ct, body) = multipart("audio", &wav_bytes());
+    let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let headers = resp.headers().clone();
+    assert!(decode_header(&headers, "x-response").contains("didn't catch"));
+    assert_eq!(decode_header(&headers, "x-conversation-id"), "");
+    let _ = resp.body_mut().read_to_vec().unwrap();
+}
+
+/// Without speech engines the endpoints say why (503) and text still works.
+#[test]
+fn voice_and_tts_without_engines_are_a_clear_503() {
+    let llm = fake_llm(Duration::ZERO);
+    let config = "[stt]\norder = \"local-only\"\nwhisper_model = \"missing.bin\"\n[tts]\norder = []\n";
+    let serve = Serve::start(&llm, config, &[], "127.0.0.1:0");
+    let (ct, body) = multipart("audio", &wav_bytes());
+    let (status, v) = post_raw(&serve.url("/api/voice"), &ct, &body);
+    assert_eq!(status, 503, "{v}");
+    assert!(error_of(&v).contains("speech-to-text is not available"), "{v}");
+    let (status, v) = post_json(&serve.url("/api/tts"), r#"{"text": "hi"}"#, None);
+    assert_eq!(status, 503, "{v}");
+    assert!(error_of(&v).contains("text-to-speech is not available"), "{v}");
+    let (status, _) = post_json(&serve.url("/api/chat"), r#"{"text": "hi"}"#, None);
+    assert_eq!(status, 200);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
 
 use std::io::Cursor;
+use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -27,6 +28,8 @@ use crate::events::CollectSink;
 #[derive(Clone)]
 pub struct Context {
     pub services: Services,
+    /// Speech-to-text and text-to-speech, loaded once.
+    pub speech: Arc<speech::Speech>,
     /// Empty = no authentication (loopback only; the server enforces that).
     pub token: String,
     pub max_body_bytes: usize,
@@ -180,7 +183,7 @@ fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
         Route::Tts => {
             let map = body::json_object(&read_body(ctx, request)?)?;
             let text = body::required_text(&map, "text")?;
-            let wav = speech::synthesize(&ctx.services, &text)?;
+            let wav = ctx.speech.synthesize(&text)?;
             Ok(Reply::Wav(wav, Vec::new()))
         }
         Route::Conversations => {
@@ -320,22 +323,31 @@ fn voice(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
         )
     })?;
     speech::check_wav(&audio.data)?;
-    let transcript = speech::transcribe(&ctx.services, &audio.data)?;
-    let mut input = TurnInput::text(transcript.clone());
-    input.source = "api".into();
-    let mut sink = CollectSink::default();
-    let outcome = run_turn(&ctx.services, input, &mut sink, &CancelToken::new());
-    let wav = speech::synthesize(&ctx.services, &outcome.response)?;
-    let conversation = outcome
-        .conversation_id
-        .map(|id| id.to_string())
-        .unwrap_or_default();
+    let (transcript, response, conversation) = match ctx.speech.transcribe(&audio.data)? {
+        speech::Heard::Nothing => (
+            String::new(),
+            "I didn't catch anything; please say it again.".to_string(),
+            None,
+        ),
+        speech::Heard::Text(text) => {
+            let mut input = TurnInput::text(text.clone());
+            input.source = "api".into();
+            let mut sink = CollectSink::default();
+            let outcome = run_turn(&ctx.services, input, &mut sink, &CancelToken::new());
+            // A failed turn still answers with its sentence, spoken.
+            (text, outcome.response, outcome.conversation_id)
+        }
+    };
+    let wav = ctx.speech.synthesize(&response)?;
     Ok(Reply::Wav(
         wav,
         vec![
             ("X-Transcript", header_text(&transcript)),
-            ("X-Response", header_text(&outcome.response)),
-            ("X-Conversation-Id", conversation),
+            ("X-Response", header_text(&response)),
+            (
+                "X-Conversation-Id",
+                conversation.map(|id| id.to_string()).unwrap_or_default(),
+            ),
         ],
     ))
 }

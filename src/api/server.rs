@@ -6,6 +6,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use crossbeam_channel::{Sender, TrySendError};
 use serde_json::json;
 
 use super::routes::{self, Context};
+use super::speech::Speech;
 use super::ApiConfig;
 use crate::agent::Services;
 
@@ -53,8 +55,20 @@ pub fn check_bind(bind: &str, token: &str) -> Result<SocketAddr> {
 }
 
 impl ApiServer {
-    /// Bind and start the workers. `services` is built once by the caller.
+    /// Bind and start the workers, loading the speech engines. `services`
+    /// is built once by the caller.
     pub fn start(services: Services, config: &ApiConfig) -> Result<ApiServer> {
+        let speech = Arc::new(Speech::from_config(&services.config));
+        Self::start_with_speech(services, speech, config)
+    }
+
+    /// As [`ApiServer::start`], sharing speech engines the caller already
+    /// loaded (`earshot run` has them for the voice loop).
+    pub fn start_with_speech(
+        services: Services,
+        speech: Arc<Speech>,
+        config: &ApiConfig,
+    ) -> Result<ApiServer> {
         let addr = check_bind(&config.bind, &config.token)?;
         let http = tiny_http::Server::http(addr).map_err(|e| {
             anyhow!("cannot listen on {addr}: {e}; is another earshot running? pick another port with --bind")
@@ -64,6 +78,7 @@ impl ApiServer {
         let (jobs, queue) = crossbeam_channel::bounded::<tiny_http::Request>(workers_n);
         let ctx = Context {
             services,
+            speech,
             token: config.token.trim().to_string(),
             max_body_bytes: config.max_body_bytes,
             keepalive: Duration::from_secs(config.keepalive_secs.max(1)),
