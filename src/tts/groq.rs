@@ -73,7 +73,10 @@ impl Synthesizer for GroqTts {
         }
         let mut response = request.send(body.as_bytes()).map_err(|e| match e {
             ureq::Error::Timeout(_) => {
-                anyhow!("the speech service at {} did not answer in time", self.url)
+                anyhow!(
+                    "the speech service at {} timed out before answering",
+                    self.url
+                )
             }
             other => anyhow!("cannot reach the speech service at {}: {other}", self.url),
         })?;
@@ -91,7 +94,7 @@ impl Synthesizer for GroqTts {
             .read_to_vec()
             .map_err(|e| match e {
                 ureq::Error::Timeout(_) => {
-                    anyhow!("the speech service at {} stalled mid-answer", self.url)
+                    anyhow!("the speech service at {} timed out mid-answer", self.url)
                 }
                 other => anyhow!("reading the speech service's answer failed: {other}"),
             })?;

@@ -1,0 +1,559 @@
+//! The speaking half and the voice loop, through the real binary: Piper
+//! speech that whisper understands, `earshot run` end to end through
+//! ALSA's file plugin (cpal capture → VAD → whisper → the default tree →
+//! Piper → rodio → ALSA), barge-in with a scripted button on a real-time
+//! output, and the cloud TTS failing in every way we know (loopback
+//! server) with the local voice taking over.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::http::{openai_completion, openai_stream_chunks, Piece, Reply, Request, TestServer};
+use earshot::stt::Stt;
+
+/// Whisper, loaded once for this test binary.
+fn stt() -> &'static Stt {
+    static STT: OnceLock<Stt> = OnceLock::new();
+    STT.get_or_init(|| {
+        let mut config = earshot::config::Config::default();
+        config.models_dir = common::models_dir();
+        config.stt.order = "local-only".into();
+        Stt::from_config(&config).expect("whisper model in models/")
+    })
+}
+
+fn transcribe_16k(samples: &[f32]) -> String {
+    let t = stt().transcribe(samples).expect("transcribe");
+    t.text
+}
+
+fn words(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `earshot say TEXT --out FILE` with the local Piper voice; made once per
+/// phrase and kept under target/ for this test binary.
+fn piper_utterance(text: &str) -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    let path = dir
+        .path()
+        .join(format!("{}.wav", words(text).replace(' ', "_")));
+    if !path.exists() {
+        let out = common::run(
+            common::earshot(dir.path())
+                .args(["say", text, "--engine", "piper", "--json", "--out"])
+                .arg(&path),
+        );
+        assert!(out.status.success(), "say failed: {}", common::stderr(&out));
+        let json: serde_json::Value =
+            serde_json::from_str(common::stdout(&out).trim()).expect("say --json");
+        assert_eq!(json["engine"], "piper", "{json}");
+    }
+    path
+}
+
+/// 16 kHz mono f32 from a WAV file.
+fn wav_16k(path: &Path) -> Vec<f32> {
+    earshot::audio::wav::read_16k_mono(path, None)
+        .expect("read wav")
+        .0
+}
+
+/// Lines of a child's stream, delivered on a channel as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait for a line containing `needle` (collecting everything seen).
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    needle: &str,
+    limit: Duration,
+    seen: &mut Vec<String>,
+) -> Option<String> {
+    let deadline = Instant::now() + limit;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if line.contains(needle) {
+                    return Some(line);
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: signalling our own child by pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("earshot did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn say_speaks_with_piper_and_whisper_understands_it() {
+    let path = piper_utterance("Please add bread and butter to my shopping list.");
+    let reader = hound::WavReader::open(&path).unwrap();
+    assert_eq!(reader.spec().sample_rate, 22_050);
+    assert_eq!(reader.spec().channels, 1);
+    let heard = words(&transcribe_16k(&wav_16k(&path)));
+    assert!(
+        heard.contains("add bread and butter to my shopping list"),
+        "whisper heard {heard:?}"
+    );
+}
+
+/// The issue's end-to-end check: a spoken "what time is it" in a WAV goes
+/// in through ALSA's file plugin, the answer comes out through it, and
+/// what came out transcribes to the time the tree answered.
+#[test]
+fn run_through_alsa_files_answers_the_time_out_loud() {
+    let dir = tempfile::tempdir().unwrap();
+    // The request at 16 kHz mono s16le, padded with silence: ALSA's file
+    // device is not paced and repeats stale data once the file runs out.
+    let request = earshot::audio::to_i16(&wav_16k(&piper_utterance("What time is it?")));
+    let mut input: Vec<i16> = vec![0; 8_000];
+    input.extend(&request);
+    input.extend(std::iter::repeat_n(0, 16_000 * 60));
+    let in_raw = dir.path().join("in.raw");
+    let out_raw = dir.path().join("out.raw");
+    std::fs::write(
+        &in_raw,
+        input
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let conf = dir.path().join("asound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"pcm.!default {{
+  type asym
+  capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile "{}" file "/dev/null" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+  playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file "{}" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+}}
+"#,
+            in_raw.display(),
+            out_raw.display()
+        ),
+    )
+    .unwrap();
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--json", "--no-barge-in"])
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        // No LLM is reachable: the tree must answer on device.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = lines(child.stdout.take().unwrap());
+    let stderr = lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    // The turn line is printed once the answer has played.
+    let turn = wait_for(&stdout, "\"answer\"", Duration::from_secs(300), &mut seen);
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let log: Vec<String> = stderr.try_iter().collect();
+    let turn = turn.unwrap_or_else(|| panic!("no turn; stderr:\n{}", log.join("\n")));
+    assert!(
+        status.success(),
+        "exit {status:?}; stderr:\n{}",
+        log.join("\n")
+    );
+    assert!(
+        log.iter().any(|l| l.contains("voice loop stopped")),
+        "{}",
+        log.join("\n")
+    );
+    let turn: serde_json::Value = serde_json::from_str(&turn).unwrap();
+    assert_eq!(
+        words(turn["text"].as_str().unwrap()),
+        "what time is it",
+        "{turn}"
+    );
+    assert_eq!(turn["intent"], "time_now", "{turn}");
+    let answer = turn["answer"].as_str().unwrap();
+    let (hour, minute) = clock_in(answer).unwrap_or_else(|| panic!("no time in {answer:?}"));
+    let now = chrono::Local::now();
+    let said = hour % 12 * 60 + minute;
+    let real = i64::from(chrono::Timelike::hour12(&now).1 % 12) * 60
+        + i64::from(chrono::Timelike::minute(&now));
+    assert!(
+        (said - real).rem_euclid(720) <= 3,
+        "answered {answer:?} at {now}"
+    );
+    // Stage timings were logged and stored with the turn.
+    for stage in [
+        "capture",
+        "stt",
+        "first_audio",
+        "first_sentence_to_audio",
+        "spoken_done",
+        "total",
+    ] {
+        assert!(
+            turn["timings"][stage].as_f64().is_some(),
+            "no {stage} in {turn}"
+        );
+    }
+    // What ALSA played back is the spoken time.
+    let played: Vec<f32> = std::fs::read(&out_raw)
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect();
+    assert!(
+        played.len() > 16_000,
+        "only {} samples played",
+        played.len()
+    );
+    let heard = transcribe_16k(&played);
+    let digits: String = heard.chars().filter(char::is_ascii_digit).collect();
+    assert!(
+        digits.contains(&format!("{hour}{minute:02}")),
+        "played audio says {heard:?}, answer was {answer:?}"
+    );
+}
+
+/// `6:27` in a sentence → (6, 27).
+fn clock_in(text: &str) -> Option<(i64, i64)> {
+    let re = regex::Regex::new(r"(\d{1,2}):(\d{2})").unwrap();
+    let c = re.captures(text)?;
+    Some((c[1].parse().ok()?, c[2].parse().ok()?))
+}
+
+/// An LLM that streams a long answer (the router's one-word question gets
+/// `simple`).
+fn long_answer_llm() -> TestServer {
+    TestServer::start(|req: &Request| {
+        let body = req.json();
+        if body["stream"] == true {
+            let sentences: Vec<String> = (1..=12)
+                .map(|i| format!("This is sentence number {i} of a long story about the sea. "))
+                .collect();
+            let pieces: Vec<&str> = sentences.iter().map(String::as_str).collect();
+            let chunks = openai_stream_chunks("test-model", &pieces);
+            let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            Reply::sse(&chunks)
+        } else {
+            Reply::json(200, &openai_completion("test-model", "simple"))
+        }
+    })
+}
+
+/// A press while it speaks stops the speech at once: on a real-time output
+/// nothing more is written after the press, and the long answer was cut.
+#[test]
+fn button_press_while_speaking_stops_speech_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = long_answer_llm();
+    let request = piper_utterance("Tell me a long story about the sea.");
+    let fifo = dir.path().join("button");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: creating a FIFO at a fresh path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = dir.path().join("out.wav");
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--json", "--input"])
+        .arg(&request)
+        .arg("--output")
+        .arg(format!("paced:{}", out.display()))
+        .arg("--button")
+        .arg(format!("script:{}", fifo.display()))
+        .env("EARSHOT_LOG", "info")
+        .env("LLM_BASE_URL", server.url())
+        .env("GROQ_API_KEY", "test-key")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = lines(child.stdout.take().unwrap());
+    let stderr = lines(child.stderr.take().unwrap());
+    // The button thread opens the FIFO for reading at start; never block
+    // on it if earshot died first.
+    let mut button = open_fifo_writer(&fifo, &mut child);
+    let mut seen = Vec::new();
+    let speaking = wait_for(&stderr, "speaking", Duration::from_secs(300), &mut seen);
+    assert!(
+        speaking.is_some(),
+        "never spoke; stderr:\n{}",
+        seen.join("\n")
+    );
+    // Let it talk for a moment, then press.
+    std::thread::sleep(Duration::from_millis(600));
+    writeln!(button, "press").unwrap();
+    button.flush().unwrap();
+    let pressed_at = Instant::now();
+    let barged = wait_for(
+        &stderr,
+        "barge-in: button pressed",
+        Duration::from_secs(10),
+        &mut seen,
+    );
+    assert!(
+        barged.is_some(),
+        "no barge-in; stderr:\n{}",
+        seen.join("\n")
+    );
+    let reacted_ms = pressed_at.elapsed().as_millis();
+    let written_at_stop = wav_seconds(&out);
+    std::thread::sleep(Duration::from_millis(500));
+    let written_later = wav_seconds(&out);
+    writeln!(button, "release").unwrap();
+    drop(button);
+    let turn = wait_for(&stdout, "\"answer\"", Duration::from_secs(30), &mut seen)
+        .unwrap_or_else(|| panic!("no turn line; {}", seen.join("\n")));
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    assert!(status.success(), "{status:?}");
+    let turn: serde_json::Value = serde_json::from_str(&turn).unwrap();
+    assert_eq!(turn["barge_in"], "button", "{turn}");
+    assert!(
+        reacted_ms < 500,
+        "the loop took {reacted_ms} ms to see the press"
+    );
+    // Nothing more after the stop (one 10 ms tick may be in flight).
+    assert!(
+        written_later - written_at_stop <= 0.011,
+        "{written_at_stop} s at the stop, {written_later} s 0.5 s later"
+    );
+    // Twelve sentences are ~40 s of speech; we heard about a second.
+    assert!(
+        (0.3..5.0).contains(&written_later),
+        "{written_later} s of speech written"
+    );
+}
+
+/// Open a FIFO for writing once its reader is there (non-blocking tries,
+/// so a child that exited early fails the test instead of hanging it).
+fn open_fifo_writer(fifo: &Path, child: &mut Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(file) => return file,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("cannot open {}: {e}", fifo.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("earshot exited ({status:?}) before opening its button script");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the button script was never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wav_seconds(path: &Path) -> f64 {
+    hound::WavReader::open(path)
+        .map(|r| f64::from(r.len()) / f64::from(r.spec().sample_rate))
+        .unwrap_or(0.0)
+}
+
+/// A minimal 16-bit mono WAV, as the speech API returns.
+fn wav_bytes(seconds: f32) -> Vec<u8> {
+    let mut cursor = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 24_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut cursor, spec).unwrap();
+    for i in 0..(24_000.0 * seconds) as usize {
+        w.write_sample(((i as f32 * 0.05).sin() * 8000.0) as i16)
+            .unwrap();
+    }
+    w.finalize().unwrap();
+    cursor.into_inner()
+}
+
+fn say_with_cloud(server: &TestServer, dir: &Path) -> (serde_json::Value, String) {
+    std::fs::write(
+        dir.join("earshot.toml"),
+        format!(
+            "[tts]\norder = [\"cloud\", \"espeak\"]\ncloud_base_url = \"{}/openai/v1\"\ncloud_timeout_ms = 800\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let out = common::run(
+        common::earshot(dir)
+            .args(["say", "Hello from the cloud.", "--json", "--out"])
+            .arg(dir.join("out.wav"))
+            .env("GROQ_API_KEY", "gsk-test-secret")
+            .env("EARSHOT_CONFIG", dir.join("earshot.toml")),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    (
+        serde_json::from_str(common::stdout(&out).trim()).unwrap(),
+        common::stderr(&out),
+    )
+}
+
+#[test]
+fn cloud_speech_uses_groqs_wire_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        TestServer::start(|_req: &Request| Reply::bytes(200, "audio/wav", &wav_bytes(0.5)));
+    let (json, _) = say_with_cloud(&server, dir.path());
+    assert_eq!(json["engine"], "cloud", "{json}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].method, "POST");
+    assert_eq!(reqs[0].path, "/openai/v1/audio/speech");
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer gsk-test-secret")
+    );
+    let body = reqs[0].json();
+    assert_eq!(body["model"], "canopylabs/orpheus-v1-english");
+    assert_eq!(body["voice"], "autumn");
+    assert_eq!(body["response_format"], "wav");
+    assert_eq!(body["input"], "Hello from the cloud.");
+    let written = wav_seconds(&dir.path().join("out.wav"));
+    assert!((written - 0.5).abs() < 0.01, "{written}");
+}
+
+#[test]
+fn cloud_speech_failures_fall_back_to_the_local_voice_with_a_log_line() {
+    let cases: Vec<(&str, Box<dyn Fn(&Request) -> Reply + Send + Sync>, &str)> = vec![
+        (
+            "500",
+            Box::new(|_: &Request| {
+                Reply::json(500, r#"{"error":{"message":"upstream overloaded"}}"#)
+            }),
+            "HTTP 500: upstream overloaded",
+        ),
+        (
+            "html",
+            Box::new(|_: &Request| Reply::bytes(200, "text/html", b"<html>captive portal</html>")),
+            "text/html instead of audio",
+        ),
+        (
+            "timeout",
+            Box::new(|_: &Request| {
+                Reply::new(200)
+                    .header("Content-Type", "audio/wav")
+                    .piece(Piece::Stall(Duration::from_secs(5)))
+            }),
+            "timed out",
+        ),
+        (
+            "truncated",
+            Box::new(|_: &Request| Reply::bytes(200, "audio/wav", b"RIFF\x10\0\0\0WAVEfmt ")),
+            "unreadable",
+        ),
+    ];
+    for (name, handler, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let server = TestServer::start(handler);
+        let started = Instant::now();
+        let (json, stderr) = say_with_cloud(&server, dir.path());
+        assert_eq!(json["engine"], "espeak", "{name}: {json}");
+        assert!(stderr.contains(expected), "{name}: stderr {stderr}");
+        assert!(!stderr.contains("gsk-test-secret"), "{name}: key leaked");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{name}: too slow"
+        );
+        assert!(wav_seconds(&dir.path().join("out.wav")) > 0.5, "{name}");
+    }
+}
+
+#[test]
+fn no_output_device_is_a_clear_error_and_run_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("earshot.toml"),
+        "[audio]\noutput = \"no-such-speaker\"\n",
+    )
+    .unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["say", "hello", "--engine", "espeak"])
+            .env("EARSHOT_CONFIG", dir.path().join("earshot.toml")),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("no sound output called 'no-such-speaker'"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // The loop answers anyway and says in the log why it is silent.
+    let request = piper_utterance("What time is it?");
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["run", "--json", "--input"])
+            .arg(&request)
+            .env("EARSHOT_CONFIG", dir.path().join("earshot.toml"))
+            .env("LLM_BASE_URL", "http://127.0.0.1:9"),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let turn: serde_json::Value = serde_json::from_str(common::stdout(&out).trim()).unwrap();
+    assert!(
+        clock_in(turn["answer"].as_str().unwrap()).is_some(),
+        "{turn}"
+    );
+    assert!(
+        common::stderr(&out).contains("cannot speak"),
+        "{}",
+        common::stderr(&out)
+    );
+}
