@@ -40,7 +40,11 @@ fn chat(dir: &Path, llm: &TestServer, text: &str, env: &[(&str, &str)]) -> Vec<V
         .env("GROQ_AGENT_MODEL", "agent-test")
         // The router graph (the intent tree would answer todo requests on
         // device without the agent).
-        .env("EARSHOT_MODE", "graph");
+        .env("EARSHOT_MODE", "graph")
+        // No on-device models: the todo keywords route to the agent without
+        // them, and each process skips ~1 s of model loading. The streamed
+        // test passes the real models dir back in.
+        .env("EARSHOT_MODELS_DIR", dir.join("no-models"));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -310,11 +314,12 @@ fn streamed_tool_calls_split_across_chunks_run_and_are_logged() {
             " milk to your list.",
         ]),
     });
+    let models = common::models_dir();
     let events = chat(
         dir.path(),
         &llm,
         "add milk to my todo list and what is 2 to the 10",
-        &[],
+        &[("EARSHOT_MODELS_DIR", models.to_str().unwrap())],
     );
     let thinking: Vec<&str> = events_of(&events, "thinking")
         .iter()
@@ -979,7 +984,6 @@ fn agent_uses_notion_and_survives_a_hanging_search() {
     env.push(("TAVILY_BASE_URL", tavily.url()));
     let mut cmd = earshot(dir.path());
     cmd.args(["--config", config.to_str().unwrap()]);
-    let started = Instant::now();
     cmd.args(["chat", "add bread to my notion todo list", "--json"])
         .env("LLM_BASE_URL", format!("{}/openai/v1", llm.url()))
         .env("GROQ_API_KEY", "gsk_test")
@@ -996,11 +1000,6 @@ fn agent_uses_notion_and_survives_a_hanging_search() {
         .collect();
     let d = done(&events);
     assert_eq!(d["response"], "I added bread; the web search timed out.");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
     let results = tool_messages(&agent_requests(&llm)[1]);
     assert_eq!(results[0].1, "Added \"bread\" to the to-do list.");
     assert!(
@@ -1021,7 +1020,9 @@ fn agent_uses_notion_and_survives_a_hanging_search() {
         (tools[0]["ok"].clone(), tools[1]["ok"].clone()),
         (json!(true), json!(false))
     );
-    assert!(tools[1]["ms"].as_f64().unwrap() >= 500.0, "{tools:?}");
+    // Abandoned at the HTTP deadline (timeout 1000 ms − 250 ms), not 6 s later.
+    let ms = tools[1]["ms"].as_f64().unwrap();
+    assert!((500.0..2000.0).contains(&ms), "{tools:?}");
 }
 
 #[test]
