@@ -21,6 +21,7 @@ mod extract;
 mod recall;
 mod rows;
 mod summary;
+mod tree_ops;
 mod worker;
 
 pub use extract::{parse_facts, parse_operations, MemoryOp, OpEvent, DEFAULT_INSTRUCTIONS};

@@ -215,7 +215,9 @@ impl std::fmt::Debug for VectorIndex {
     }
 }
 
-fn new_index(dims: usize) -> Result<Index> {
+/// An empty index with the parameters every collection uses (384-d
+/// MiniLM, cosine, f32, the HNSW settings above); public for the bench.
+pub fn new_index(dims: usize) -> Result<Index> {
     let options = IndexOptions {
         dimensions: dims,
         metric: MetricKind::Cos,
