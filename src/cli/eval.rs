@@ -33,7 +33,8 @@ pub enum Scorer {
 /// Arguments of `earshot eval intents`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IntentsArgs {
-    /// Training examples: a JSON list of [text, label].
+    /// Training examples: a JSON list of [text, label], or an intent
+    /// examples file (`## intent` headers, one utterance a line).
     #[arg(long, value_name = "FILE", required_unless_present = "clinc")]
     pub train: Option<PathBuf>,
     /// Test queries: a JSON list of [text, label].
@@ -110,7 +111,16 @@ fn load_sets(args: &IntentsArgs) -> Result<(Pairs, Pairs, Pairs)> {
     let (Some(train), Some(test)) = (&args.train, &args.test) else {
         bail!("give --train FILE and --test FILE, or --clinc FILE");
     };
-    let train = parse_pairs(&read_json(train)?, &train.display().to_string(), true)?;
+    // Training examples may also be an intent examples file (`## intent`
+    // headers, one utterance a line), e.g. src/nlu/intents/routes.txt.
+    let train = if train.extension().is_some_and(|e| e == "json") {
+        parse_pairs(&read_json(train)?, &train.display().to_string(), true)?
+    } else {
+        crate::nlu::examples::load_examples(train)?
+            .into_iter()
+            .flat_map(|(label, utterances)| utterances.into_iter().map(move |u| (u, label.clone())))
+            .collect()
+    };
     let test = parse_pairs(&read_json(test)?, &test.display().to_string(), true)?;
     let oos = match &args.oos {
         Some(p) => parse_pairs(&read_json(p)?, &p.display().to_string(), false)?,

@@ -16,6 +16,8 @@ pub mod memory;
 pub mod serve;
 pub mod doctor;
 pub mod route;
+pub mod say;
+pub mod run;
 pub mod tree;
 pub mod tool;
 

@@ -30,6 +30,25 @@ pub fn model_paths(config: &Config) -> (PathBuf, PathBuf) {
     )
 }
 
+/// For `earshot doctor`: whether ONNX Runtime, the model and the tokenizer
+/// are all in place (file checks only, nothing is loaded), as a one-line
+/// summary or a one-line reason with the fix.
+pub fn files_status(config: &Config) -> Result<String, String> {
+    let lib = crate::nlu::onnx::onnxruntime_status(config)?;
+    let (model, tokenizer) = model_paths(config);
+    for (what, path) in [("embedding model", &model), ("tokenizer", &tokenizer)] {
+        if !path.is_file() {
+            return Err(format!("{what} {} not found; {MODEL_HINT}", path.display()));
+        }
+    }
+    Ok(format!(
+        "{} with {} (ONNX Runtime {})",
+        model.display(),
+        tokenizer.display(),
+        lib.display()
+    ))
+}
+
 /// A cheap identity of a model file for cache keys: sha256 over its size,
 /// its first and last 256 KiB. Hashing all 23 MB would add ~60 ms to every
 /// CLI start; an edited or replaced model changes these bytes in practice.

@@ -16,7 +16,7 @@ pub mod onnx;
 pub mod router;
 pub mod routes;
 
-pub use embedder::{embed_all, load_embedder};
+pub use embedder::{embed_all, files_status, load_embedder};
 pub use onnx::onnxruntime_status;
 
 use serde::{Deserialize, Serialize};
