@@ -42,7 +42,11 @@ fn shared_state() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let (code, out, err) = es(dir.path(), &["ingest", corpus().to_str().unwrap(), "--json"], &[]);
+        let (code, out, err) = es(
+            dir.path(),
+            &["ingest", corpus().to_str().unwrap(), "--json"],
+            &[],
+        );
         assert_eq!(code, 0, "{out}\n{err}");
         dir
     })
@@ -70,12 +74,20 @@ fn open_store(dir: &Path) -> earshot::store::Store {
 
 fn chunk_text(dir: &Path, id: i64) -> String {
     open_store(dir)
-        .with_conn(|c| c.query_row("SELECT text FROM knowledge_chunks WHERE id = ?1", [id], |r| r.get(0)))
+        .with_conn(|c| {
+            c.query_row(
+                "SELECT text FROM knowledge_chunks WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+        })
         .unwrap()
 }
 
 fn count(dir: &Path, sql: &str) -> i64 {
-    open_store(dir).with_conn(|c| c.query_row(sql, [], |r| r.get(0))).unwrap()
+    open_store(dir)
+        .with_conn(|c| c.query_row(sql, [], |r| r.get(0)))
+        .unwrap()
 }
 
 // ------------------------------------------------------------------ ingest
@@ -96,24 +108,46 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
     let bad = docs.join("bad");
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::copy(data("knowledge/bad/notext.pdf"), bad.join("notext.pdf")).unwrap();
-    std::fs::copy(data("knowledge/bad/encrypted.pdf"), bad.join("encrypted.pdf")).unwrap();
+    std::fs::copy(
+        data("knowledge/bad/encrypted.pdf"),
+        bad.join("encrypted.pdf"),
+    )
+    .unwrap();
     let good_pdf = std::fs::read(corpus().join("houseplants.pdf")).unwrap();
     std::fs::write(bad.join("truncated.pdf"), &good_pdf[..good_pdf.len() / 2]).unwrap();
-    let junk: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let junk: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(bad.join("junk.md"), junk).unwrap();
     // 200 MB, sparse: costs no disk and must cost no memory either.
-    std::fs::File::create(bad.join("huge.txt")).unwrap().set_len(200 * 1024 * 1024).unwrap();
+    std::fs::File::create(bad.join("huge.txt"))
+        .unwrap()
+        .set_len(200 * 1024 * 1024)
+        .unwrap();
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let (docs_s, empty_s) = (docs.to_str().unwrap(), empty.to_str().unwrap());
 
     // --plan: analysis only, nothing indexed.
-    let (code, out, err) = es(dir.path(), &["ingest", docs_s, empty_s, "--plan", "--json"], &[]);
+    let (code, out, err) = es(
+        dir.path(),
+        &["ingest", docs_s, empty_s, "--plan", "--json"],
+        &[],
+    );
     assert_eq!(code, 1, "failures make the exit code 1: {out}\n{err}");
     let report = json_of(&out);
     let plan_path = PathBuf::from(report["plan"].as_str().unwrap());
-    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM knowledge_chunks"), 0);
-    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge'"), 0);
+    assert_eq!(
+        count(dir.path(), "SELECT COUNT(*) FROM knowledge_chunks"),
+        0
+    );
+    assert_eq!(
+        count(
+            dir.path(),
+            "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge'"
+        ),
+        0
+    );
     assert!(err.contains("ingest [1/"), "progress on stderr: {err}");
     let mut plan: Value = json_of(&std::fs::read_to_string(&plan_path).unwrap());
     assert_eq!(plan["documents"].as_array().unwrap().len(), 6, "{plan:#}");
@@ -138,7 +172,11 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
     std::fs::write(&plan_path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
 
     // --apply: every good file indexed, every bad one reported on its own.
-    let (code, out, _) = es(dir.path(), &["ingest", docs_s, empty_s, "--apply", "--json"], &[]);
+    let (code, out, _) = es(
+        dir.path(),
+        &["ingest", docs_s, empty_s, "--apply", "--json"],
+        &[],
+    );
     assert_eq!(code, 1);
     let report = json_of(&out);
     let status = |name: &str| -> (String, String) {
@@ -148,9 +186,17 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
             .iter()
             .find(|f| f["path"].as_str().unwrap().ends_with(name))
             .unwrap_or_else(|| panic!("{name} not reported: {report:#}"));
-        (f["status"].as_str().unwrap().to_string(), f["error"].as_str().unwrap_or("").to_string())
+        (
+            f["status"].as_str().unwrap().to_string(),
+            f["error"].as_str().unwrap_or("").to_string(),
+        )
     };
-    for good in ["sourdough.txt", "houseplants.pdf", "tomatoes.md", "bike_maintenance.md"] {
+    for good in [
+        "sourdough.txt",
+        "houseplants.pdf",
+        "tomatoes.md",
+        "bike_maintenance.md",
+    ] {
         assert_eq!(status(good).0, "indexed", "{good}: {report:#}");
     }
     let expect_error = [
@@ -167,9 +213,15 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
         assert!(e.contains(words), "{name}: {e}");
         assert!(!e.contains('\n'));
     }
-    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents"), 6);
     assert_eq!(
-        count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents WHERE path LIKE '%/bad/%'"),
+        count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents"),
+        6
+    );
+    assert_eq!(
+        count(
+            dir.path(),
+            "SELECT COUNT(*) FROM knowledge_documents WHERE path LIKE '%/bad/%'"
+        ),
         0,
         "nothing of a failed file is stored"
     );
@@ -187,7 +239,10 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
     assert!(sourdough.2.starts_with("plan"), "{}", sourdough.2);
     let chunks = count(dir.path(), "SELECT COUNT(*) FROM knowledge_chunks");
     assert_eq!(
-        count(dir.path(), "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL"),
+        count(
+            dir.path(),
+            "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL"
+        ),
         chunks,
         "one stored embedding per chunk"
     );
@@ -212,23 +267,58 @@ fn ingest_mixed_folder_plan_then_apply_bad_files_reported_rest_indexed() {
         .unwrap()
         .iter()
         .filter(|f| f["status"] != "failed")
-        .map(|f| (f["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
+        .map(|f| {
+            (
+                f["path"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                f["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     for (name, s) in &statuses {
-        let expected = if name == "tomatoes.md" { "replaced" } else { "unchanged" };
+        let expected = if name == "tomatoes.md" {
+            "replaced"
+        } else {
+            "unchanged"
+        };
         assert_eq!(s, expected, "{name}: {statuses:?}");
     }
-    let placeholders = old_ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-    assert_eq!(count(dir.path(), &format!("SELECT COUNT(*) FROM knowledge_chunks WHERE id IN ({placeholders})")), 0);
+    let placeholders = old_ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        count(
+            dir.path(),
+            &format!("SELECT COUNT(*) FROM knowledge_chunks WHERE id IN ({placeholders})")
+        ),
+        0
+    );
     assert_eq!(
         count(dir.path(), &format!("SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND item_id IN ({placeholders}) AND embedding IS NOT NULL")),
         0,
         "old vectors are tombstoned"
     );
-    let r = search(dir.path(), "how long does a cherry tomato plant give fruit", &[]);
+    let r = search(
+        dir.path(),
+        "how long does a cherry tomato plant give fruit",
+        &[],
+    );
     let first = &r["passages"][0];
-    assert!(first["path"].as_str().unwrap().ends_with("tomatoes.md"), "{r:#}");
-    assert!(first["text"].as_str().unwrap().contains("ten weeks"), "{first}");
+    assert!(
+        first["path"].as_str().unwrap().ends_with("tomatoes.md"),
+        "{r:#}"
+    );
+    assert!(
+        first["text"].as_str().unwrap().contains("ten weeks"),
+        "{first}"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -252,7 +342,19 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
     let r = search(dir, "How often should I descale the espresso machine?", &[]);
     assert_eq!(
         step_names(&r),
-        ["rewrite", "exact_detect", "filters", "vector_search", "rerank", "drop_below", "boost_tier1", "cap_per_source", "take_top", "merge_adjacent", "context"]
+        [
+            "rewrite",
+            "exact_detect",
+            "filters",
+            "vector_search",
+            "rerank",
+            "drop_below",
+            "boost_tier1",
+            "cap_per_source",
+            "take_top",
+            "merge_adjacent",
+            "context"
+        ]
     );
     assert_eq!(r["reranker"], "fusion");
     let vector_out = r["steps"][3]["out"].as_u64().unwrap();
@@ -264,14 +366,24 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
     let holder = citations
         .iter()
         .find(|c| {
-            c["chunk_ids"].as_array().unwrap().iter().any(|id| chunk_text(dir, id.as_i64().unwrap()).contains("every 200 cups"))
+            c["chunk_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|id| chunk_text(dir, id.as_i64().unwrap()).contains("every 200 cups"))
         })
         .unwrap_or_else(|| panic!("no citation holds the answer: {r:#}"));
-    assert!(holder["path"].as_str().unwrap().ends_with("manuals/tier1_espresso_machine.md"));
+    assert!(holder["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("manuals/tier1_espresso_machine.md"));
     assert_eq!(holder["tier"], 1);
     let n = holder["n"].as_u64().unwrap();
     let context = r["context"]["text"].as_str().unwrap();
-    assert!(context.contains(&format!("[{n}] Barista One Espresso Machine Manual")), "{context}");
+    assert!(
+        context.contains(&format!("[{n}] Barista One Espresso Machine Manual")),
+        "{context}"
+    );
     assert!(context.contains("every 200 cups"));
     assert!(context.contains("cite each fact with its number"));
     // Tier 1 is listed before tier 2; each kept chunk scored ≥ 0.3; ≤ 2 per source.
@@ -281,16 +393,31 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
     let mut per_source = std::collections::HashMap::new();
     for p in passages {
         assert!(p["rerank"].as_f64().unwrap() >= 0.3, "{p}");
-        *per_source.entry(p["document_id"].as_i64().unwrap()).or_insert(0) += p["chunk_ids"].as_array().unwrap().len();
+        *per_source
+            .entry(p["document_id"].as_i64().unwrap())
+            .or_insert(0) += p["chunk_ids"].as_array().unwrap().len();
     }
     assert!(per_source.values().all(|&n| n <= 2), "{per_source:?}");
     // Every dropped candidate really was under the cut.
-    let kept: Vec<i64> = passages.iter().flat_map(|p| p["chunk_ids"].as_array().unwrap().iter().map(|i| i.as_i64().unwrap())).collect();
+    let kept: Vec<i64> = passages
+        .iter()
+        .flat_map(|p| {
+            p["chunk_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_i64().unwrap())
+        })
+        .collect();
     for c in r["candidates"].as_array().unwrap() {
-        if !kept.contains(&c["chunk_id"].as_i64().unwrap()) && c["rerank"].as_f64().unwrap() >= 0.3 {
+        if !kept.contains(&c["chunk_id"].as_i64().unwrap()) && c["rerank"].as_f64().unwrap() >= 0.3
+        {
             // Kept out by the per-source cap or the top-7 cut, not the score.
             let doc = c["document_id"].as_i64().unwrap();
-            assert!(per_source.get(&doc).copied().unwrap_or(0) == 2 || kept.len() == 7, "{c}");
+            assert!(
+                per_source.get(&doc).copied().unwrap_or(0) == 2 || kept.len() == 7,
+                "{c}"
+            );
         }
     }
 }
@@ -301,26 +428,57 @@ fn exact_references_go_straight_to_their_chunks() {
     let r = search(dir, "section 4.2", &[]);
     assert_eq!(r["exact"], json!({"kind": "section", "value": "4.2"}));
     let names = step_names(&r);
-    assert!(names.contains(&"exact_lookup".to_string()) && !names.contains(&"vector_search".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"exact_lookup".to_string())
+            && !names.contains(&"vector_search".to_string()),
+        "{names:?}"
+    );
     let p = &r["passages"][0];
-    assert!(p["section"].as_str().unwrap().ends_with("4.2 Replacing the water filter"), "{p}");
-    assert!(p["text"].as_str().unwrap().contains("Replace the water filter every three months"));
+    assert!(
+        p["section"]
+            .as_str()
+            .unwrap()
+            .ends_with("4.2 Replacing the water filter"),
+        "{p}"
+    );
+    assert!(p["text"]
+        .as_str()
+        .unwrap()
+        .contains("Replace the water filter every three months"));
 
     let r = search(dir, "What is in chapter 3 of the bike guide?", &[]);
     assert_eq!(r["exact"]["kind"], "chapter");
     let text = r["passages"][0]["text"].as_str().unwrap();
     assert!(text.contains("Rim brake pads"), "{r:#}");
 
-    let r = search(dir, "where does it say \"bed them in with ten firm stops\"", &[]);
-    assert_eq!(r["exact"], json!({"kind": "phrase", "value": "bed them in with ten firm stops"}));
+    let r = search(
+        dir,
+        "where does it say \"bed them in with ten firm stops\"",
+        &[],
+    );
+    assert_eq!(
+        r["exact"],
+        json!({"kind": "phrase", "value": "bed them in with ten firm stops"})
+    );
     assert_eq!(r["passages"].as_array().unwrap().len(), 1);
-    assert!(r["passages"][0]["text"].as_str().unwrap().contains("bed them in with ten firm stops"));
+    assert!(r["passages"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("bed them in with ten firm stops"));
 
     // A reference nothing matches falls back to the vector search.
     let r = search(dir, "what does section 9.9 say about tyre pressure", &[]);
     assert!(step_names(&r).contains(&"vector_search".to_string()));
-    assert!(r["steps"].as_array().unwrap().iter().any(|s| s["note"].as_str().is_some_and(|n| n.contains("falling back"))));
-    assert!(r["passages"][0]["text"].as_str().unwrap().contains("Road tyres need 6 to 8 bar"), "{r:#}");
+    assert!(r["steps"].as_array().unwrap().iter().any(|s| s["note"]
+        .as_str()
+        .is_some_and(|n| n.contains("falling back"))));
+    assert!(
+        r["passages"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Road tyres need 6 to 8 bar"),
+        "{r:#}"
+    );
 }
 
 #[test]
@@ -333,27 +491,72 @@ fn a_question_the_documents_do_not_cover_says_so() {
     // Tag filters come from the question; tier filters from the caller.
     let r = search(dir, "bike chain oil", &[]);
     assert_eq!(r["filters"]["tags"], json!(["bike"]));
-    assert!(r["passages"].as_array().unwrap().iter().all(|p| p["path"].as_str().unwrap().ends_with("bike_maintenance.md")));
-    let (_, out, _) = es(dir, &["knowledge", "search", "does hard water clog the espresso machine", "--tier", "2", "--json"], &[]);
+    assert!(r["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["path"].as_str().unwrap().ends_with("bike_maintenance.md")));
+    let (_, out, _) = es(
+        dir,
+        &[
+            "knowledge",
+            "search",
+            "does hard water clog the espresso machine",
+            "--tier",
+            "2",
+            "--json",
+        ],
+        &[],
+    );
     let r = json_of(&out);
     assert!(!r["passages"].as_array().unwrap().is_empty());
-    assert!(r["passages"].as_array().unwrap().iter().all(|p| p["tier"] == 2), "{r:#}");
+    assert!(
+        r["passages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["tier"] == 2),
+        "{r:#}"
+    );
 }
 
 #[test]
 fn eval_retrieval_reports_precision_recall_latency_spread_and_diversity() {
     let dir = shared_state();
     let labels = data("knowledge/labels.jsonl");
-    let (code, out, err) = es(dir, &["eval", "retrieval", "--labels", labels.to_str().unwrap(), "--json"], &[]);
+    let (code, out, err) = es(
+        dir,
+        &[
+            "eval",
+            "retrieval",
+            "--labels",
+            labels.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     let s = json_of(&out);
-    let lines = std::fs::read_to_string(&labels).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    let lines = std::fs::read_to_string(&labels)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
     assert_eq!(s["queries"].as_u64().unwrap() as usize, lines);
-    let (p, r, f1) = (s["precision"].as_f64().unwrap(), s["recall"].as_f64().unwrap(), s["f1"].as_f64().unwrap());
+    let (p, r, f1) = (
+        s["precision"].as_f64().unwrap(),
+        s["recall"].as_f64().unwrap(),
+        s["f1"].as_f64().unwrap(),
+    );
     assert!(p >= 0.8 && r >= 0.9, "precision {p} recall {r}");
     assert!((f1 - 2.0 * p * r / (p + r)).abs() < 1e-9);
     assert!(s["latency_p50_ms"].as_f64().unwrap() > 0.0);
-    let spread: f64 = s["tier_spread"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum();
+    let spread: f64 = s["tier_spread"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
     assert!((spread - 1.0).abs() < 1e-9);
     let d = s["context_diversity"].as_f64().unwrap();
     assert!(d > 0.0 && d <= 1.0);
@@ -361,7 +564,16 @@ fn eval_retrieval_reports_precision_recall_latency_spread_and_diversity() {
     // A bad labels file is one clear line.
     let bad = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(bad.path(), "{\"query\": 3}\n").unwrap();
-    let (code, _, err) = es(dir, &["eval", "retrieval", "--labels", bad.path().to_str().unwrap()], &[]);
+    let (code, _, err) = es(
+        dir,
+        &[
+            "eval",
+            "retrieval",
+            "--labels",
+            bad.path().to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(code, 2);
     assert!(err.contains("line 1") && err.lines().count() == 1, "{err}");
 }
@@ -463,25 +675,65 @@ fn build_cross_encoder(weights: &[(u32, f32)], vocab: usize, bias: f32) -> Vec<u
     let raw: Vec<u8> = table.iter().flat_map(|f| f.to_le_bytes()).collect();
     let mut graph = Vec::new();
     let nodes = [
-        pb::node("Gather", &["table", "input_ids"], &["w"], &[pb::int_attr("axis", 0)]),
-        pb::node("Cast", &["token_type_ids"], &["types"], &[pb::int_attr("to", FLOAT)]),
-        pb::node("Cast", &["attention_mask"], &["mask"], &[pb::int_attr("to", FLOAT)]),
+        pb::node(
+            "Gather",
+            &["table", "input_ids"],
+            &["w"],
+            &[pb::int_attr("axis", 0)],
+        ),
+        pb::node(
+            "Cast",
+            &["token_type_ids"],
+            &["types"],
+            &[pb::int_attr("to", FLOAT)],
+        ),
+        pb::node(
+            "Cast",
+            &["attention_mask"],
+            &["mask"],
+            &[pb::int_attr("to", FLOAT)],
+        ),
         pb::node("Mul", &["types", "mask"], &["passage"], &[]),
         pb::node("Mul", &["w", "passage"], &["wp"], &[]),
-        pb::node("ReduceSum", &["wp", "axes"], &["sum"], &[pb::int_attr("keepdims", 1)]),
+        pb::node(
+            "ReduceSum",
+            &["wp", "axes"],
+            &["sum"],
+            &[pb::int_attr("keepdims", 1)],
+        ),
         pb::node("Add", &["sum", "bias"], &["logits"], &[]),
     ];
     for n in &nodes {
         pb::bytes(&mut graph, 1, n);
     }
     pb::string(&mut graph, 2, "test_cross_encoder");
-    pb::bytes(&mut graph, 5, &pb::tensor("table", &[vocab as i64], FLOAT, &raw));
-    pb::bytes(&mut graph, 5, &pb::tensor("axes", &[1], INT64, &1i64.to_le_bytes()));
-    pb::bytes(&mut graph, 5, &pb::tensor("bias", &[1], FLOAT, &bias.to_le_bytes()));
+    pb::bytes(
+        &mut graph,
+        5,
+        &pb::tensor("table", &[vocab as i64], FLOAT, &raw),
+    );
+    pb::bytes(
+        &mut graph,
+        5,
+        &pb::tensor("axes", &[1], INT64, &1i64.to_le_bytes()),
+    );
+    pb::bytes(
+        &mut graph,
+        5,
+        &pb::tensor("bias", &[1], FLOAT, &bias.to_le_bytes()),
+    );
     for name in ["input_ids", "attention_mask", "token_type_ids"] {
-        pb::bytes(&mut graph, 11, &pb::value_info(name, INT64, &[Ok(1), Err("seq")]));
+        pb::bytes(
+            &mut graph,
+            11,
+            &pb::value_info(name, INT64, &[Ok(1), Err("seq")]),
+        );
     }
-    pb::bytes(&mut graph, 12, &pb::value_info("logits", FLOAT, &[Ok(1), Ok(1)]));
+    pb::bytes(
+        &mut graph,
+        12,
+        &pb::value_info("logits", FLOAT, &[Ok(1), Ok(1)]),
+    );
     let mut model = Vec::new();
     pb::int(&mut model, 1, 8); // ir_version
     pb::string(&mut model, 2, "earshot-test");
@@ -526,7 +778,11 @@ fn an_onnx_cross_encoder_in_models_reranks() {
     std::fs::write(tmp.path().join("reranker.onnx"), &model).unwrap();
     std::fs::copy(&tokenizer_path, tmp.path().join("reranker-tokenizer.json")).unwrap();
     let query = "When do I replace the water filter cartridge?";
-    let r = search(dir, query, &[("EARSHOT_MODELS_DIR", tmp.path().to_str().unwrap())]);
+    let r = search(
+        dir,
+        query,
+        &[("EARSHOT_MODELS_DIR", tmp.path().to_str().unwrap())],
+    );
     assert_eq!(r["reranker"], "cross-encoder:reranker.onnx", "{r:#}");
     let candidates = r["candidates"].as_array().unwrap();
     assert!(candidates.len() >= 5);
@@ -540,21 +796,47 @@ fn an_onnx_cross_encoder_in_models_reranks() {
             .zip(enc.get_type_ids())
             .take(512)
             .filter(|(_, t)| **t == 1)
-            .map(|(id, _)| if *id == filter { 3.0 } else if *id == months { 1.0 } else { 0.0 })
+            .map(|(id, _)| {
+                if *id == filter {
+                    3.0
+                } else if *id == months {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
             .sum::<f32>()
             - 2.0;
         let expected = 1.0 / (1.0 + (-logit).exp());
         let got = c["rerank"].as_f64().unwrap() as f32;
-        assert!((got - expected).abs() < 1e-4, "chunk {}: got {got}, expected {expected}", c["chunk_id"]);
+        assert!(
+            (got - expected).abs() < 1e-4,
+            "chunk {}: got {got}, expected {expected}",
+            c["chunk_id"]
+        );
     }
     // The filter section has the most weighted tokens: it leads.
     let top = &r["passages"][0];
-    assert!(top["text"].as_str().unwrap().contains("Replace the water filter every three months"), "{r:#}");
+    assert!(
+        top["text"]
+            .as_str()
+            .unwrap()
+            .contains("Replace the water filter every three months"),
+        "{r:#}"
+    );
     // Passages without any weighted token score σ(−2) = 0.12 and are dropped.
-    assert!(r["passages"].as_array().unwrap().iter().all(|p| p["rerank"].as_f64().unwrap() >= 0.3));
+    assert!(r["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["rerank"].as_f64().unwrap() >= 0.3));
     // A broken reranker file falls back to the fusion, with a warning.
     std::fs::write(tmp.path().join("reranker.onnx"), b"not onnx").unwrap();
-    let r = search(dir, query, &[("EARSHOT_MODELS_DIR", tmp.path().to_str().unwrap())]);
+    let r = search(
+        dir,
+        query,
+        &[("EARSHOT_MODELS_DIR", tmp.path().to_str().unwrap())],
+    );
     assert_eq!(r["reranker"], "fusion");
 }
 
@@ -592,15 +874,34 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
         if body.get("tools").is_none() {
             return completion(Some("simple"), &[]);
         }
-        let offered: Vec<String> = body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_string()).collect();
+        let offered: Vec<String> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
         match calls.fetch_add(1, Ordering::SeqCst) {
             0 if offered.contains(&"search_knowledge".to_string()) => completion(
                 None,
-                &[("call_1", "search_knowledge", r#"{"query":"how often to descale the espresso machine"}"#)],
+                &[(
+                    "call_1",
+                    "search_knowledge",
+                    r#"{"query":"how often to descale the espresso machine"}"#,
+                )],
             ),
-            0 => completion(Some(&format!("search_knowledge was not offered: {offered:?}")), &[]),
+            0 => completion(
+                Some(&format!("search_knowledge was not offered: {offered:?}")),
+                &[],
+            ),
             _ => {
-                let tool = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+                let tool = body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .find(|m| m["role"] == "tool")
+                    .cloned()
+                    .unwrap_or_default();
                 let content = tool["content"].as_str().unwrap_or("");
                 let answer = if content.contains("every 200 cups") && content.contains("[1]") {
                     "Descale it every 200 cups or every two months [1]."
@@ -619,12 +920,33 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // "schedule" sends it to the context path by keyword (R-ROUTE).
-    let (code, out, err) = es(dir.path(), &["chat", "what does my maintenance schedule say about descaling the espresso machine?", "--json"], &env);
+    let (code, out, err) = es(
+        dir.path(),
+        &[
+            "chat",
+            "what does my maintenance schedule say about descaling the espresso machine?",
+            "--json",
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{out}\n{err}");
-    let events: Vec<Value> = out.lines().filter(|l| l.starts_with('{')).map(json_of).collect();
-    let answer: String = events.iter().filter(|e| e["type"] == "content").map(|e| e["data"].as_str().unwrap_or("")).collect();
-    assert_eq!(answer, "Descale it every 200 cups or every two months [1].", "{events:#?}");
-    assert!(events.iter().any(|e| e["type"] == "thinking" && e["tool"] == "search_knowledge"));
+    let events: Vec<Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(json_of)
+        .collect();
+    let answer: String = events
+        .iter()
+        .filter(|e| e["type"] == "content")
+        .map(|e| e["data"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        answer, "Descale it every 200 cups or every two months [1].",
+        "{events:#?}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["type"] == "thinking" && e["tool"] == "search_knowledge"));
     let done = events.iter().find(|e| e["type"] == "done").unwrap();
     let turn = done["turn_id"].as_i64().unwrap();
 
@@ -633,17 +955,33 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
     let row = json_of(out.lines().last().unwrap());
     assert_eq!(row["id"], turn);
     let retrieval = &row["retrieval_json"][0];
-    assert_eq!(retrieval["query"], "how often to descale the espresso machine");
+    assert_eq!(
+        retrieval["query"],
+        "how often to descale the espresso machine"
+    );
     let chunk = &retrieval["chunks"][0];
-    assert!(chunk["source"].as_str().unwrap().ends_with("tier1_espresso_machine.md"), "{row:#}");
-    assert!(chunk["score"].as_f64().is_some() && chunk["rerank"].as_f64().is_some() && chunk["ids"].is_array());
+    assert!(
+        chunk["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("tier1_espresso_machine.md"),
+        "{row:#}"
+    );
+    assert!(
+        chunk["score"].as_f64().is_some()
+            && chunk["rerank"].as_f64().is_some()
+            && chunk["ids"].is_array()
+    );
     assert!(chunk["snippet"].as_str().unwrap().len() > 20);
     assert!(row["timings_json"]["total"].as_f64().unwrap() > 0.0);
     assert_eq!(row["route"], "context");
     assert!(row["models_json"].is_object());
     assert!(row.get("memories_json").is_some());
     let (_, human, _) = es(dir.path(), &["log", "--last", "1"], &[]);
-    assert!(human.contains("retrieval \"how often to descale") && human.contains("rerank"), "{human}");
+    assert!(
+        human.contains("retrieval \"how often to descale") && human.contains("rerank"),
+        "{human}"
+    );
 
     // Feedback: errors first in the queue.
     let (code, out, err) = es(dir.path(), &["chat", "hello there", "--json"], &env);
@@ -655,8 +993,30 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
         .find(|e| e["type"] == "done")
         .and_then(|e| e["turn_id"].as_i64())
         .unwrap_or_else(|| panic!("no done: {out}"));
-    assert_eq!(es(dir.path(), &["feedback", &second.to_string(), "not_helpful", "too", "short"], &[]).0, 0);
-    assert_eq!(es(dir.path(), &["feedback", &turn.to_string(), "error", "wrong interval"], &[]).0, 0);
+    assert_eq!(
+        es(
+            dir.path(),
+            &[
+                "feedback",
+                &second.to_string(),
+                "not_helpful",
+                "too",
+                "short"
+            ],
+            &[]
+        )
+        .0,
+        0
+    );
+    assert_eq!(
+        es(
+            dir.path(),
+            &["feedback", &turn.to_string(), "error", "wrong interval"],
+            &[]
+        )
+        .0,
+        0
+    );
     let (code, _, err) = es(dir.path(), &["feedback", "999", "error"], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("turn 999 does not exist"), "{err}");
@@ -673,7 +1033,21 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
     let review = |turn: i64, c: &str, comp: &str, who: &str| {
         let (code, out, err) = es(
             dir.path(),
-            &["review", &turn.to_string(), "--correctness", c, "--completeness", comp, "--clarity", "1", "--efficiency", "0", "--reviewer", who, "--json"],
+            &[
+                "review",
+                &turn.to_string(),
+                "--correctness",
+                c,
+                "--completeness",
+                comp,
+                "--clarity",
+                "1",
+                "--efficiency",
+                "0",
+                "--reviewer",
+                who,
+                "--json",
+            ],
             &[],
         );
         assert_eq!(code, 0, "{err}");
@@ -682,26 +1056,77 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
     assert_eq!(review(turn, "1", "1", "ana"), "GOOD");
     assert_eq!(review(turn, "0.5", "1", "bo"), "BAD");
     assert_eq!(review(turn, "1", "0", "cy"), "BAD");
-    let (code, _, err) = es(dir.path(), &["review", &turn.to_string(), "--correctness", "0.7", "--completeness", "1", "--clarity", "1", "--efficiency", "1", "--reviewer", "x"], &[]);
+    let (code, _, err) = es(
+        dir.path(),
+        &[
+            "review",
+            &turn.to_string(),
+            "--correctness",
+            "0.7",
+            "--completeness",
+            "1",
+            "--clarity",
+            "1",
+            "--efficiency",
+            "1",
+            "--reviewer",
+            "x",
+        ],
+        &[],
+    );
     assert_eq!(code, 2);
     assert!(err.contains("correctness must be 0, 0.5 or 1"), "{err}");
     let (_, out, _) = es(dir.path(), &["review", "queue", "--json"], &[]);
-    assert_eq!(json_of(&out).as_array().unwrap().len(), 1, "reviewed turns leave the queue");
+    assert_eq!(
+        json_of(&out).as_array().unwrap().len(),
+        1,
+        "reviewed turns leave the queue"
+    );
 
     // Export: CSV with the full column set, JSONL with native types.
-    let (code, csv_out, err) = es(dir.path(), &["export", "--format", "csv", "--reviewed"], &[]);
+    let (code, csv_out, err) = es(
+        dir.path(),
+        &["export", "--format", "csv", "--reviewed"],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     let mut reader = csv::Reader::from_reader(csv_out.as_bytes());
-    let headers: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+    let headers: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_string)
+        .collect();
     assert!(headers.len() >= 30, "{headers:?}");
-    for col in ["question", "answer", "route", "intent", "route_confidence", "retrieval_sources", "retrieval_rerank_scores", "latency_total_ms", "feedback", "correctness", "verdict", "reviewers"] {
+    for col in [
+        "question",
+        "answer",
+        "route",
+        "intent",
+        "route_confidence",
+        "retrieval_sources",
+        "retrieval_rerank_scores",
+        "latency_total_ms",
+        "feedback",
+        "correctness",
+        "verdict",
+        "reviewers",
+    ] {
         assert!(headers.contains(&col.to_string()), "{col}");
     }
     let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 1, "--reviewed keeps only the reviewed turn");
-    let get = |name: &str| rows[0].get(headers.iter().position(|h| h == name).unwrap()).unwrap().to_string();
+    let get = |name: &str| {
+        rows[0]
+            .get(headers.iter().position(|h| h == name).unwrap())
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(get("turn_id"), turn.to_string());
-    assert_eq!(get("answer"), "Descale it every 200 cups or every two months [1].");
+    assert_eq!(
+        get("answer"),
+        "Descale it every 200 cups or every two months [1]."
+    );
     assert!(get("retrieval_sources").contains("tier1_espresso_machine.md"));
     assert_eq!(get("reviewers"), "ana;bo;cy");
     assert_eq!(get("verdict"), "GOOD;BAD;BAD");
@@ -714,5 +1139,135 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
     assert_eq!(lines[0]["correctness"], json!([1.0, 0.5, 1.0]));
     assert_eq!(lines[1]["feedback"], json!(["not_helpful"]));
     assert_eq!(lines[1]["verdict_consensus"], Value::Null);
-    assert_eq!(lines[0].as_object().unwrap().keys().cloned().collect::<Vec<_>>(), headers);
+    assert_eq!(
+        lines[0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>(),
+        headers
+    );
+}
+
+#[test]
+fn llm_analysis_is_paced_and_llm_rewrite_feeds_the_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::copy(
+        corpus().join("notes/sourdough.txt"),
+        docs.join("sourdough.txt"),
+    )
+    .unwrap();
+    std::fs::copy(
+        corpus().join("garden/tomatoes.md"),
+        docs.join("tomatoes.md"),
+    )
+    .unwrap();
+    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    let llm = TestServer::start(move |req: &Request| {
+        let body = req.json();
+        let system = body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let user = body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if system.contains("You classify documents") {
+            seen.lock().unwrap().push(std::time::Instant::now());
+            if user.contains("File: sourdough.txt") {
+                completion(Some("Here you go:\n```json\n{\"title\": \"Sourdough baking notes\", \"tier\": 1, \"tags\": [\"Baking\", \"bread\"], \"strategy\": \"paragraph\"}\n```"), &[])
+            } else {
+                completion(Some("I cannot classify this."), &[])
+            }
+        } else if system.contains("Rewrite the user's question") {
+            completion(Some("sourdough starter feeding flour water ratio"), &[])
+        } else {
+            completion(Some("simple"), &[])
+        }
+    });
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(&config, "[knowledge]\nrewrite_query = true\n").unwrap();
+    let env = [
+        ("LLM_BASE_URL", format!("{}/openai/v1", llm.url())),
+        ("GROQ_API_KEY", "gsk_test".to_string()),
+        ("EARSHOT_CONFIG", config.to_str().unwrap().to_string()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (code, out, err) = es(
+        dir.path(),
+        &[
+            "ingest",
+            docs.to_str().unwrap(),
+            "--plan",
+            "--pause-ms",
+            "400",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let times = arrivals.lock().unwrap().clone();
+    assert_eq!(times.len(), 2);
+    let gap = times[1] - times[0];
+    assert!(
+        gap >= std::time::Duration::from_millis(400),
+        "LLM calls {gap:?} apart"
+    );
+    let report = json_of(&out);
+    let file = |name: &str| {
+        report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .unwrap()
+            .clone()
+    };
+    let s = file("sourdough.txt");
+    assert_eq!(s["analysis"]["tier"], 1);
+    assert_eq!(s["analysis"]["tags"], json!(["baking", "bread"]));
+    assert_eq!(s["analysis"]["title"], "Sourdough baking notes");
+    assert!(
+        s["analysis"]["analysed_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("llm:"),
+        "{s}"
+    );
+    // An unusable reply falls back to the heuristics, saying why.
+    let t = file("tomatoes.md");
+    assert_eq!(t["analysis"]["tier"], 3);
+    assert!(
+        t["analysis"]["analysed_by"]
+            .as_str()
+            .unwrap()
+            .contains("LLM analysis failed"),
+        "{t}"
+    );
+    assert_eq!(report["llm_calls"], 2);
+
+    let (code, _, err) = es(
+        dir.path(),
+        &["ingest", docs.to_str().unwrap(), "--apply"],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let r = search(dir.path(), "como alimento mi masa madre?", &env);
+    assert_eq!(
+        r["rewritten"],
+        "sourdough starter feeding flour water ratio"
+    );
+    assert!(
+        r["passages"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("feed it twice a day"),
+        "{r:#}"
+    );
+    assert_eq!(r["passages"][0]["tier"], 1, "the reviewed plan's tier");
 }

@@ -27,10 +27,12 @@ pub fn run(config_path: Option<&Path>, args: ExportArgs) -> Result<bool> {
     let n = match &args.out {
         Some(path) => {
             let mut file = std::io::BufWriter::new(
-                std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
             );
             let n = write(&store, format, args.reviewed, &mut file)?;
-            std::io::Write::flush(&mut file).with_context(|| format!("cannot write {}", path.display()))?;
+            std::io::Write::flush(&mut file)
+                .with_context(|| format!("cannot write {}", path.display()))?;
             n
         }
         None => {

@@ -49,15 +49,19 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
                 .map_err(|e| anyhow!("ingest needs the on-device embedder: {e:#}"))?,
         ),
     };
-    let llm = (!args.no_llm && config.knowledge.analyse_with_llm && config.llm.is_usable()).then(|| {
-        let client: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
-        (client, config.llm.model.clone())
-    });
+    let llm =
+        (!args.no_llm && config.knowledge.analyse_with_llm && config.llm.is_usable()).then(|| {
+            let client: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
+            (client, config.llm.model.clone())
+        });
     if llm.is_none() && !args.json {
         eprintln!("ingest: no LLM analysis ({}); tier, tags and strategy come from front matter, file names and headings",
             if args.no_llm { "--no-llm" } else if !config.knowledge.analyse_with_llm { "knowledge.analyse_with_llm is off" } else { "no language model is configured" });
     }
-    let plan_path = args.plan_file.clone().unwrap_or_else(|| config.knowledge.plan_path(&config));
+    let plan_path = args
+        .plan_file
+        .clone()
+        .unwrap_or_else(|| config.knowledge.plan_path(&config));
     let cancel = crate::cancel::CancelToken::new();
     super::install_interrupt(&cancel);
     let ingest = Ingest {
@@ -72,7 +76,13 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
     let report = ingest.run(&args.paths, mode)?;
     if let Some(embedder) = &embedder {
         // Bring the usearch file up to date now rather than at the first search.
-        let index = VectorIndex::open(&store, &config.index_dir(), crate::knowledge::COLLECTION, embedder.dims(), &embedder.model_id())?;
+        let index = VectorIndex::open(
+            &store,
+            &config.index_dir(),
+            crate::knowledge::COLLECTION,
+            embedder.dims(),
+            &embedder.model_id(),
+        )?;
         index.flush()?;
     }
     if args.json {
@@ -82,18 +92,45 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
             match &f.error {
                 Some(e) => println!("FAILED     {}: {e}", f.path.display()),
                 None => {
-                    let a = f.analysis.as_ref().map(|a| format!(" tier {} {} [{}] ({})", a.tier, a.strategy.as_str(), a.tags.join(", "), a.analysed_by)).unwrap_or_default();
-                    println!("{:<10} {} — {} chunks{a}", f.status, f.path.display(), f.chunks);
+                    let a = f
+                        .analysis
+                        .as_ref()
+                        .map(|a| {
+                            format!(
+                                " tier {} {} [{}] ({})",
+                                a.tier,
+                                a.strategy.as_str(),
+                                a.tags.join(", "),
+                                a.analysed_by
+                            )
+                        })
+                        .unwrap_or_default();
+                    println!(
+                        "{:<10} {} — {} chunks{a}",
+                        f.status,
+                        f.path.display(),
+                        f.chunks
+                    );
                 }
             }
         }
         if let Some(plan) = &report.plan {
-            println!("Plan written to {}; review it, then run: earshot ingest {} --apply", plan.display(),
-                args.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "));
+            println!(
+                "Plan written to {}; review it, then run: earshot ingest {} --apply",
+                plan.display(),
+                args.paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
         let failed = report.failures();
         if failed > 0 {
-            println!("{failed} of {} failed; the others were processed.", report.files.len());
+            println!(
+                "{failed} of {} failed; the others were processed.",
+                report.files.len()
+            );
         }
     }
     Ok(report.failures() == 0)

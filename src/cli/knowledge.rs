@@ -47,22 +47,46 @@ pub fn run(config_path: Option<&Path>, command: KnowledgeCommand) -> Result<bool
                 println!("The knowledge base is empty. Add documents with: earshot ingest FOLDER");
             } else {
                 for d in docs {
-                    println!("{:>4}  tier {}  {:>3} chunks  {:<9}  {}  [{}]", d.id, d.tier, d.chunk_count, d.strategy, d.path, d.tags.join(", "));
+                    println!(
+                        "{:>4}  tier {}  {:>3} chunks  {:<9}  {}  [{}]",
+                        d.id,
+                        d.tier,
+                        d.chunk_count,
+                        d.strategy,
+                        d.path,
+                        d.tags.join(", ")
+                    );
                 }
             }
             Ok(true)
         }
-        KnowledgeCommand::Search { query, tiers, tags, no_rewrite, json } => {
+        KnowledgeCommand::Search {
+            query,
+            tiers,
+            tags,
+            no_rewrite,
+            json,
+        } => {
             let llm = (config.knowledge.rewrite_query && config.llm.is_usable())
                 .then(|| Arc::new(OpenAiClient::new(&config.llm)) as Arc<dyn ChatModel>);
             let kb = KnowledgeBase::from_config(config, llm)?;
-            let options = SearchOptions { tiers, tags, no_rewrite };
+            let options = SearchOptions {
+                tiers,
+                tags,
+                no_rewrite,
+            };
             let r = search(&kb, &query, &options, &crate::cancel::CancelToken::new())?;
             if json {
                 super::print_json(&serde_json::to_value(&r)?);
             } else {
                 for s in &r.steps {
-                    println!("{:<15} {:>7.1} ms  {:>3} out  {}", s.name, s.ms, s.out, s.note.as_deref().unwrap_or(""));
+                    println!(
+                        "{:<15} {:>7.1} ms  {:>3} out  {}",
+                        s.name,
+                        s.ms,
+                        s.out,
+                        s.note.as_deref().unwrap_or("")
+                    );
                 }
                 println!();
                 println!("{}", r.context.text);

@@ -24,7 +24,9 @@ pub fn run(config_path: Option<&Path>, args: LogArgs) -> Result<bool> {
         println!("No turns logged yet.");
     }
     for id in ids {
-        let Some(row) = store.turn_log_row(id)? else { continue };
+        let Some(row) = store.turn_log_row(id)? else {
+            continue;
+        };
         if args.json {
             super::print_json(&row);
             continue;
@@ -43,20 +45,47 @@ fn s(v: &Value) -> String {
 }
 
 fn print_human(row: &Value) {
-    let conf = row["confidence"].as_f64().map(|c| format!(" {c:.2}")).unwrap_or_default();
+    let conf = row["confidence"]
+        .as_f64()
+        .map(|c| format!(" {c:.2}"))
+        .unwrap_or_default();
     println!(
         "#{} {} [{}] route {}{} by {} intent {} model {} — {}",
-        s(&row["id"]), s(&row["started_at"]), s(&row["outcome"]), s(&row["route"]), conf,
-        s(&row["route_by"]), s(&row["intent"]), s(&row["model"]), s(&row["source"])
+        s(&row["id"]),
+        s(&row["started_at"]),
+        s(&row["outcome"]),
+        s(&row["route"]),
+        conf,
+        s(&row["route_by"]),
+        s(&row["intent"]),
+        s(&row["model"]),
+        s(&row["source"])
     );
     println!("  Q: {}", s(&row["input"]));
     println!("  A: {}", s(&row["response"]));
     if let Some(t) = row["timings_json"].as_object().filter(|t| !t.is_empty()) {
-        let parts: Vec<String> = t.iter().map(|(k, v)| format!("{k} {:.0}", v.as_f64().unwrap_or(0.0))).collect();
+        let parts: Vec<String> = t
+            .iter()
+            .map(|(k, v)| format!("{k} {:.0}", v.as_f64().unwrap_or(0.0)))
+            .collect();
         println!("  ms: {}", parts.join(", "));
     }
     if let Some(tools) = row["tools_json"].as_array().filter(|a| !a.is_empty()) {
-        let parts: Vec<String> = tools.iter().map(|t| format!("{} {:.0} ms{}", s(&t["name"]), t["ms"].as_f64().unwrap_or(0.0), if t["ok"] == Value::Bool(false) { " FAILED" } else { "" })).collect();
+        let parts: Vec<String> = tools
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {:.0} ms{}",
+                    s(&t["name"]),
+                    t["ms"].as_f64().unwrap_or(0.0),
+                    if t["ok"] == Value::Bool(false) {
+                        " FAILED"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
         println!("  tools: {}", parts.join(", "));
     }
     if let Some(m) = row["memories_json"].as_array().filter(|a| !a.is_empty()) {
@@ -64,9 +93,20 @@ fn print_human(row: &Value) {
     }
     if let Some(r) = row["retrieval_json"].as_array().filter(|a| !a.is_empty()) {
         for call in r {
-            println!("  retrieval \"{}\" ({}):", s(&call["query"]), s(&call["reranker"]));
+            println!(
+                "  retrieval \"{}\" ({}):",
+                s(&call["query"]),
+                s(&call["reranker"])
+            );
             for c in call["chunks"].as_array().into_iter().flatten() {
-                println!("    {} score {:.2} rerank {:.2} {} — {}", s(&c["ids"]), c["score"].as_f64().unwrap_or(0.0), c["rerank"].as_f64().unwrap_or(0.0), s(&c["source"]), s(&c["snippet"]).chars().take(80).collect::<String>());
+                println!(
+                    "    {} score {:.2} rerank {:.2} {} — {}",
+                    s(&c["ids"]),
+                    c["score"].as_f64().unwrap_or(0.0),
+                    c["rerank"].as_f64().unwrap_or(0.0),
+                    s(&c["source"]),
+                    s(&c["snippet"]).chars().take(80).collect::<String>()
+                );
             }
         }
     }

@@ -42,7 +42,13 @@ pub fn run(config_path: Option<&Path>, args: ReviewArgs) -> Result<bool> {
             println!("Nothing to review: no turn has feedback waiting.");
         } else {
             for i in items {
-                println!("#{:<5} {:<11} {}  Q: {}", i.turn_id, i.feedback.to_uppercase(), i.started_at, i.input);
+                println!(
+                    "#{:<5} {:<11} {}  Q: {}",
+                    i.turn_id,
+                    i.feedback.to_uppercase(),
+                    i.started_at,
+                    i.input
+                );
                 println!("       A: {}", i.response.as_deref().unwrap_or("-"));
                 for n in &i.notes {
                     println!("       note: {n}");
@@ -55,7 +61,9 @@ pub fn run(config_path: Option<&Path>, args: ReviewArgs) -> Result<bool> {
         .target
         .parse()
         .map_err(|_| anyhow!("review takes `queue` or a turn id (got {:?})", args.target))?;
-    let missing = |name: &str| anyhow!("--{name} is required to review a turn (the verdict is computed from the rubric)");
+    let missing = |name: &str| {
+        anyhow!("--{name} is required to review a turn (the verdict is computed from the rubric)")
+    };
     let rubric = Rubric::new(
         args.correctness.ok_or_else(|| missing("correctness"))?,
         args.completeness.ok_or_else(|| missing("completeness"))?,
@@ -66,7 +74,9 @@ pub fn run(config_path: Option<&Path>, args: ReviewArgs) -> Result<bool> {
     let v = review(&store, turn, &reviewer, &rubric)?;
     debug_assert_eq!(v, verdict(&rubric));
     if args.json {
-        super::print_json(&serde_json::json!({"turn_id": turn, "reviewer": reviewer, "rubric": rubric, "verdict": v}));
+        super::print_json(
+            &serde_json::json!({"turn_id": turn, "reviewer": reviewer, "rubric": rubric, "verdict": v}),
+        );
     } else {
         println!("Turn {turn} reviewed by {reviewer}: {}", v.as_str());
     }

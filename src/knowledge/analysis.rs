@@ -38,14 +38,18 @@ pub struct Analysis {
 
 static FRONT_MATTER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)\A---\s*\n(.*?)\n---\s*\n").expect("static regex"));
-static TIER_NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)(?:^|[^a-z])(?:tier|t)[-_ ]?([123])(?:[^0-9]|$)").expect("static regex"));
+static TIER_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:^|[^a-z])(?:tier|t)[-_ ]?([123])(?:[^0-9]|$)").expect("static regex")
+});
 
 /// Lower-case, trimmed, deduplicated tags without empty ones.
 pub fn clean_tags(tags: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for t in tags {
-        let t = t.trim().trim_matches(|c| c == '"' || c == '\'').to_lowercase();
+        let t = t
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'')
+            .to_lowercase();
         if !t.is_empty() && t.len() <= 40 && !out.contains(&t) {
             out.push(t);
         }
@@ -107,7 +111,10 @@ pub fn heuristic(path: &Path, text: &str) -> Analysis {
     } else {
         Strategy::Paragraph
     };
-    let (tier, rule) = if let Some(t) = get("tier").and_then(|v| v.trim().parse::<u8>().ok()).filter(|t| (1..=3).contains(t)) {
+    let (tier, rule) = if let Some(t) = get("tier")
+        .and_then(|v| v.trim().parse::<u8>().ok())
+        .filter(|t| (1..=3).contains(t))
+    {
         (t, "front-matter tier")
     } else if let Some(t) = tier_from_path(path) {
         (t, "file-name tier")
@@ -132,7 +139,14 @@ pub fn heuristic(path: &Path, text: &str) -> Analysis {
         tier,
         tags,
         strategy,
-        analysed_by: format!("heuristic:{rule}; strategy by {}", if get("strategy").is_some() { "front matter" } else { "headings present" }),
+        analysed_by: format!(
+            "heuristic:{rule}; strategy by {}",
+            if get("strategy").is_some() {
+                "front matter"
+            } else {
+                "headings present"
+            }
+        ),
     }
 }
 
@@ -143,7 +157,11 @@ fn tier_from_path(path: &Path) -> Option<u8> {
         .and_then(|s| s.to_str())
         .map(|s| vec![s.to_string()])
         .unwrap_or_default();
-    if let Some(parent) = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()) {
+    if let Some(parent) = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+    {
         names.push(parent.to_string());
     }
     names
@@ -184,8 +202,12 @@ pub fn with_llm(
     let response = llm
         .chat(&request, &mut |_| {}, cancel)
         .map_err(|e| anyhow!("{e}"))?;
-    let parsed = parse_llm_json(&response.content)
-        .with_context(|| format!("the analysis reply was not the JSON asked for: {}", first_chars(&response.content, 80)))?;
+    let parsed = parse_llm_json(&response.content).with_context(|| {
+        format!(
+            "the analysis reply was not the JSON asked for: {}",
+            first_chars(&response.content, 80)
+        )
+    })?;
     let tier = parsed["tier"]
         .as_u64()
         .or_else(|| parsed["tier"].as_str().and_then(|s| s.trim().parse().ok()))
@@ -206,7 +228,11 @@ pub fn with_llm(
         .filter(|t| !t.is_empty())
         .map(|t| first_chars(t, 120))
         .unwrap_or(fallback.title);
-    let used = if response.model.is_empty() { model } else { &response.model };
+    let used = if response.model.is_empty() {
+        model
+    } else {
+        &response.model
+    };
     Ok(Analysis {
         title,
         tier,
@@ -227,7 +253,9 @@ pub fn parse_llm_json(reply: &str) -> Option<serde_json::Value> {
     if end <= start {
         return None;
     }
-    serde_json::from_str(&reply[start..=end]).ok().filter(|v: &serde_json::Value| v.is_object())
+    serde_json::from_str(&reply[start..=end])
+        .ok()
+        .filter(|v: &serde_json::Value| v.is_object())
 }
 
 /// One document's line in the plan file. A reviewer may edit `tier`,
@@ -267,7 +295,10 @@ impl Plan {
             Err(e) => return Err(anyhow!("cannot read the plan {}: {e}", path.display())),
         };
         let plan: Plan = serde_json::from_str(&text).map_err(|e| {
-            anyhow!("the plan {} is not valid ({e}); fix it or run `earshot ingest --plan` again", path.display())
+            anyhow!(
+                "the plan {} is not valid ({e}); fix it or run `earshot ingest --plan` again",
+                path.display()
+            )
         })?;
         for entry in &plan.documents {
             if !(1..=3).contains(&entry.analysis.tier) {
@@ -313,13 +344,30 @@ mod tests {
             Path::new("/x/notes/guide.md"),
             "---\ntier: 1\ntags: [Safety, filters]\nstrategy: paragraph\n---\n# A\n\ntext\n\n# B\n\nmore\n",
         );
-        assert_eq!((a.tier, a.tags.clone(), a.strategy), (1, vec!["safety".to_string(), "filters".to_string()], Strategy::Paragraph));
+        assert_eq!(
+            (a.tier, a.tags.clone(), a.strategy),
+            (
+                1,
+                vec!["safety".to_string(), "filters".to_string()],
+                Strategy::Paragraph
+            )
+        );
         assert!(a.analysed_by.contains("front-matter"));
         let b = heuristic(Path::new("/x/tier2/essay.txt"), "one paragraph only");
         assert_eq!((b.tier, b.strategy), (2, Strategy::Paragraph));
-        assert!(b.tags.is_empty(), "a tier folder is not a tag: {:?}", b.tags);
-        let c = heuristic(Path::new("/x/garden/plants.md"), "# Plants\n\nx\n\n## Water\n\ny\n");
-        assert_eq!((c.tier, c.strategy, c.title.as_str()), (3, Strategy::Section, "Plants"));
+        assert!(
+            b.tags.is_empty(),
+            "a tier folder is not a tag: {:?}",
+            b.tags
+        );
+        let c = heuristic(
+            Path::new("/x/garden/plants.md"),
+            "# Plants\n\nx\n\n## Water\n\ny\n",
+        );
+        assert_eq!(
+            (c.tier, c.strategy, c.title.as_str()),
+            (3, Strategy::Section, "Plants")
+        );
         assert_eq!(c.tags, vec!["garden".to_string()]);
         assert_eq!(tier_from_path(Path::new("/a/t1_manual.pdf")), Some(1));
         assert_eq!(tier_from_path(Path::new("/a/tiered.pdf")), None);

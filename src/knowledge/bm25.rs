@@ -25,7 +25,8 @@ pub fn terms(query: &str) -> Vec<String> {
         .split(|c: char| !c.is_alphanumeric())
         .map(|w| w.to_lowercase())
     {
-        if word.chars().count() >= 2 && !STOP_WORDS.contains(&word.as_str()) && !out.contains(&word) {
+        if word.chars().count() >= 2 && !STOP_WORDS.contains(&word.as_str()) && !out.contains(&word)
+        {
             out.push(word);
         }
     }
@@ -61,7 +62,11 @@ pub fn scores(c: &Connection, query: &str, ids: &[i64]) -> rusqlite::Result<Hash
     if ids.is_empty() {
         return Ok(out);
     }
-    let list = ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let list = ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut stmt = c.prepare(&format!(
         "SELECT rowid, bm25(knowledge_fts) FROM knowledge_fts WHERE knowledge_fts MATCH ?1 AND rowid IN ({list})"
     ))?;
@@ -93,9 +98,15 @@ mod tests {
 
     #[test]
     fn terms_drop_stop_words_and_fts_syntax() {
-        assert_eq!(terms("How do I clean the \"filter\" (NEAR/2)?"), vec!["clean", "filter", "near"]);
+        assert_eq!(
+            terms("How do I clean the \"filter\" (NEAR/2)?"),
+            vec!["clean", "filter", "near"]
+        );
         assert_eq!(match_expression("the of"), None);
-        assert_eq!(match_expression("Filter* AND x-ray").unwrap(), "\"filter\" OR \"ray\"");
+        assert_eq!(
+            match_expression("Filter* AND x-ray").unwrap(),
+            "\"filter\" OR \"ray\""
+        );
         assert!((squash(1.0) - 0.5).abs() < 1e-6);
         assert_eq!(squash(-3.0), 0.0);
     }

@@ -66,8 +66,16 @@ pub fn build(passages: &[Passage]) -> Context {
             .file_name()
             .and_then(|f| f.to_str())
             .unwrap_or(&p.path);
-        let section = p.section.as_deref().map(|s| format!(", {s}")).unwrap_or_default();
-        text.push_str(&format!("[{n}] {} ({name}{section})\n{}\n\n", p.title, p.text.trim()));
+        let section = p
+            .section
+            .as_deref()
+            .map(|s| format!(", {s}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "[{n}] {} ({name}{section})\n{}\n\n",
+            p.title,
+            p.text.trim()
+        ));
         citations.push(Citation {
             n,
             path: p.path.clone(),

@@ -35,7 +35,8 @@ pub struct Label {
 
 /// Read a labels file; a bad line names its number.
 pub fn read_labels(path: &Path) -> Result<Vec<Label>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the labels {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the labels {}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
@@ -52,13 +53,17 @@ pub fn read_labels(path: &Path) -> Result<Vec<Label>> {
 }
 
 fn squash_ws(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 /// Whether a chunk (document path, text) is what a label points at.
 pub fn matches(label: &Relevant, path: &str, text: &str) -> bool {
     let source = label.source.trim_start_matches("./");
-    (path == source || path.ends_with(&format!("/{source}"))) && squash_ws(text).contains(&squash_ws(&label.contains))
+    (path == source || path.ends_with(&format!("/{source}")))
+        && squash_ws(text).contains(&squash_ws(&label.contains))
 }
 
 /// One query's outcome.
@@ -149,7 +154,11 @@ pub fn evaluate(kb: &KnowledgeBase, labels: &[Label]) -> Result<Summary> {
             (clean, clean)
         } else {
             (
-                if retrieved == 0 { 0.0 } else { relevant_retrieved as f64 / retrieved as f64 },
+                if retrieved == 0 {
+                    0.0
+                } else {
+                    relevant_retrieved as f64 / retrieved as f64
+                },
                 labels_found as f64 / label.relevant.len() as f64,
             )
         };
@@ -215,16 +224,28 @@ pub fn evaluate(kb: &KnowledgeBase, labels: &[Label]) -> Result<Summary> {
         latency_p50_ms: percentile(&lat, 0.5),
         latency_p95_ms: percentile(&lat, 0.95),
         tier_spread,
-        context_diversity: if diversity.is_empty() { 0.0 } else { diversity.iter().sum::<f64>() / diversity.len() as f64 },
+        context_diversity: if diversity.is_empty() {
+            0.0
+        } else {
+            diversity.iter().sum::<f64>() / diversity.len() as f64
+        },
         calibration,
         per_query,
     })
 }
 
 /// (document path, chunk text) of every chunk in the passages.
-fn chunk_texts(kb: &KnowledgeBase, passages: &[super::retrieve::Passage]) -> Result<Vec<(String, String)>> {
-    let ids: Vec<i64> = passages.iter().flat_map(|p| p.chunk_ids.iter().copied()).collect();
-    let rows = kb.store.with_conn(|c| super::store::chunks_by_ids(c, &ids))?;
+fn chunk_texts(
+    kb: &KnowledgeBase,
+    passages: &[super::retrieve::Passage],
+) -> Result<Vec<(String, String)>> {
+    let ids: Vec<i64> = passages
+        .iter()
+        .flat_map(|p| p.chunk_ids.iter().copied())
+        .collect();
+    let rows = kb
+        .store
+        .with_conn(|c| super::store::chunks_by_ids(c, &ids))?;
     Ok(rows.into_iter().map(|r| (r.path, r.text)).collect())
 }
 
@@ -234,9 +255,20 @@ mod tests {
 
     #[test]
     fn label_matching_ignores_case_space_and_needs_the_source() {
-        let l = Relevant { source: "manuals/kettle.md".into(), contains: "Descale  every month".into() };
-        assert!(matches(&l, "/tmp/x/manuals/kettle.md", "You should descale\nevery month."));
-        assert!(!matches(&l, "/tmp/x/other/kettle.md", "descale every month"));
+        let l = Relevant {
+            source: "manuals/kettle.md".into(),
+            contains: "Descale  every month".into(),
+        };
+        assert!(matches(
+            &l,
+            "/tmp/x/manuals/kettle.md",
+            "You should descale\nevery month."
+        ));
+        assert!(!matches(
+            &l,
+            "/tmp/x/other/kettle.md",
+            "descale every month"
+        ));
         assert!(!matches(&l, "/tmp/x/manuals/kettle.md", "descale yearly"));
         assert_eq!(f1(0.5, 1.0), 2.0 / 3.0);
         assert_eq!(percentile(&[1.0, 2.0, 3.0], 0.5), 2.0);

@@ -148,17 +148,36 @@ impl Ingest<'_> {
                 path: path.clone(),
                 error: error.clone(),
             });
-            report.files.push(FileReport::failed(&path, error, Instant::now()));
+            report
+                .files
+                .push(FileReport::failed(&path, error, Instant::now()));
         }
         let progress = Progress::new(files.len());
         let mut last_llm_call: Option<Instant> = None;
         for (i, path) in files.iter().enumerate() {
             if self.cancel.is_cancelled() {
-                report.files.push(FileReport::failed(path, "cancelled before it started", Instant::now()));
+                report.files.push(FileReport::failed(
+                    path,
+                    "cancelled before it started",
+                    Instant::now(),
+                ));
                 continue;
             }
-            progress.show(i, &path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-            let file = self.one(path, mode, reviewed.as_ref(), &mut plan, &mut last_llm_call, &mut report.llm_calls);
+            progress.show(
+                i,
+                &path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
+            let file = self.one(
+                path,
+                mode,
+                reviewed.as_ref(),
+                &mut plan,
+                &mut last_llm_call,
+                &mut report.llm_calls,
+            );
             if mode == Mode::Plan && file.status == "failed" {
                 plan.problems.push(PlanProblem {
                     path: path.clone(),
@@ -197,7 +216,10 @@ impl Ingest<'_> {
             Ok(f) => f,
             Err(e) => return FileReport::failed(path, e.to_string(), started),
         };
-        let existing = match self.store.with_conn(|c| kstore::document_by_path(c, &canonical)) {
+        let existing = match self
+            .store
+            .with_conn(|c| kstore::document_by_path(c, &canonical))
+        {
             Ok(d) => d,
             Err(e) => return FileReport::failed(path, format!("database error: {e}"), started),
         };
@@ -280,11 +302,20 @@ impl Ingest<'_> {
             user_id: &self.config.user_id,
         };
         if let Err(e) = kstore::replace_document(self.store, &doc) {
-            return FileReport::failed(path, format!("not indexed (nothing was changed): {e}"), started);
+            return FileReport::failed(
+                path,
+                format!("not indexed (nothing was changed): {e}"),
+                started,
+            );
         }
         FileReport {
             path: path.to_path_buf(),
-            status: if existing.is_some() { "replaced" } else { "indexed" }.into(),
+            status: if existing.is_some() {
+                "replaced"
+            } else {
+                "indexed"
+            }
+            .into(),
             error: None,
             chunks: pieces.len(),
             analysis: Some(analysis),
@@ -293,8 +324,18 @@ impl Ingest<'_> {
     }
 
     /// LLM analysis (paced by `pause`) with the heuristics as fallback.
-    fn analyse(&self, path: &Path, text: &str, last: &mut Option<Instant>, calls: &mut usize) -> Analysis {
-        let Some((llm, model)) = self.llm.as_ref().filter(|_| self.config.knowledge.analyse_with_llm) else {
+    fn analyse(
+        &self,
+        path: &Path,
+        text: &str,
+        last: &mut Option<Instant>,
+        calls: &mut usize,
+    ) -> Analysis {
+        let Some((llm, model)) = self
+            .llm
+            .as_ref()
+            .filter(|_| self.config.knowledge.analyse_with_llm)
+        else {
             return analysis::heuristic(path, text);
         };
         if let Some(at) = last {
@@ -303,17 +344,33 @@ impl Ingest<'_> {
                 // Interruptible: a cancelled batch does not sit out the pause.
                 let until = Instant::now() + wait;
                 while Instant::now() < until && !self.cancel.is_cancelled() {
-                    std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+                    std::thread::sleep(
+                        Duration::from_millis(50)
+                            .min(until.saturating_duration_since(Instant::now())),
+                    );
                 }
             }
         }
-        *last = Some(Instant::now());
         *calls += 1;
-        match analysis::with_llm(llm.as_ref(), model, path, text, self.config.knowledge.analysis_chars, &self.cancel) {
+        // The pause runs from the end of this call to the start of the next.
+        let result = analysis::with_llm(
+            llm.as_ref(),
+            model,
+            path,
+            text,
+            self.config.knowledge.analysis_chars,
+            &self.cancel,
+        );
+        *last = Some(Instant::now());
+        match result {
             Ok(a) => a,
             Err(e) => {
                 let mut a = analysis::heuristic(path, text);
-                a.analysed_by = format!("{} (LLM analysis failed: {})", a.analysed_by, one_line(&format!("{e:#}")));
+                a.analysed_by = format!(
+                    "{} (LLM analysis failed: {})",
+                    a.analysed_by,
+                    one_line(&format!("{e:#}"))
+                );
                 a
             }
         }
@@ -321,7 +378,12 @@ impl Ingest<'_> {
 }
 
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(160).collect()
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(160)
+        .collect()
 }
 
 /// What is embedded for a chunk: the document title and the innermost

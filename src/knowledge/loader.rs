@@ -83,7 +83,9 @@ pub fn fingerprint(path: &Path) -> Result<(u64, String), LoadError> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
-        let n = file.read(&mut buf).map_err(|e| LoadError::Io(e.to_string()))?;
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| LoadError::Io(e.to_string()))?;
         if n == 0 {
             break;
         }
@@ -143,9 +145,8 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
     if bytes.contains(&0) {
         return Err(LoadError::NotText("it contains NUL bytes".into()));
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        LoadError::NotText(format!("invalid UTF-8 at byte {}", e.valid_up_to()))
-    })?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| LoadError::NotText(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
     let controls = text
         .chars()
         .filter(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
@@ -272,9 +273,17 @@ mod tests {
 
     #[test]
     fn junk_and_controls_are_not_text() {
-        assert!(matches!(decode_text(b"\x00\x01abc"), Err(LoadError::NotText(_))));
-        assert!(matches!(decode_text(&[0xff, 0xfe, 0x41]), Err(LoadError::NotText(_))));
-        let noisy: Vec<u8> = (0..200).map(|i| if i % 5 == 0 { 7 } else { b'a' }).collect();
+        assert!(matches!(
+            decode_text(b"\x00\x01abc"),
+            Err(LoadError::NotText(_))
+        ));
+        assert!(matches!(
+            decode_text(&[0xff, 0xfe, 0x41]),
+            Err(LoadError::NotText(_))
+        ));
+        let noisy: Vec<u8> = (0..200)
+            .map(|i| if i % 5 == 0 { 7 } else { b'a' })
+            .collect();
         assert!(matches!(decode_text(&noisy), Err(LoadError::NotText(_))));
         assert_eq!(decode_text(b"\xEF\xBB\xBFhello").unwrap(), "hello");
     }

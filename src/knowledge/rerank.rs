@@ -55,7 +55,9 @@ pub struct Fusion;
 impl Fusion {
     /// Estimated probability that a chunk with this cosine and BM25 is relevant.
     pub fn fuse(vector: f32, bm25: f32) -> f32 {
-        let z = FUSION_BIAS + FUSION_COSINE * vector.clamp(-1.0, 1.0) + FUSION_BM25 * bm25.clamp(0.0, 1.0);
+        let z = FUSION_BIAS
+            + FUSION_COSINE * vector.clamp(-1.0, 1.0)
+            + FUSION_BM25 * bm25.clamp(0.0, 1.0);
         1.0 / (1.0 + (-z).exp())
     }
 }
@@ -65,7 +67,10 @@ impl Reranker for Fusion {
         "fusion".into()
     }
     fn score(&self, _query: &str, candidates: &[RerankInput<'_>]) -> Result<Vec<f32>> {
-        Ok(candidates.iter().map(|c| Self::fuse(c.vector, c.bm25)).collect())
+        Ok(candidates
+            .iter()
+            .map(|c| Self::fuse(c.vector, c.bm25))
+            .collect())
     }
 }
 
@@ -87,7 +92,10 @@ pub fn choose(config: &Config) -> Box<dyn Reranker> {
     match CrossEncoder::load(config, &model, &tokenizer) {
         Ok(ce) => Box::new(ce),
         Err(e) => {
-            tracing::warn!("cross-encoder {} unusable, reranking by BM25+vector fusion: {e:#}", model.display());
+            tracing::warn!(
+                "cross-encoder {} unusable, reranking by BM25+vector fusion: {e:#}",
+                model.display()
+            );
             Box::new(Fusion)
         }
     }
@@ -129,16 +137,29 @@ mod onnx_impl {
                 .map_err(|e| anyhow!("cannot set up the reranker tokenizer: {e}"))?;
             tokenizer.with_padding(None);
             let env = crate::nlu::onnx::environment(config)?;
-            let bad = |e: ort::Error| anyhow!("cannot load the reranker {}: {}", model.display(), e.to_string().replace('\n', " "));
+            let bad = |e: ort::Error| {
+                anyhow!(
+                    "cannot load the reranker {}: {}",
+                    model.display(),
+                    e.to_string().replace('\n', " ")
+                )
+            };
             let session = Session::builder(&env)
                 .map_err(bad)?
                 .with_intra_threads(config.nlu.threads.max(1))
                 .map_err(|e| bad(e.into()))?
                 .commit_from_file(model)
                 .map_err(bad)?;
-            let input_names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
+            let input_names: Vec<String> = session
+                .inputs()
+                .iter()
+                .map(|i| i.name().to_string())
+                .collect();
             for name in &input_names {
-                if !matches!(name.as_str(), "input_ids" | "attention_mask" | "token_type_ids") {
+                if !matches!(
+                    name.as_str(),
+                    "input_ids" | "attention_mask" | "token_type_ids"
+                ) {
                     return Err(anyhow!(
                         "the reranker {} wants an input {name:?}; a cross-encoder takes input_ids, attention_mask, token_type_ids",
                         model.display()
@@ -146,7 +167,10 @@ mod onnx_impl {
                 }
             }
             if !input_names.iter().any(|n| n == "input_ids") {
-                return Err(anyhow!("the reranker {} has no input_ids input", model.display()));
+                return Err(anyhow!(
+                    "the reranker {} has no input_ids input",
+                    model.display()
+                ));
             }
             let file = model
                 .file_name()
@@ -170,7 +194,8 @@ mod onnx_impl {
             let ids: Vec<i64> = enc.get_ids().iter().map(|&x| x as i64).collect();
             let mask: Vec<i64> = enc.get_attention_mask().iter().map(|&x| x as i64).collect();
             let types: Vec<i64> = enc.get_type_ids().iter().map(|&x| x as i64).collect();
-            let err = |e: ort::Error| anyhow!("reranking failed: {}", e.to_string().replace('\n', " "));
+            let err =
+                |e: ort::Error| anyhow!("reranking failed: {}", e.to_string().replace('\n', " "));
             let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::new();
             for name in &self.input_names {
                 let data = match name.as_str() {

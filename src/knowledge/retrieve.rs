@@ -166,7 +166,12 @@ impl Tracer {
 }
 
 /// Run the pipeline.
-pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: &CancelToken) -> Result<Retrieval> {
+pub fn search(
+    kb: &KnowledgeBase,
+    query: &str,
+    options: &SearchOptions,
+    cancel: &CancelToken,
+) -> Result<Retrieval> {
     let started = Instant::now();
     let cfg = &kb.config.knowledge;
     let mut t = Tracer { steps: Vec::new() };
@@ -189,27 +194,50 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
 
     let s = Instant::now();
     let exact = detect_exact(query);
-    t.step("exact_detect", s, exact.is_some() as usize, exact.as_ref().map(|e| format!("{e:?}")));
+    t.step(
+        "exact_detect",
+        s,
+        exact.is_some() as usize,
+        exact.as_ref().map(|e| format!("{e:?}")),
+    );
 
     let s = Instant::now();
     let known = kb.store.with_conn(kstore::known_tags)?;
     let filters = filters_for(query, &known, options, &cfg.allowed_tiers);
-    t.step("filters", s, filters.tags.len(), Some(format!("tiers {:?}, tags {:?}", filters.tiers, filters.tags)));
+    t.step(
+        "filters",
+        s,
+        filters.tags.len(),
+        Some(format!(
+            "tiers {:?}, tags {:?}",
+            filters.tiers, filters.tags
+        )),
+    );
 
-    let query_vec = kb.embedder.embed_one(&search_text).context("cannot embed the question")?;
+    let query_vec = kb
+        .embedder
+        .embed_one(&search_text)
+        .context("cannot embed the question")?;
 
     let mut exact_rows = Vec::new();
     if let Some(e) = &exact {
         let s = Instant::now();
         exact_rows = exact_lookup(kb, e, &filters)?;
-        let note = exact_rows.is_empty().then(|| "no chunk matches; falling back to vector search".to_string());
+        let note = exact_rows
+            .is_empty()
+            .then(|| "no chunk matches; falling back to vector search".to_string());
         t.step("exact_lookup", s, exact_rows.len(), note);
     }
 
     let (mut candidates, exact_hit) = if !exact_rows.is_empty() {
         let s = Instant::now();
         let scored = rerank(kb, &search_text, &query_vec, exact_rows)?;
-        t.step("rerank", s, scored.len(), Some("exact matches are kept whatever their score".into()));
+        t.step(
+            "rerank",
+            s,
+            scored.len(),
+            Some("exact matches are kept whatever their score".into()),
+        );
         (scored, true)
     } else {
         let s = Instant::now();
@@ -217,7 +245,10 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
         let mut note = None;
         if hits.is_empty() && !filters.tags.is_empty() {
             // A tag named in passing must not hide every document.
-            let wider = Filters { tiers: filters.tiers.clone(), tags: Vec::new() };
+            let wider = Filters {
+                tiers: filters.tiers.clone(),
+                tags: Vec::new(),
+            };
             hits = vector_search(kb, &query_vec, &wider, cfg.vector_top_k)?;
             note = Some("nothing under the tags; searched without them".to_string());
         }
@@ -233,7 +264,12 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
     if !exact_hit {
         let s = Instant::now();
         candidates = drop_below(candidates, cfg.min_score);
-        t.step("drop_below", s, candidates.len(), Some(format!("min {}", cfg.min_score)));
+        t.step(
+            "drop_below",
+            s,
+            candidates.len(),
+            Some(format!("min {}", cfg.min_score)),
+        );
     }
     let s = Instant::now();
     candidates = boost_tier1(candidates, cfg.tier1_boost);
@@ -244,15 +280,30 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
             c.score += 1.0;
         }
     }
-    t.step("boost_tier1", s, candidates.len(), Some(format!("+{}", cfg.tier1_boost)));
+    t.step(
+        "boost_tier1",
+        s,
+        candidates.len(),
+        Some(format!("+{}", cfg.tier1_boost)),
+    );
     if !exact_hit {
         let s = Instant::now();
         candidates = cap_per_source(candidates, cfg.max_per_source);
-        t.step("cap_per_source", s, candidates.len(), Some(format!("max {}", cfg.max_per_source)));
+        t.step(
+            "cap_per_source",
+            s,
+            candidates.len(),
+            Some(format!("max {}", cfg.max_per_source)),
+        );
     }
     let s = Instant::now();
     candidates = take_top(candidates, cfg.rerank_top_n);
-    t.step("take_top", s, candidates.len(), Some(format!("top {}", cfg.rerank_top_n)));
+    t.step(
+        "take_top",
+        s,
+        candidates.len(),
+        Some(format!("top {}", cfg.rerank_top_n)),
+    );
     let s = Instant::now();
     let passages = merge_adjacent(candidates);
     t.step("merge_adjacent", s, passages.len(), None);
@@ -277,10 +328,18 @@ pub fn search(kb: &KnowledgeBase, query: &str, options: &SearchOptions, cancel: 
 const REWRITE_PROMPT: &str = "Rewrite the user's question as a search query for an English document collection: translate it to English if needed, keep every name, number and quoted phrase, add up to five closely related keywords. Answer with the query only, one line.";
 
 /// Ask the LLM for a better search query (translation + expansion).
-pub fn rewrite_query(llm: &dyn crate::llm::ChatModel, model: &str, query: &str, cancel: &CancelToken) -> Result<String> {
+pub fn rewrite_query(
+    llm: &dyn crate::llm::ChatModel,
+    model: &str,
+    query: &str,
+    cancel: &CancelToken,
+) -> Result<String> {
     let request = ChatRequest {
         model: model.to_string(),
-        messages: vec![ChatMessage::system(REWRITE_PROMPT), ChatMessage::user(query)],
+        messages: vec![
+            ChatMessage::system(REWRITE_PROMPT),
+            ChatMessage::user(query),
+        ],
         temperature: 0.0,
         max_completion_tokens: 120,
         top_p: 1.0,
@@ -309,8 +368,9 @@ static QUOTED: LazyLock<Regex> =
 static SECTION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:\bsection|§)\s*(\d{1,3}(?:\.\d{1,3}){0,4})\b").expect("static regex")
 });
-static CHAPTER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\bchapter\s+(\d{1,3}|[ivxlc]{1,6})\b").expect("static regex"));
+static CHAPTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bchapter\s+(\d{1,3}|[ivxlc]{1,6})\b").expect("static regex")
+});
 static TIER_IN_QUERY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\btier[- ]?([123])\b").expect("static regex"));
 
@@ -335,15 +395,24 @@ pub fn detect_exact(query: &str) -> Option<Exact> {
 fn heading_matches(component: &str, exact: &Exact) -> bool {
     let c = component.trim().to_lowercase();
     let numbered = |n: &str| {
-        c.strip_prefix(n)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(' ') || (rest.starts_with('.') && !rest[1..].starts_with(|ch: char| ch.is_ascii_digit())))
+        c.strip_prefix(n).is_some_and(|rest| {
+            rest.is_empty()
+                || rest.starts_with(' ')
+                || (rest.starts_with('.') && !rest[1..].starts_with(|ch: char| ch.is_ascii_digit()))
+        })
     };
     match exact {
         Exact::Section(n) => {
             numbered(n)
-                || ["section ", "§ ", "§"].iter().any(|p| c.strip_prefix(p).is_some_and(|rest| {
-                    rest.strip_prefix(n.as_str()).is_some_and(|r| !r.starts_with(|ch: char| ch.is_ascii_digit() || ch == '.') || r.starts_with(". ") || r == ".")
-                }))
+                || ["section ", "§ ", "§"].iter().any(|p| {
+                    c.strip_prefix(p).is_some_and(|rest| {
+                        rest.strip_prefix(n.as_str()).is_some_and(|r| {
+                            !r.starts_with(|ch: char| ch.is_ascii_digit() || ch == '.')
+                                || r.starts_with(". ")
+                                || r == "."
+                        })
+                    })
+                })
         }
         Exact::Chapter(n) => {
             c.strip_prefix("chapter ")
@@ -358,7 +427,9 @@ fn heading_matches(component: &str, exact: &Exact) -> bool {
 /// Chunks that match the exact reference, within the filters.
 pub fn exact_lookup(kb: &KnowledgeBase, exact: &Exact, filters: &Filters) -> Result<Vec<ChunkRow>> {
     let rows = match exact {
-        Exact::Phrase(p) => kb.store.with_conn(|c| kstore::chunks_containing(c, p, 50))?,
+        Exact::Phrase(p) => kb
+            .store
+            .with_conn(|c| kstore::chunks_containing(c, p, 50))?,
         Exact::Section(_) | Exact::Chapter(_) => kb
             .store
             .with_conn(kstore::all_chunks)?
@@ -376,7 +447,12 @@ pub fn exact_lookup(kb: &KnowledgeBase, exact: &Exact, filters: &Filters) -> Res
 /// The filters for this question: the caller's tiers (else the config's),
 /// a "tier N" in the question, the caller's tags plus every known tag the
 /// question names as a whole word.
-pub fn filters_for(query: &str, known_tags: &[String], options: &SearchOptions, config_tiers: &[u8]) -> Filters {
+pub fn filters_for(
+    query: &str,
+    known_tags: &[String],
+    options: &SearchOptions,
+    config_tiers: &[u8],
+) -> Filters {
     let mut tiers: Vec<u8> = if options.tiers.is_empty() {
         config_tiers.to_vec()
     } else {
@@ -419,7 +495,12 @@ fn allowed(row: &ChunkRow, filters: &Filters) -> bool {
 /// query; filtered, usearch is asked for 10× more (at least 300) and the
 /// filters applied to those, so a filter on a small share of a large
 /// corpus can return fewer than `k`.
-pub fn vector_search(kb: &KnowledgeBase, query_vec: &[f32], filters: &Filters, k: usize) -> Result<Vec<(ChunkRow, f32)>> {
+pub fn vector_search(
+    kb: &KnowledgeBase,
+    query_vec: &[f32],
+    filters: &Filters,
+    k: usize,
+) -> Result<Vec<(ChunkRow, f32)>> {
     let user = &kb.config.user_id;
     let unfiltered = filters.tags.is_empty() && [1, 2, 3].iter().all(|t| filters.tiers.contains(t));
     let ask = if unfiltered { k } else { (k * 10).max(300) };
@@ -440,7 +521,12 @@ pub fn vector_search(kb: &KnowledgeBase, query_vec: &[f32], filters: &Filters, k
 
 /// Score each candidate with the reranker (vector cosine and BM25 are
 /// computed for every one, whichever backend reranks).
-pub fn rerank<R: Into<RowWithScore>>(kb: &KnowledgeBase, query: &str, query_vec: &[f32], rows: Vec<R>) -> Result<Vec<Candidate>> {
+pub fn rerank<R: Into<RowWithScore>>(
+    kb: &KnowledgeBase,
+    query: &str,
+    query_vec: &[f32],
+    rows: Vec<R>,
+) -> Result<Vec<Candidate>> {
     let rows: Vec<RowWithScore> = rows.into_iter().map(Into::into).collect();
     if rows.is_empty() {
         return Ok(Vec::new());
@@ -448,23 +534,40 @@ pub fn rerank<R: Into<RowWithScore>>(kb: &KnowledgeBase, query: &str, query_vec:
     let ids: Vec<i64> = rows.iter().map(|r| r.row.id).collect();
     let bm = kb.store.with_conn(|c| bm25::scores(c, query, &ids))?;
     // Exact-lookup rows have no cosine yet: take it from the stored vector.
-    let missing: Vec<i64> = rows.iter().filter(|r| r.vector.is_none()).map(|r| r.row.id).collect();
+    let missing: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.vector.is_none())
+        .map(|r| r.row.id)
+        .collect();
     let stored: HashMap<i64, Vec<f32>> = if missing.is_empty() {
         HashMap::new()
     } else {
-        kb.store.with_conn(|c| kstore::embeddings(c, &missing))?.into_iter().collect()
+        kb.store
+            .with_conn(|c| kstore::embeddings(c, &missing))?
+            .into_iter()
+            .collect()
     };
     let cos = |v: &[f32]| v.iter().zip(query_vec).map(|(a, b)| a * b).sum::<f32>();
     let vectors: Vec<f32> = rows
         .iter()
-        .map(|r| r.vector.unwrap_or_else(|| stored.get(&r.row.id).map(|v| cos(v)).unwrap_or(0.0)))
+        .map(|r| {
+            r.vector
+                .unwrap_or_else(|| stored.get(&r.row.id).map(|v| cos(v)).unwrap_or(0.0))
+        })
         .collect();
-    let bm25s: Vec<f32> = rows.iter().map(|r| bm.get(&r.row.id).copied().unwrap_or(0.0)).collect();
+    let bm25s: Vec<f32> = rows
+        .iter()
+        .map(|r| bm.get(&r.row.id).copied().unwrap_or(0.0))
+        .collect();
     let scores = {
         let inputs: Vec<RerankInput<'_>> = rows
             .iter()
             .zip(vectors.iter().zip(&bm25s))
-            .map(|(r, (v, b))| RerankInput { text: &r.row.text, vector: *v, bm25: *b })
+            .map(|(r, (v, b))| RerankInput {
+                text: &r.row.text,
+                vector: *v,
+                bm25: *b,
+            })
             .collect();
         kb.reranker.score(query, &inputs)?
     };
@@ -503,7 +606,10 @@ impl From<ChunkRow> for RowWithScore {
 
 impl From<(ChunkRow, f32)> for RowWithScore {
     fn from((row, v): (ChunkRow, f32)) -> Self {
-        Self { row, vector: Some(v) }
+        Self {
+            row,
+            vector: Some(v),
+        }
     }
 }
 
@@ -606,12 +712,28 @@ mod tests {
 
     #[test]
     fn exact_references_are_detected() {
-        assert_eq!(detect_exact("what does \"descale every 200 cups\" mean"), Some(Exact::Phrase("descale every 200 cups".into())));
-        assert_eq!(detect_exact("summarise section 4.2 please"), Some(Exact::Section("4.2".into())));
-        assert_eq!(detect_exact("what is in § 3"), Some(Exact::Section("3".into())));
-        assert_eq!(detect_exact("Chapter 3: what is it about?"), Some(Exact::Chapter("3".into())));
+        assert_eq!(
+            detect_exact("what does \"descale every 200 cups\" mean"),
+            Some(Exact::Phrase("descale every 200 cups".into()))
+        );
+        assert_eq!(
+            detect_exact("summarise section 4.2 please"),
+            Some(Exact::Section("4.2".into()))
+        );
+        assert_eq!(
+            detect_exact("what is in § 3"),
+            Some(Exact::Section("3".into()))
+        );
+        assert_eq!(
+            detect_exact("Chapter 3: what is it about?"),
+            Some(Exact::Chapter("3".into()))
+        );
         assert_eq!(detect_exact("how do I descale it"), None);
-        assert_eq!(detect_exact("it's \"ok\""), None, "too short to be a phrase");
+        assert_eq!(
+            detect_exact("it's \"ok\""),
+            None,
+            "too short to be a phrase"
+        );
     }
 
     #[test]
@@ -640,9 +762,15 @@ mod tests {
         assert_eq!(kept.len(), 4);
         let boosted = boost_tier1(kept, 0.1);
         // Tier 1 at 0.75 + 0.1 passes 0.8 but not 0.9.
-        assert_eq!(boosted.iter().map(|c| c.chunk_id).collect::<Vec<_>>(), vec![1, 4, 2, 3]);
+        assert_eq!(
+            boosted.iter().map(|c| c.chunk_id).collect::<Vec<_>>(),
+            vec![1, 4, 2, 3]
+        );
         let capped = cap_per_source(boosted, 2);
-        assert_eq!(capped.iter().map(|c| c.chunk_id).collect::<Vec<_>>(), vec![1, 4, 2]);
+        assert_eq!(
+            capped.iter().map(|c| c.chunk_id).collect::<Vec<_>>(),
+            vec![1, 4, 2]
+        );
         let passages = merge_adjacent(take_top(capped, 7));
         assert_eq!(passages.len(), 2);
         assert_eq!(passages[0].chunk_ids, vec![1, 2]);
@@ -653,9 +781,26 @@ mod tests {
     #[test]
     fn filters_take_tags_named_in_the_question() {
         let known = vec!["coffee".to_string(), "garden".to_string()];
-        let f = filters_for("how do I water the garden in tier 1", &known, &SearchOptions::default(), &[1, 2, 3]);
-        assert_eq!(f, Filters { tiers: vec![1], tags: vec!["garden".into()] });
+        let f = filters_for(
+            "how do I water the garden in tier 1",
+            &known,
+            &SearchOptions::default(),
+            &[1, 2, 3],
+        );
+        assert_eq!(
+            f,
+            Filters {
+                tiers: vec![1],
+                tags: vec!["garden".into()]
+            }
+        );
         let f = filters_for("gardening tips", &known, &SearchOptions::default(), &[1, 2]);
-        assert_eq!(f, Filters { tiers: vec![1, 2], tags: vec![] });
+        assert_eq!(
+            f,
+            Filters {
+                tiers: vec![1, 2],
+                tags: vec![]
+            }
+        );
     }
 }

@@ -104,7 +104,10 @@ fn paragraphs(text: &str) -> Vec<Para> {
                 .join(" > ")
         })
     };
-    let flush = |current: &mut String, out: &mut Vec<Para>, path: &Vec<(usize, String)>, new_section: &mut bool| {
+    let flush = |current: &mut String,
+                 out: &mut Vec<Para>,
+                 path: &Vec<(usize, String)>,
+                 new_section: &mut bool| {
         let t = current.trim();
         if !t.is_empty() {
             out.push(Para {
@@ -162,7 +165,8 @@ fn cut_long(text: &str, target: usize) -> Vec<String> {
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         sentence.push(c);
-        let end = matches!(c, '.' | '!' | '?' | ';') && chars.peek().is_none_or(|n| n.is_whitespace());
+        let end =
+            matches!(c, '.' | '!' | '?' | ';') && chars.peek().is_none_or(|n| n.is_whitespace());
         if end || sentence.chars().count() >= target {
             if current.chars().count() + sentence.chars().count() > target && !current.is_empty() {
                 out.push(current.trim().to_string());
@@ -187,9 +191,9 @@ pub fn split(text: &str, strategy: Strategy, target: usize) -> Vec<Piece> {
     for para in paragraphs(text) {
         for part in cut_long(&para.text, target) {
             let boundary = strategy == Strategy::Section && para.starts_section;
-            let fits = current.as_ref().is_some_and(|c| {
-                c.text.chars().count() + part.chars().count() < target
-            });
+            let fits = current
+                .as_ref()
+                .is_some_and(|c| c.text.chars().count() + part.chars().count() < target);
             match current.as_mut() {
                 Some(c) if fits && !boundary => {
                     c.text.push_str("\n\n");
@@ -222,7 +226,10 @@ mod tests {
     #[test]
     fn headings_are_recognised() {
         assert_eq!(heading("## 2 Care"), Some((2, "2 Care".into())));
-        assert_eq!(heading("4.2 Replacing the filter"), Some((2, "4.2 Replacing the filter".into())));
+        assert_eq!(
+            heading("4.2 Replacing the filter"),
+            Some((2, "4.2 Replacing the filter".into()))
+        );
         assert_eq!(heading("Chapter 3 Storage").map(|h| h.0), Some(1));
         assert_eq!(heading("Section 4.2 Filters").map(|h| h.0), Some(3));
         assert_eq!(heading("It costs 3 Euros. Then more."), None);
@@ -233,10 +240,18 @@ mod tests {
     #[test]
     fn by_section_never_crosses_a_heading_and_keeps_the_path() {
         let pieces = split(DOC, Strategy::Section, 800);
-        let sections: Vec<_> = pieces.iter().map(|p| p.section.clone().unwrap_or_default()).collect();
+        let sections: Vec<_> = pieces
+            .iter()
+            .map(|p| p.section.clone().unwrap_or_default())
+            .collect();
         assert_eq!(
             sections,
-            vec!["Manual", "Manual > 1 Setup", "Manual > 2 Care > 2.1 Filters", "Chapter 3 Storage"]
+            vec![
+                "Manual",
+                "Manual > 1 Setup",
+                "Manual > 2 Care > 2.1 Filters",
+                "Chapter 3 Storage"
+            ]
         );
         assert!(pieces[1].text.contains("Plug it in.") && pieces[1].text.contains("Turn it on."));
         assert!(pieces[2].text.starts_with("2.1 Filters"));

@@ -124,7 +124,8 @@ pub fn replace_document(store: &Store, doc: &NewDocument<'_>) -> crate::store::R
     })
 }
 
-const CHUNK_SELECT: &str = "SELECT c.id, c.document_id, c.ordinal, c.section, c.text, d.path, d.title, d.tier, d.tags_json
+const CHUNK_SELECT: &str =
+    "SELECT c.id, c.document_id, c.ordinal, c.section, c.text, d.path, d.title, d.tier, d.tags_json
      FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id";
 
 fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRow> {
@@ -162,7 +163,11 @@ pub fn all_chunks(c: &Connection) -> rusqlite::Result<Vec<ChunkRow>> {
 }
 
 /// Chunks whose text contains `phrase` (case-insensitive), in document order.
-pub fn chunks_containing(c: &Connection, phrase: &str, limit: usize) -> rusqlite::Result<Vec<ChunkRow>> {
+pub fn chunks_containing(
+    c: &Connection,
+    phrase: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<ChunkRow>> {
     let mut stmt = c.prepare(&format!(
         "{CHUNK_SELECT} WHERE instr(lower(c.text), lower(?1)) > 0 ORDER BY d.id, c.ordinal LIMIT ?2"
     ))?;
@@ -172,7 +177,9 @@ pub fn chunks_containing(c: &Connection, phrase: &str, limit: usize) -> rusqlite
 
 /// Every tag in use, for the question's dimension filters.
 pub fn known_tags(c: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = c.prepare("SELECT DISTINCT value FROM knowledge_documents, json_each(knowledge_documents.tags_json)")?;
+    let mut stmt = c.prepare(
+        "SELECT DISTINCT value FROM knowledge_documents, json_each(knowledge_documents.tags_json)",
+    )?;
     let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
     rows.collect()
 }
@@ -180,7 +187,9 @@ pub fn known_tags(c: &Connection) -> rusqlite::Result<Vec<String>> {
 /// All documents, for `earshot knowledge list`-style output and tests.
 pub fn documents(c: &Connection) -> rusqlite::Result<Vec<DocumentRow>> {
     let mut stmt = c.prepare("SELECT path FROM knowledge_documents ORDER BY id")?;
-    let paths: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let paths: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
     let mut out = Vec::new();
     for p in paths {
         if let Some(d) = document_by_path(c, &p)? {

@@ -96,7 +96,12 @@ pub fn attach(services: &mut crate::agent::Services) {
         .knowledge
         .rewrite_query
         .then(|| services.llm.clone());
-    match KnowledgeBase::open(services.config.clone(), services.store.clone(), embedder, llm) {
+    match KnowledgeBase::open(
+        services.config.clone(),
+        services.store.clone(),
+        embedder,
+        llm,
+    ) {
         Ok(kb) => {
             registry.register(Arc::new(SearchKnowledge::new(Arc::new(kb))));
             services.tools = Arc::new(registry);

@@ -138,9 +138,17 @@ fn row(
     reviews: &[(String, f64, i64, i64, i64, String)],
 ) -> Map<String, Value> {
     let get = |k: &str| t.get(k).cloned().unwrap_or(Value::Null);
-    let timing = |k: &str| t.get("timings_json").and_then(|v| v.get(k)).cloned().unwrap_or(Value::Null);
+    let timing = |k: &str| {
+        t.get("timings_json")
+            .and_then(|v| v.get(k))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     let retrieval = t.get("retrieval_json").cloned().unwrap_or(json!([]));
-    let calls: Vec<&Value> = retrieval.as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    let calls: Vec<&Value> = retrieval
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
     let chunks: Vec<&Value> = calls
         .iter()
         .flat_map(|r| r["chunks"].as_array().into_iter().flatten())
@@ -195,11 +203,26 @@ fn row(
     put("retrieval_snippets", pick("snippet"));
     put("feedback", json!(feedback));
     put("feedback_notes", json!(notes));
-    put("reviewers", json!(reviews.iter().map(|r| r.0.clone()).collect::<Vec<_>>()));
-    put("correctness", json!(reviews.iter().map(|r| r.1).collect::<Vec<_>>()));
-    put("completeness", json!(reviews.iter().map(|r| r.2).collect::<Vec<_>>()));
-    put("clarity", json!(reviews.iter().map(|r| r.3).collect::<Vec<_>>()));
-    put("efficiency", json!(reviews.iter().map(|r| r.4).collect::<Vec<_>>()));
+    put(
+        "reviewers",
+        json!(reviews.iter().map(|r| r.0.clone()).collect::<Vec<_>>()),
+    );
+    put(
+        "correctness",
+        json!(reviews.iter().map(|r| r.1).collect::<Vec<_>>()),
+    );
+    put(
+        "completeness",
+        json!(reviews.iter().map(|r| r.2).collect::<Vec<_>>()),
+    );
+    put(
+        "clarity",
+        json!(reviews.iter().map(|r| r.3).collect::<Vec<_>>()),
+    );
+    put(
+        "efficiency",
+        json!(reviews.iter().map(|r| r.4).collect::<Vec<_>>()),
+    );
     put("verdict", json!(verdicts));
     put("verdict_consensus", consensus);
     m
@@ -224,15 +247,25 @@ fn cell(v: &Value) -> String {
 }
 
 /// Write the export; returns the number of rows.
-pub fn write(store: &Store, format: Format, reviewed_only: bool, out: &mut dyn Write) -> Result<usize> {
+pub fn write(
+    store: &Store,
+    format: Format,
+    reviewed_only: bool,
+    out: &mut dyn Write,
+) -> Result<usize> {
     let rows = rows(store, reviewed_only)?;
     match format {
         Format::Csv => {
             let mut w = csv::Writer::from_writer(out);
-            w.write_record(COLUMNS).context("cannot write the CSV header")?;
+            w.write_record(COLUMNS)
+                .context("cannot write the CSV header")?;
             for r in &rows {
-                w.write_record(COLUMNS.iter().map(|c| cell(r.get(*c).unwrap_or(&Value::Null))))
-                    .context("cannot write a CSV row")?;
+                w.write_record(
+                    COLUMNS
+                        .iter()
+                        .map(|c| cell(r.get(*c).unwrap_or(&Value::Null))),
+                )
+                .context("cannot write a CSV row")?;
             }
             w.flush().context("cannot write the CSV")?;
         }

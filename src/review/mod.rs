@@ -82,16 +82,34 @@ impl Verdict {
 
 impl Rubric {
     /// Checked values: correctness ∈ {0, 0.5, 1}, the others ∈ {0, 1}.
-    pub fn new(correctness: f32, completeness: u8, clarity: u8, efficiency: u8) -> Result<Rubric, ReviewError> {
+    pub fn new(
+        correctness: f32,
+        completeness: u8,
+        clarity: u8,
+        efficiency: u8,
+    ) -> Result<Rubric, ReviewError> {
         if ![0.0, 0.5, 1.0].contains(&correctness) {
-            return Err(ReviewError::Invalid(format!("correctness must be 0, 0.5 or 1 (got {correctness})")));
+            return Err(ReviewError::Invalid(format!(
+                "correctness must be 0, 0.5 or 1 (got {correctness})"
+            )));
         }
-        for (name, v) in [("completeness", completeness), ("clarity", clarity), ("efficiency", efficiency)] {
+        for (name, v) in [
+            ("completeness", completeness),
+            ("clarity", clarity),
+            ("efficiency", efficiency),
+        ] {
             if v > 1 {
-                return Err(ReviewError::Invalid(format!("{name} must be 0 or 1 (got {v})")));
+                return Err(ReviewError::Invalid(format!(
+                    "{name} must be 0 or 1 (got {v})"
+                )));
             }
         }
-        Ok(Rubric { correctness, completeness, clarity, efficiency })
+        Ok(Rubric {
+            correctness,
+            completeness,
+            clarity,
+            efficiency,
+        })
     }
 }
 
@@ -99,9 +117,11 @@ impl Rubric {
 /// → BAD; correctness 1 and completeness 1 → GOOD. Clarity and efficiency
 /// are recorded for training but never change the verdict.
 pub fn verdict(r: &Rubric) -> Verdict {
-    if r.correctness == 0.0 {
-        Verdict::Bad
-    } else if r.correctness == 0.5 || r.completeness == 0 {
+    // Rule 1 (correctness 0) and rule 2 (correctness 0.5 or completeness
+    // 0) both give BAD; what is left is correctness 1 and completeness 1.
+    let rule_1 = r.correctness == 0.0;
+    let rule_2 = r.correctness == 0.5 || r.completeness == 0;
+    if rule_1 || rule_2 {
         Verdict::Bad
     } else {
         Verdict::Good
@@ -110,18 +130,28 @@ pub fn verdict(r: &Rubric) -> Verdict {
 
 fn turn_exists(store: &Store, turn_id: i64) -> Result<(), ReviewError> {
     let found: Option<i64> = store.with_conn(|c| {
-        c.query_row("SELECT id FROM turn_log WHERE id = ?1", [turn_id], |r| r.get(0)).optional()
+        c.query_row("SELECT id FROM turn_log WHERE id = ?1", [turn_id], |r| {
+            r.get(0)
+        })
+        .optional()
     })?;
     found.map(|_| ()).ok_or(ReviewError::NoSuchTurn(turn_id))
 }
 
 /// Record feedback on a turn; returns the feedback id. This is what
 /// `earshot feedback` and `POST /api/feedback` call.
-pub fn add_feedback(store: &Store, turn_id: i64, kind: FeedbackKind, note: Option<&str>) -> Result<i64, ReviewError> {
+pub fn add_feedback(
+    store: &Store,
+    turn_id: i64,
+    kind: FeedbackKind,
+    note: Option<&str>,
+) -> Result<i64, ReviewError> {
     turn_exists(store, turn_id)?;
     let note = note.map(str::trim).filter(|n| !n.is_empty());
     if note.is_some_and(|n| n.chars().count() > 2000) {
-        return Err(ReviewError::Invalid("the note is longer than 2000 characters".into()));
+        return Err(ReviewError::Invalid(
+            "the note is longer than 2000 characters".into(),
+        ));
     }
     Ok(store.with_conn(|c| {
         c.execute(
@@ -147,7 +177,12 @@ pub fn feedback_from_json(store: &Store, body: &serde_json::Value) -> Result<i64
 
 /// Store (or replace) one reviewer's rubric for a turn; the verdict is
 /// computed and returned.
-pub fn review(store: &Store, turn_id: i64, reviewer: &str, rubric: &Rubric) -> Result<Verdict, ReviewError> {
+pub fn review(
+    store: &Store,
+    turn_id: i64,
+    reviewer: &str,
+    rubric: &Rubric,
+) -> Result<Verdict, ReviewError> {
     let reviewer = reviewer.trim();
     if reviewer.is_empty() {
         return Err(ReviewError::Invalid("--reviewer NAME is required".into()));
@@ -172,7 +207,10 @@ pub fn review(store: &Store, turn_id: i64, reviewer: &str, rubric: &Rubric) -> R
     })?;
     if stored != expected.as_str() {
         // The schema's generated column and this code disagree: a bug, not input.
-        return Err(ReviewError::Invalid(format!("the stored verdict {stored} differs from the rule's {}", expected.as_str())));
+        return Err(ReviewError::Invalid(format!(
+            "the stored verdict {stored} differs from the rule's {}",
+            expected.as_str()
+        )));
     }
     Ok(expected)
 }
@@ -192,7 +230,11 @@ pub struct QueueItem {
 
 /// Turns with feedback: `error` first, then `not_helpful`, newest first in
 /// each; turns already reviewed are left out unless `include_reviewed`.
-pub fn queue(store: &Store, include_reviewed: bool, limit: usize) -> Result<Vec<QueueItem>, ReviewError> {
+pub fn queue(
+    store: &Store,
+    include_reviewed: bool,
+    limit: usize,
+) -> Result<Vec<QueueItem>, ReviewError> {
     Ok(store.with_conn(|c| {
         let mut stmt = c.prepare(
             "SELECT t.id, t.started_at, MAX(CASE f.kind WHEN 'error' THEN 1 ELSE 0 END) AS is_error,
@@ -210,7 +252,12 @@ pub fn queue(store: &Store, include_reviewed: bool, limit: usize) -> Result<Vec<
             Ok(QueueItem {
                 turn_id: r.get(0)?,
                 started_at: r.get(1)?,
-                feedback: if r.get::<_, i64>(2)? == 1 { "error" } else { "not_helpful" }.into(),
+                feedback: if r.get::<_, i64>(2)? == 1 {
+                    "error"
+                } else {
+                    "not_helpful"
+                }
+                .into(),
                 notes: notes.into_iter().flatten().collect(),
                 input: r.get(4)?,
                 response: r.get(5)?,
@@ -232,8 +279,13 @@ mod tests {
             for completeness in [0u8, 1] {
                 for clarity in [0u8, 1] {
                     for efficiency in [0u8, 1] {
-                        let r = Rubric::new(correctness, completeness, clarity, efficiency).unwrap();
-                        let expected = if correctness == 1.0 && completeness == 1 { Verdict::Good } else { Verdict::Bad };
+                        let r =
+                            Rubric::new(correctness, completeness, clarity, efficiency).unwrap();
+                        let expected = if correctness == 1.0 && completeness == 1 {
+                            Verdict::Good
+                        } else {
+                            Verdict::Bad
+                        };
                         assert_eq!(verdict(&r), expected, "{r:?}");
                         seen += 1;
                     }
@@ -264,7 +316,8 @@ mod tests {
             for completeness in [0u8, 1] {
                 for clarity in [0u8, 1] {
                     for efficiency in [0u8, 1] {
-                        let r = Rubric::new(correctness, completeness, clarity, efficiency).unwrap();
+                        let r =
+                            Rubric::new(correctness, completeness, clarity, efficiency).unwrap();
                         let v = review(&store, ids[0], &format!("rev{i}"), &r).unwrap();
                         assert_eq!(v, verdict(&r));
                         i += 1;
@@ -274,7 +327,10 @@ mod tests {
         }
         // The column cannot be typed.
         let err = store.with_conn(|c| {
-            c.execute("UPDATE reviews SET verdict = 'GOOD' WHERE reviewer = 'rev0'", [])
+            c.execute(
+                "UPDATE reviews SET verdict = 'GOOD' WHERE reviewer = 'rev0'",
+                [],
+            )
         });
         assert!(err.is_err());
     }
@@ -290,12 +346,23 @@ mod tests {
         assert_eq!(order, vec![ids[0], ids[2], ids[1]]);
         assert_eq!(q[0].feedback, "error");
         assert_eq!(q[0].notes, vec!["wrong date".to_string()]);
-        assert!(matches!(add_feedback(&store, 999, FeedbackKind::Error, None), Err(ReviewError::NoSuchTurn(999))));
+        assert!(matches!(
+            add_feedback(&store, 999, FeedbackKind::Error, None),
+            Err(ReviewError::NoSuchTurn(999))
+        ));
         review(&store, ids[0], "ana", &Rubric::new(1.0, 1, 1, 1).unwrap()).unwrap();
         assert_eq!(queue(&store, false, 10).unwrap().len(), 2);
         assert_eq!(queue(&store, true, 10).unwrap().len(), 3);
-        let id = feedback_from_json(&store, &serde_json::json!({"turn_id": ids[1], "kind": "error"})).unwrap();
+        let id = feedback_from_json(
+            &store,
+            &serde_json::json!({"turn_id": ids[1], "kind": "error"}),
+        )
+        .unwrap();
         assert!(id > 0);
-        assert!(feedback_from_json(&store, &serde_json::json!({"turn_id": ids[1], "kind": "meh"})).is_err());
+        assert!(feedback_from_json(
+            &store,
+            &serde_json::json!({"turn_id": ids[1], "kind": "meh"})
+        )
+        .is_err());
     }
 }
