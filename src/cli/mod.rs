@@ -1,6 +1,7 @@
 //! The commands behind `earshot <subcommand>`: each file renders one
 //! command's output; `main.rs` only parses arguments and dispatches here.
 
+pub mod bench_stt;
 pub mod chat;
 pub mod eval_retrieval;
 pub mod export;
@@ -10,6 +11,8 @@ pub mod knowledge;
 pub mod log;
 pub mod review;
 pub mod config_cmd;
+pub mod devices;
+pub mod transcribe;
 pub mod eval;
 pub mod history;
 pub mod memory;

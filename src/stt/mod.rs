@@ -66,7 +66,8 @@ impl Default for SttConfig {
             language: "en".into(),
             prompt: String::new(),
             threads: 0,
-            beam_size: 1,
+            // Beam 5: greedy mishears one shared clip ("old-sposed"); see notes/stt.md.
+            beam_size: 5,
             cloud_base_url: "https://api.groq.com/openai/v1".into(),
             cloud_model: "whisper-large-v3".into(),
             cloud_api_key: String::new(),
@@ -104,6 +105,10 @@ pub struct FastConfig {
     pub max_repeats: u32,
     /// Wall-time cap of the full pass (never hang on pathological input).
     pub full_max_wall_ms: u32,
+    /// Let the fast pass emit timestamp tokens: a timestamp at the end of
+    /// the audio is what stops whisper's decoder on a shrunken context
+    /// (without them it tends to repeat the sentence until the cap).
+    pub timestamps: bool,
 }
 
 impl Default for FastConfig {
@@ -119,6 +124,7 @@ impl Default for FastConfig {
             min_avg_logprob: -1.0,
             max_repeats: 3,
             full_max_wall_ms: 60_000,
+            timestamps: true,
         }
     }
 }

@@ -160,6 +160,36 @@ pub fn repetition(text: &str, times: u32) -> Option<String> {
     None
 }
 
+/// When the whole text is one phrase said again and again ("Go forward
+/// 10 meters. Go forward 10 meters. Go for…") — whisper's loop on a
+/// shrunken context after it has already said everything — return the
+/// phrase once. `None` when the text is not such a loop.
+pub fn periodic_prefix(text: &str) -> Option<String> {
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let key: Vec<String> = raw
+        .iter()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase()
+        })
+        .collect();
+    let n = key.len();
+    for p in 1..=n / 2 {
+        if p == 1 && n < 3 {
+            continue;
+        }
+        // The cap may cut the last word: a prefix of its twin counts.
+        let same =
+            |i: usize| key[i] == key[i - p] || (i == n - 1 && key[i - p].starts_with(&key[i]));
+        if (p..n).all(same) {
+            return Some(raw[..p].join(" "));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +221,23 @@ mod tests {
         assert_eq!(wer("a b c d", "a b c"), 0.25);
         assert_eq!(wer("a b", "a b c d"), 1.0);
         assert_eq!(wer("", ""), 0.0);
+    }
+
+    #[test]
+    fn trims_a_sentence_loop() {
+        assert_eq!(
+            periodic_prefix("Go forward 10 meters. go forward 10 meters. Go forward").as_deref(),
+            Some("Go forward 10 meters.")
+        );
+        assert_eq!(
+            periodic_prefix("ask not what your country can do for you"),
+            None
+        );
+        assert_eq!(periodic_prefix("no no"), None);
+        assert_eq!(
+            periodic_prefix("Stop. Stop. Stop. St").as_deref(),
+            Some("Stop.")
+        );
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl WhisperStt {
             audio_ctx: ctx,
             max_tokens: token_budget(audio_ms, f),
             single_segment: true,
-            no_timestamps: true,
+            no_timestamps: !f.timestamps,
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
         })
@@ -263,6 +263,41 @@ impl WhisperStt {
         })
     }
 
+    /// The benchmark's reference: whisper.cpp's library defaults for greedy
+    /// decoding (`whisper_full_default_params(GREEDY)`: full context,
+    /// timestamps, temperature fallback), with only threads, language and
+    /// printing set — on the same loaded model and state as earshot's path.
+    pub fn decode_library_default(&self, audio: &[f32]) -> Result<Decoded, SttError> {
+        let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 5 });
+        params.set_n_threads(self.threads as i32);
+        params.set_language(Some("en"));
+        params.set_print_progress(false);
+        params.set_print_realtime(false);
+        params.set_print_timestamps(false);
+        let started = Instant::now();
+        let mut state = self.state.lock().map_err(|_| {
+            SttError::Local("the whisper state was poisoned by an earlier panic".into())
+        })?;
+        state
+            .full(params, audio)
+            .map_err(|e| SttError::Local(format!("whisper.cpp failed: {e}")))?;
+        let elapsed = started.elapsed();
+        let mut text_out = String::new();
+        for seg in state.as_iter() {
+            if let Ok(s) = seg.to_str_lossy() {
+                text_out.push_str(&s);
+            }
+        }
+        Ok(Decoded {
+            text: text_out.trim().to_string(),
+            tokens: 0,
+            avg_logprob: 0.0,
+            no_speech_prob: 0.0,
+            aborted: false,
+            elapsed,
+        })
+    }
+
     /// Why a fast pass should be redone with the full context, if it should.
     fn suspicious(&self, d: &Decoded, plan: &Plan, audio_ms: u64) -> Option<String> {
         let f = &self.cfg.fast;
@@ -342,8 +377,19 @@ impl Transcriber for WhisperStt {
         let fast = self.fast_plan(audio.len());
         let decoded = match fast {
             Some(plan) => {
-                let d = self.decode(audio, &plan)?;
+                let mut d = self.decode(audio, &plan)?;
                 timings.fast_ms = Some(d.elapsed.as_millis() as u64);
+                // A decoder that said the whole utterance and then started
+                // over: keep the first saying (the loop, not the words, is
+                // what the small context gets wrong).
+                let mut trimmed = None;
+                if !d.aborted {
+                    if let Some(once) = text::periodic_prefix(&d.text) {
+                        trimmed = Some(format!("; trimmed a repeat loop after {:?}", once));
+                        d.text = once;
+                        d.tokens = 0;
+                    }
+                }
                 match self.suspicious(&d, &plan, audio_ms) {
                     None => {
                         path = "fast";
@@ -355,6 +401,9 @@ impl Transcriber for WhisperStt {
                             plan.max_tokens
                         );
                         audio_ctx = Some(plan.audio_ctx);
+                        if let Some(t) = trimmed {
+                            reason.push_str(&t);
+                        }
                         d
                     }
                     Some(why) => {
