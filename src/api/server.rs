@@ -5,7 +5,6 @@
 //! [`ApiServer::shutdown`] stops accepting and waits for in-flight turns.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -138,10 +137,11 @@ impl ApiServer {
         }
     }
 
-    /// Serve until `stop` is set, then shut down (for `earshot run`, where
-    /// the voice loop owns the main thread).
-    pub fn run_until(self, stop: &AtomicBool) {
-        while !stop.load(Ordering::SeqCst) {
+    /// Serve until `stop()` says so, then shut down — for `earshot run`,
+    /// where the voice loop owns the main thread (and the watchdog), e.g.
+    /// `thread::spawn(move || server.run_until(|| shutdown.is_cancelled()))`.
+    pub fn run_until(self, stop: impl Fn() -> bool) {
+        while !stop() {
             self.poll(Duration::from_millis(200));
         }
         self.shutdown();
@@ -177,5 +177,43 @@ mod tests {
         assert!(err.contains("token"), "{err}");
         assert!(check_bind("0.0.0.0:8080", "s3cret").is_ok());
         assert!(check_bind("not an address", "").is_err());
+    }
+
+    #[test]
+    fn run_until_serves_then_stops_and_frees_the_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::config::Config::default();
+        config.state_dir = dir.path().to_path_buf();
+        config.tts.order = Vec::new();
+        let store = crate::store::Store::open(&config.database_path()).unwrap();
+        let llm: std::sync::Arc<dyn crate::llm::ChatModel> =
+            std::sync::Arc::new(crate::llm::openai::OpenAiClient::new(&config.llm));
+        let services = Services::assemble(config, store, llm, None, None);
+        let speech = Arc::new(Speech::new(
+            Err("off in this test".into()),
+            crate::tts::Tts::with_engines(Vec::new()),
+        ));
+        let api = ApiConfig {
+            bind: "127.0.0.1:0".into(),
+            ..ApiConfig::default()
+        };
+        let server = ApiServer::start_with_speech(services, speech, &api).unwrap();
+        let addr = server.local_addr();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            server.run_until(|| flag.load(std::sync::atomic::Ordering::SeqCst))
+        });
+        let body = ureq::get(&format!("http://{addr}/api/health"))
+            .call()
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap();
+        assert_eq!(body, r#"{"status":"ok"}"#);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        thread.join().unwrap();
+        // Stopped: the port is free again.
+        assert!(std::net::TcpListener::bind(addr).is_ok());
     }
 }

@@ -74,6 +74,15 @@ impl Speech {
         }
     }
 
+    /// Engines the caller already built (`earshot run` shares its `Stt`,
+    /// whose model is behind an `Arc`).
+    pub fn new(stt: Result<Stt, String>, tts: Tts) -> Speech {
+        Speech {
+            stt,
+            tts: Mutex::new(tts),
+        }
+    }
+
     /// Speech to text for an uploaded WAV (any rate and channel count).
     pub fn transcribe(&self, wav: &[u8]) -> Result<Heard, ApiError> {
         let stt = self.stt.as_ref().map_err(|reason| {
