@@ -92,7 +92,7 @@ pub trait Tool: Send + Sync {
 const TICK: Duration = Duration::from_secs(1);
 
 /// The tools available on this device, by name.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     /// Known tools that are not configured: name → the sentence said when
@@ -101,6 +101,14 @@ pub struct ToolRegistry {
     timeout: Duration,
     /// What the registry was built from (see [`fingerprint`]).
     fingerprint: u64,
+}
+
+impl Default for ToolRegistry {
+    /// Empty, with the default 5 s per-call timeout (a zero timeout would
+    /// abandon every call).
+    fn default() -> Self {
+        Self::new(Duration::from_secs(5))
+    }
 }
 
 impl ToolRegistry {
