@@ -50,12 +50,17 @@ struct Parts {
 
 fn parts() -> Parts {
     let state = tempfile::tempdir().expect("temp dir");
-    let mut config = Config::default();
-    config.models_dir = std::env::var_os("EARSHOT_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-    config.state_dir = state.path().to_path_buf();
-    if let Some(t) = std::env::var("NLU_THREADS").ok().and_then(|t| t.parse().ok()) {
+    let mut config = Config {
+        models_dir: std::env::var_os("EARSHOT_MODELS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")),
+        state_dir: state.path().to_path_buf(),
+        ..Config::default()
+    };
+    if let Some(t) = std::env::var("NLU_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+    {
         config.nlu.threads = t;
     }
     let embedder = load_embedder(&config).expect("embedder (run scripts/fetch-embedder.sh)");

@@ -15,9 +15,10 @@ use earshot::nlu::knn::{cache_path, knn_score, KnnClassifier};
 use earshot::nlu::{load_embedder, Classifier, Embedder};
 
 fn config() -> Config {
-    let mut config = Config::default();
-    config.models_dir = common::models_dir();
-    config
+    Config {
+        models_dir: common::models_dir(),
+        ..Config::default()
+    }
 }
 
 /// One embedder per test binary (loading ONNX Runtime + the model is the
@@ -238,7 +239,7 @@ fn earshot_route_json_decides_on_device() {
         assert_eq!(v["by"], "classifier", "{text}: {v}");
         assert_eq!(v["route"], route, "{text}: {v}");
         let confidence = v["confidence"].as_f64().unwrap();
-        assert!(confidence >= 0.65 && confidence <= 1.0, "{text}: {v}");
+        assert!((0.65..=1.0).contains(&confidence), "{text}: {v}");
     }
     let cached = std::fs::read_dir(state.path().join("cache"))
         .unwrap()

@@ -104,11 +104,13 @@ fn one_line(s: &str) -> String {
 }
 
 /// Token ids of one input, unpadded.
+#[cfg(feature = "onnx")]
 struct Tokens {
     ids: Vec<i64>,
     types: Vec<i64>,
 }
 
+#[cfg(feature = "onnx")]
 fn tokenize(tokenizer: &tokenizers::Tokenizer, text: &str) -> Result<Tokens> {
     let encoding = tokenizer.encode(text, true).map_err(|e| {
         anyhow!(
@@ -360,8 +362,9 @@ pub use onnx_impl::OnnxEmbedder;
 /// the intent tree and memory. A failure is remembered too, so a device
 /// without the model does not retry on every turn.
 pub fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
-    static CACHE: OnceLock<Mutex<Vec<(PathBuf, Result<Arc<dyn Embedder>, String>)>>> =
-        OnceLock::new();
+    /// Model path → the loaded embedder or why it could not be loaded.
+    type Loaded = Vec<(PathBuf, Result<Arc<dyn Embedder>, String>)>;
+    static CACHE: OnceLock<Mutex<Loaded>> = OnceLock::new();
     let (model, _) = model_paths(config);
     let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
     let mut cache = cache

@@ -9,7 +9,35 @@ pub fn dot_rows(queries: &[f32], nq: usize, matrix: &[f32], n: usize, dims: usiz
     if nq == 0 || n == 0 || dims == 0 || queries.len() < nq * dims || matrix.len() < n * dims {
         return vec![0.0; nq * n];
     }
+    if nq <= 4 {
+        // A few queries (a live utterance): a straight pass over the matrix.
+        // A matrix multiply would first repack the whole example matrix
+        // (23 MB for CLINC150's 15k examples) on every call.
+        let mut out = Vec::with_capacity(nq * n);
+        for q in queries[..nq * dims].chunks_exact(dims) {
+            out.extend(matrix[..n * dims].chunks_exact(dims).map(|row| dot(q, row)));
+        }
+        return out;
+    }
     imp::dot_rows(&queries[..nq * dims], nq, &matrix[..n * dims], n, dims)
+}
+
+/// Dot product with 8 independent accumulators (vectorises in release).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
 
 /// `a [m, k]` · `b [k, n]` → `[m, n]`, all row-major.
