@@ -321,3 +321,27 @@ fn eval_intents_reports_the_contract_fields() {
         common::stderr(&out)
     );
 }
+
+#[test]
+fn route_classifier_scorers_knn_and_softmax() {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = config();
+    config.state_dir = state.path().to_path_buf();
+    for scorer in ["knn", "softmax"] {
+        config.nlu.route_scorer = scorer.into();
+        let c = earshot::nlu::routes::route_classifier(&config, embedder()).unwrap();
+        let (label, score) = c.classify("is it going to snow in oslo tomorrow").unwrap();
+        assert_eq!(label, "context", "{scorer}: {score}");
+        let (label, _) = c.classify("pretend you are a cowboy").unwrap();
+        assert_eq!(label, "persona", "{scorer}");
+    }
+    config.nlu.route_scorer = "magic".into();
+    let err = earshot::nlu::routes::route_classifier(&config, embedder())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("route_scorer") && err.contains("magic"),
+        "{err}"
+    );
+}

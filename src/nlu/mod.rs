@@ -40,6 +40,11 @@ pub struct NluConfig {
     pub k: usize,
     /// Intra-op threads for the embedder (1 is fastest for one utterance).
     pub threads: usize,
+    /// The router's on-device scorer over the route examples: `knn` (R-KNN,
+    /// the spec's default) or `softmax` (a linear head trained at start on
+    /// the same examples; more confident on unseen phrasings, see
+    /// notes/nlu.md).
+    pub route_scorer: String,
 }
 
 impl Default for NluConfig {
@@ -52,6 +57,7 @@ impl Default for NluConfig {
             threshold: 0.65,
             k: 3,
             threads: 1,
+            route_scorer: "knn".into(),
         }
     }
 }

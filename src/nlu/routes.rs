@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::examples::{parse_examples, Examples};
 use super::knn::KnnClassifier;
+use super::linear::{HeadClassifier, SoftmaxHead, TrainOptions};
 use super::{Classifier, Embedder};
 use crate::config::Config;
 
@@ -31,12 +32,30 @@ pub fn route_knn(config: &Config, embedder: Arc<dyn Embedder>) -> Result<KnnClas
     )
 }
 
-/// [`route_knn`] behind the `Classifier` seam, as the router takes it.
+/// The router's classifier behind the `Classifier` seam: R-KNN over the
+/// route examples, or (`nlu.route_scorer = "softmax"`) a softmax head
+/// trained on the same cached example embeddings (milliseconds for ~150
+/// examples).
 pub fn route_classifier(
     config: &Config,
     embedder: Arc<dyn Embedder>,
 ) -> Result<Arc<dyn Classifier>> {
-    Ok(Arc::new(route_knn(config, embedder)?))
+    let knn = route_knn(config, embedder.clone())?;
+    match config.nlu.route_scorer.trim() {
+        "" | "knn" => Ok(Arc::new(knn)),
+        "softmax" => {
+            let (matrix, labels, dims) = knn.examples_matrix();
+            let head = SoftmaxHead::train(
+                matrix,
+                labels,
+                knn.intents().to_vec(),
+                dims,
+                TrainOptions::default(),
+            )?;
+            Ok(Arc::new(HeadClassifier::new(embedder, head)))
+        }
+        other => bail!("nlu.route_scorer is {other:?}; use \"knn\" or \"softmax\""),
+    }
 }
 
 #[cfg(test)]
