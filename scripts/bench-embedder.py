@@ -4,7 +4,7 @@
 Both sides load the same model file (models/all-MiniLM-L6-v2-int8.onnx),
 tokenize the same utterances with the same tokenizer.json with padding
 turned off, run one utterance at a time with the same thread count and
-graph optimisation level (ORT_ENABLE_ALL), mean-pool over the mask and
+graph optimisation level (ORT_ENABLE_BASIC, as earshot uses), mean-pool over the mask and
 L2-normalise. Rounds alternate (python, rust, python, rust, ...) in one run
 so both see the same machine state; the medians of the per-round p50s are
 compared.
@@ -70,7 +70,7 @@ def python_side(models, threads, iters):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     sess = ort.InferenceSession(os.path.join(models, "all-MiniLM-L6-v2-int8.onnx"), opts,
                                 providers=["CPUExecutionProvider"])
 
