@@ -141,6 +141,15 @@ impl Action for MemoryForget {
     }
 }
 
+/// The memory operations of a running device, when the memory module
+/// provides them.
+pub fn for_services(services: &crate::agent::Services) -> Option<std::sync::Arc<dyn MemoryOps>> {
+    services
+        .memory
+        .clone()
+        .map(|m| m as std::sync::Arc<dyn MemoryOps>)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,13 +178,4 @@ mod tests {
         let out = MemoryList.run(&ActionCall::default(), &env).unwrap();
         assert_eq!(out.say, UNAVAILABLE);
     }
-}
-
-/// The memory operations of a running device, when the memory module
-/// provides them.
-pub fn for_services(services: &crate::agent::Services) -> Option<std::sync::Arc<dyn MemoryOps>> {
-    services
-        .memory
-        .clone()
-        .map(|m| m as std::sync::Arc<dyn MemoryOps>)
 }
