@@ -426,6 +426,8 @@ struct Endpoint {
     base_url: String,
     /// Whether the device depends on it (FAIL) or only falls back to it (WARN).
     required: bool,
+    /// The key this engine sends (never printed).
+    key: String,
     what_for: &'static str,
 }
 
@@ -434,6 +436,7 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
         name: "llm",
         base_url: config.llm.base_url.clone(),
         required: true,
+        key: config.llm.api_key.trim().to_string(),
         what_for: "general answers and tool calls",
     }];
     if config.stt.order != "local-only" {
@@ -441,6 +444,11 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
             name: "stt (cloud)",
             base_url: config.stt.cloud_base_url.clone(),
             required: config.stt.order == "cloud-only",
+            key: if config.stt.cloud_api_key.trim().is_empty() {
+                config.llm.api_key.trim().to_string()
+            } else {
+                config.stt.cloud_api_key.trim().to_string()
+            },
             what_for: "speech-to-text fallback",
         });
     }
@@ -449,6 +457,7 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
             name: "tts (cloud)",
             base_url: config.tts.cloud_base_url.clone(),
             required: false,
+            key: config.llm.api_key.trim().to_string(),
             what_for: "cloud voice",
         });
     }
@@ -456,13 +465,9 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
 }
 
 fn reachability(config: &Config) -> Vec<Check> {
-    let key = config.llm.api_key.trim().to_string();
     let endpoints = endpoints(config);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = endpoints
-            .iter()
-            .map(|e| scope.spawn(|| probe(e, &key)))
-            .collect();
+        let handles: Vec<_> = endpoints.iter().map(|e| scope.spawn(|| probe(e))).collect();
         handles
             .into_iter()
             .zip(&endpoints)
@@ -480,7 +485,8 @@ fn reachability(config: &Config) -> Vec<Check> {
     })
 }
 
-fn probe(endpoint: &Endpoint, key: &str) -> Check {
+fn probe(endpoint: &Endpoint) -> Check {
+    let key = endpoint.key.as_str();
     let name = endpoint.name;
     let base = endpoint.base_url.trim().trim_end_matches('/');
     let failing = if endpoint.required {
