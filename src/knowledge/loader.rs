@@ -259,6 +259,12 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<(PathBuf, Strin
         if hidden {
             continue;
         }
+        // Symlinked folders are not followed (a link loop would never end).
+        let linked_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+            && path.is_dir();
+        if linked_dir {
+            continue;
+        }
         if path.is_dir() {
             walk(&path, files, problems);
         } else if Kind::of(&path).is_some() {

@@ -229,3 +229,95 @@ pub fn canonical(path: &Path) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knowledge::analysis::Analysis;
+    use crate::knowledge::splitter::Strategy;
+
+    fn piece(text: &str) -> Piece {
+        Piece {
+            section: None,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_replacement_leaves_the_previous_version_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let analysis = Analysis {
+            title: "Doc".into(),
+            tier: 1,
+            tags: vec![],
+            strategy: Strategy::Paragraph,
+            analysed_by: "test".into(),
+        };
+        let write = |texts: &[&str], hash: &str| {
+            let pieces: Vec<Piece> = texts.iter().map(|t| piece(t)).collect();
+            let embeddings: Vec<Vec<f32>> = texts.iter().map(|_| vec![1.0, 0.0]).collect();
+            replace_document(
+                &store,
+                &NewDocument {
+                    path: "/d.md",
+                    kind: "md",
+                    bytes: 1,
+                    hash,
+                    analysis: &analysis,
+                    pieces: &pieces,
+                    embeddings: &embeddings,
+                    model: "m",
+                    user_id: "user-1",
+                },
+            )
+        };
+        write(&["one", "two"], "v1").unwrap();
+        store
+            .with_conn(|c| {
+                c.execute_batch(
+                    "CREATE TEMP TRIGGER boom BEFORE INSERT ON knowledge_chunks WHEN new.text = 'boom'
+                     BEGIN SELECT RAISE(ABORT, 'disk trouble'); END;",
+                )
+            })
+            .unwrap();
+        assert!(write(&["three", "boom"], "v2").is_err());
+        let doc = store
+            .with_conn(|c| document_by_path(c, "/d.md"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(doc.content_hash, "v1");
+        let texts: Vec<String> = store
+            .with_conn(all_chunks)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.text)
+            .collect();
+        assert_eq!(texts, vec!["one", "two"]);
+        let live: i64 = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(live, 2);
+        // A successful replacement swaps chunks and tombstones old vectors.
+        store
+            .with_conn(|c| c.execute_batch("DROP TRIGGER boom"))
+            .unwrap();
+        write(&["three"], "v3").unwrap();
+        let live: i64 = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(live, 1);
+    }
+}
