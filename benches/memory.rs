@@ -246,11 +246,12 @@ fn recall_latency(embedder: Arc<dyn Embedder>, n: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let big = if quick { 20_000 } else { 100_000 };
-    let mut config = Config::default();
-    config.models_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
-    if let Ok(dir) = std::env::var("EARSHOT_MODELS_DIR") {
-        config.models_dir = dir.into();
-    }
+    let config = Config {
+        models_dir: std::env::var_os("EARSHOT_MODELS_DIR")
+            .map(Into::into)
+            .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models")),
+        ..Default::default()
+    };
     let uniform = std::env::args().any(|a| a == "--uniform");
     index_recall(big, 300, !uniform);
     if std::env::args().any(|a| a == "--index-only") {

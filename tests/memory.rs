@@ -24,8 +24,10 @@ use serde_json::{json, Value};
 fn embedder() -> Arc<dyn Embedder> {
     static E: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
     E.get_or_init(|| {
-        let mut config = Config::default();
-        config.models_dir = common::models_dir();
+        let config = Config {
+            models_dir: common::models_dir(),
+            ..Default::default()
+        };
         earshot::nlu::load_embedder(&config)
             .expect("MiniLM model in models/ (scripts/fetch-embedder.sh)")
     })
@@ -33,10 +35,12 @@ fn embedder() -> Arc<dyn Embedder> {
 }
 
 fn services(state: &Path, llm_url: &str) -> Services {
-    let mut config = Config::default();
-    config.state_dir = state.to_path_buf();
-    config.models_dir = common::models_dir();
-    config.mode = "graph".into();
+    let mut config = Config {
+        state_dir: state.to_path_buf(),
+        models_dir: common::models_dir(),
+        mode: "graph".into(),
+        ..Default::default()
+    };
     config.llm.base_url = format!("{llm_url}/v1");
     config.llm.api_key = String::new();
     config.llm.max_retries = 0;
