@@ -650,6 +650,13 @@ fn example_config_has_every_key_with_its_default_and_a_comment() {
     let text = std::fs::read_to_string(&path).unwrap();
     let loaded = earshot::config::load_with_env(Some(&path), &BTreeMap::new()).unwrap();
     let defaults = toml::Value::try_from(earshot::config::Config::default()).unwrap();
+    // The generator's input, so a failure here is one command from fixed.
+    let dump = std::env::temp_dir().join("earshot-default-config.toml");
+    std::fs::write(&dump, toml::to_string(&defaults).unwrap()).unwrap();
+    let fix = format!(
+        "regenerate: python3 scripts/gen-example-config.py {} earshot.example.toml",
+        dump.display()
+    );
     let from_file = toml::Value::try_from(&loaded.config).unwrap();
     let mut missing = Vec::new();
     for key in earshot::config::dotted_keys(&defaults) {
@@ -669,7 +676,10 @@ fn example_config_has_every_key_with_its_default_and_a_comment() {
             "{key} differs from the default"
         );
     }
-    assert!(missing.is_empty(), "earshot.example.toml lacks {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "earshot.example.toml lacks {missing:?}; {fix}"
+    );
     // Every value line has a comment right above it.
     let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
