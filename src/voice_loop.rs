@@ -39,6 +39,9 @@ use crate::tts::speaker::{Speaker, TurnSpeech};
 /// How long one read of the microphone may block (the loop's tick).
 const TICK: Duration = Duration::from_millis(20);
 
+/// Opens the input again after a device failure.
+pub type Reopen = Box<dyn FnMut() -> Result<Box<dyn AudioSource>, AudioError>>;
+
 /// What the loop needs, built by `earshot run` (or a test).
 pub struct VoiceLoop {
     pub services: Services,
@@ -46,7 +49,7 @@ pub struct VoiceLoop {
     pub speaker: Arc<Speaker>,
     pub source: Box<dyn AudioSource>,
     /// Reopens the input after the device failed (`None`: files can't).
-    pub reopen: Option<Box<dyn FnMut() -> Result<Box<dyn AudioSource>, AudioError>>>,
+    pub reopen: Option<Reopen>,
     pub endpointer: Endpointer,
     pub button: Option<Receiver<ButtonEvent>>,
     /// Set by SIGTERM/SIGINT.

@@ -21,9 +21,14 @@ use earshot::stt::Stt;
 fn stt() -> &'static Stt {
     static STT: OnceLock<Stt> = OnceLock::new();
     STT.get_or_init(|| {
-        let mut config = earshot::config::Config::default();
-        config.models_dir = common::models_dir();
-        config.stt.order = "local-only".into();
+        let config = earshot::config::Config {
+            models_dir: common::models_dir(),
+            stt: earshot::stt::SttConfig {
+                order: "local-only".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         Stt::from_config(&config).expect("whisper model in models/")
     })
 }
@@ -471,7 +476,8 @@ fn cloud_speech_uses_groqs_wire_format() {
 
 #[test]
 fn cloud_speech_failures_fall_back_to_the_local_voice_with_a_log_line() {
-    let cases: Vec<(&str, Box<dyn Fn(&Request) -> Reply + Send + Sync>, &str)> = vec![
+    type Handler = Box<dyn Fn(&Request) -> Reply + Send + Sync>;
+    let cases: Vec<(&str, Handler, &str)> = vec![
         (
             "500",
             Box::new(|_: &Request| {

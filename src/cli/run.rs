@@ -85,7 +85,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
             return Err(anyhow::anyhow!("{e}")).context("cannot listen");
         }
     };
-    let reopen: Option<Box<dyn FnMut() -> _>> = if crate::audio::is_file_name(&input_name) {
+    let reopen: Option<crate::voice_loop::Reopen> = if crate::audio::is_file_name(&input_name) {
         None
     } else {
         let audio = config.audio.clone();

@@ -52,8 +52,18 @@ pub fn run(
     let cancel = CancelToken::new();
     super::install_interrupt(&cancel);
     let started = Instant::now();
-    for sentence in &sentences {
-        speaker.say(sentence);
+    for (i, sentence) in sentences.iter().enumerate() {
+        // As in the voice loop: the first audio waits only for the first
+        // clause of a long first sentence.
+        let (head, rest) = if i == 0 {
+            sentences::first_clause(sentence)
+        } else {
+            (sentence.clone(), None)
+        };
+        speaker.say(&head);
+        if let Some(rest) = rest {
+            speaker.say(&rest);
+        }
     }
     speaker.wait_done(&cancel, Duration::from_secs(3600));
     if cancel.is_cancelled() {
@@ -96,5 +106,5 @@ pub fn run(
     for e in &errors {
         eprintln!("earshot: {e}");
     }
-    Ok(stats.len() == sentences.len() && !cancel.is_cancelled())
+    Ok(errors.is_empty() && !stats.is_empty() && !cancel.is_cancelled())
 }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ort::session::builder::GraphOptimizationLevel;
@@ -134,7 +135,7 @@ impl Piper {
         } else {
             voice.espeak.voice.clone()
         };
-        Ok(Piper {
+        let mut piper = Piper {
             session,
             ids,
             sample_rate: voice.audio.sample_rate,
@@ -147,7 +148,13 @@ impl Piper {
             espeak_program: config.tts.espeak_program.clone(),
             espeak_voice,
             model,
-        })
+        };
+        // ONNX Runtime's first run allocates and plans; pay that at start,
+        // not on the first answer.
+        let warm = Instant::now();
+        piper.synthesize("Ready.")?;
+        tracing::debug!(ms = warm.elapsed().as_millis() as u64, "Piper warmed up");
+        Ok(piper)
     }
 
     /// The voice's output rate.

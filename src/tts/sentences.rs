@@ -72,6 +72,40 @@ pub fn split(text: &str) -> Vec<String> {
     out
 }
 
+/// Cut a long first sentence at its first clause break (`,` `;` `:`) so
+/// the first audio comes after synthesising a few words, not the whole
+/// sentence. Both halves keep at least three words; short sentences and
+/// sentences without a break come back whole.
+pub fn first_clause(sentence: &str) -> (String, Option<String>) {
+    let words = sentence.split_whitespace().count();
+    if words < 8 {
+        return (sentence.to_string(), None);
+    }
+    let mut seen_words = 0;
+    let mut prev_space = true;
+    for (i, c) in sentence.char_indices() {
+        if c.is_whitespace() {
+            prev_space = true;
+            continue;
+        }
+        if prev_space {
+            seen_words += 1;
+            prev_space = false;
+        }
+        if matches!(c, ',' | ';' | ':') && seen_words >= 3 {
+            let rest = sentence[i + c.len_utf8()..].trim();
+            let next_is_space = sentence[i + c.len_utf8()..]
+                .chars()
+                .next()
+                .is_some_and(char::is_whitespace);
+            if next_is_space && rest.split_whitespace().count() >= 3 {
+                return (sentence[..=i].trim().to_string(), Some(rest.to_string()));
+            }
+        }
+    }
+    (sentence.to_string(), None)
+}
+
 /// Clean one sentence for speech; `None` when nothing speakable is left.
 pub fn clean(sentence: &str) -> Option<String> {
     static TAG: OnceLock<Regex> = OnceLock::new();
@@ -260,6 +294,35 @@ mod tests {
         let out = stream(&[&long]);
         assert!(out.len() >= 2, "{out:?}");
         assert!(out.iter().all(|s| s.chars().count() <= MAX_CHARS + 5));
+    }
+
+    #[test]
+    fn a_long_first_sentence_starts_with_its_first_clause() {
+        assert_eq!(
+            first_clause("Sure, I added milk and bread to your shopping list."),
+            (
+                "Sure, I added milk and bread to your shopping list.".to_string(),
+                None
+            )
+        );
+        assert_eq!(
+            first_clause("The capital of France is Paris, a city on the Seine known for museums."),
+            (
+                "The capital of France is Paris,".to_string(),
+                Some("a city on the Seine known for museums.".to_string())
+            )
+        );
+        assert_eq!(
+            first_clause("It's 6:05 PM."),
+            ("It's 6:05 PM.".to_string(), None)
+        );
+        assert_eq!(
+            first_clause("One two three four five six seven 3,5 eight nine"),
+            (
+                "One two three four five six seven 3,5 eight nine".to_string(),
+                None
+            )
+        );
     }
 
     #[test]

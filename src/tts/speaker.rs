@@ -267,8 +267,15 @@ impl<'a> TurnSpeech<'a> {
     fn say(&mut self, sentence: String) {
         if self.first_sentence_at.is_none() {
             self.first_sentence_at = Some(Instant::now());
+            // The first audio waits only for the first clause.
+            let (head, rest) = sentences::first_clause(&sentence);
+            self.speaker.say(&head);
+            if let Some(rest) = rest {
+                self.speaker.say(&rest);
+            }
+        } else {
+            self.speaker.say(&sentence);
         }
-        self.speaker.say(&sentence);
         self.spoke_any = true;
         self.spoken.push(sentence);
     }
