@@ -113,6 +113,20 @@ fn choose_config(
                 SampleFormat::F32 | SampleFormat::I16 | SampleFormat::I32
             )
     };
+    // Nothing asked for: mono 16 kHz when the device offers it (ALSA's
+    // `plug`/`default` does; a bare reSpeaker `hw:` device does not, and
+    // keeps its own channel count so `channel` picks the beam).
+    if cfg.input_rate == 0 && cfg.input_channels == 0 && cfg.channel == 0 {
+        let mono = |r: &&cpal::SupportedStreamConfigRange| {
+            r.channels() == 1
+                && r.min_sample_rate() <= SAMPLE_RATE
+                && SAMPLE_RATE <= r.max_sample_rate()
+                && r.sample_format() == SampleFormat::I16
+        };
+        if let Some(r) = ranges.iter().find(mono) {
+            return Ok(r.clone().with_sample_rate(SAMPLE_RATE));
+        }
+    }
     // Prefer 16 kHz when no rate was asked for and the device can do it.
     if cfg.input_rate == 0 {
         if let Some(r) = ranges.iter().find(|r| fits(r, SAMPLE_RATE)) {

@@ -26,19 +26,33 @@ pub fn config_name(id: &str) -> String {
 }
 
 fn formats<I: Iterator<Item = cpal::SupportedStreamConfigRange>>(it: I) -> Vec<String> {
-    let mut out: Vec<String> = it
-        .map(|r| {
-            format!(
-                "{}-{} Hz {} ch {:?}",
-                r.min_sample_rate(),
-                r.max_sample_rate(),
-                r.channels(),
-                r.sample_format()
-            )
-        })
+    // One summary line: ALSA's `plug`/`null` report hundreds of ranges.
+    let ranges: Vec<_> = it.collect();
+    if ranges.is_empty() {
+        return Vec::new();
+    }
+    let min_rate = ranges
+        .iter()
+        .map(|r| r.min_sample_rate())
+        .min()
+        .unwrap_or(0);
+    let max_rate = ranges
+        .iter()
+        .map(|r| r.max_sample_rate())
+        .max()
+        .unwrap_or(0);
+    let min_ch = ranges.iter().map(|r| r.channels()).min().unwrap_or(0);
+    let max_ch = ranges.iter().map(|r| r.channels()).max().unwrap_or(0);
+    let mut fmts: Vec<String> = ranges
+        .iter()
+        .map(|r| format!("{:?}", r.sample_format()))
         .collect();
-    out.dedup();
-    out
+    fmts.sort();
+    fmts.dedup();
+    vec![format!(
+        "{min_rate}-{max_rate} Hz, {min_ch}-{max_ch} ch, {}",
+        fmts.join("/")
+    )]
 }
 
 /// All devices of the default host (ALSA on Linux).

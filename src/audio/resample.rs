@@ -41,10 +41,12 @@ pub fn to_16k(samples: &[f32], from: u32) -> Result<Vec<f32>, String> {
     }
     // The remainder, then zeros until the delayed tail is out.
     let rest = &samples[pos..];
-    let (_, written) = rs
-        .process_partial_into_buffer(Some(&[rest]), &mut buf, None)
-        .map_err(|e| e.to_string())?;
-    out.extend_from_slice(&buf[0][..written]);
+    if !rest.is_empty() {
+        let (_, written) = rs
+            .process_partial_into_buffer(Some(&[rest]), &mut buf, None)
+            .map_err(|e| e.to_string())?;
+        out.extend_from_slice(&buf[0][..written]);
+    }
     while out.len() < expected + delay {
         let (_, written) = rs
             .process_partial_into_buffer(None::<&[&[f32]]>, &mut buf, None)
@@ -139,6 +141,13 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
         assert!(err < 0.02, "max error {err}");
+    }
+
+    #[test]
+    fn exact_multiple_of_the_chunk_is_fine() {
+        // 48 kHz × 1 s = 100 chunks of 480 exactly: no remainder to flush.
+        let out = to_16k(&sine(48_000, 440.0, 1.0), 48_000).unwrap();
+        assert_eq!(out.len(), 16_000);
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub const COMMANDS: &[&str] = &[
 #[derive(Debug, clap::Args)]
 pub struct BenchSttArgs {
     /// Directory of WAV clips with a `transcripts.tsv` (name<TAB>reference).
-    #[arg(long, value_name = "DIR", default_value = "/work/shared/eval/speech")]
+    #[arg(long, value_name = "DIR", default_value = "tests/data/speech")]
     pub clips: PathBuf,
     /// Skip the synthesised short commands.
     #[arg(long)]

@@ -121,7 +121,9 @@ impl Default for FastConfig {
             tokens_per_sec: 6.0,
             token_slack: 12,
             max_wall_ms: 3_000,
-            min_avg_logprob: -1.0,
+            // Measured: right fast passes -0.08…-0.16, the misheard
+            // "old-sposed" clip -0.46…-0.59 (notes/stt.md).
+            min_avg_logprob: -0.45,
             max_repeats: 3,
             full_max_wall_ms: 60_000,
             timestamps: true,

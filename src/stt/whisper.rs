@@ -410,7 +410,17 @@ impl Transcriber for WhisperStt {
                         tracing::info!(reason = %why, fast_text = %d.text, "STT fast pass rejected; full context");
                         path = "fast+full";
                         reason = why;
-                        let full = self.full_plan(audio.len());
+                        // Same bounded decoding, full context: in-distribution
+                        // for the model, still one segment and a token cap.
+                        let full = Plan {
+                            audio_ctx: 0,
+                            no_timestamps: true,
+                            temperature_fallback: true,
+                            wall_cap: Duration::from_millis(u64::from(
+                                self.cfg.fast.full_max_wall_ms,
+                            )),
+                            ..plan
+                        };
                         let d = self.decode(audio, &full)?;
                         timings.full_ms = Some(d.elapsed.as_millis() as u64);
                         d
