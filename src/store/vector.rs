@@ -531,12 +531,48 @@ impl VectorIndex {
             Ok((generation, rows))
         })?;
         let index = new_index(self.dims)?;
+        // Keys are unique in SQLite, so the rows can be added from several
+        // threads at once (usearch adds are thread-safe once the capacity
+        // and thread slots are reserved).
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8);
         index
-            .reserve(rows.len().max(64))
+            .reserve_capacity_and_threads(rows.len().max(64), threads)
             .map_err(|e| anyhow!("cannot size the vector index: {e}"))?;
         let n = rows.len();
-        for (key, blob) in rows {
-            self.upsert_locked(&index, key, &from_blob(&blob))?;
+        let chunk = n.div_ceil(threads).max(1);
+        let dims = self.dims;
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = rows
+                .chunks(chunk)
+                .map(|part| {
+                    let index = &index;
+                    scope.spawn(move || -> Result<()> {
+                        for (key, blob) in part {
+                            let v = from_blob(blob);
+                            if v.len() != dims {
+                                continue;
+                            }
+                            index
+                                .add(*key, &v)
+                                .map_err(|e| anyhow!("cannot add vector {key}: {e}"))?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a rebuild thread panicked")))
+                })
+                .collect()
+        });
+        for r in results {
+            r?;
         }
         state.index = index;
         state.generation = generation;
