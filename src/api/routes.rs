@@ -123,11 +123,12 @@ pub fn handle(ctx: &Context, mut request: Request) {
 /// Write a JSON reply (also used by the server for 503 "busy").
 pub fn respond_json(request: Request, status: u16, value: &Value, headers: &[(&str, &str)]) {
     let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
+    let len = body.len();
     let mut response = Response::new(
         status.into(),
         Vec::new(),
-        Cursor::new(body.clone()),
-        Some(body.len()),
+        Cursor::new(body),
+        Some(len),
         None,
     );
     for (k, v) in std::iter::once(&("Content-Type", "application/json")).chain(headers) {
