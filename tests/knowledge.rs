@@ -347,6 +347,7 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
             "exact_detect",
             "filters",
             "vector_search",
+            "keyword_search",
             "rerank",
             "drop_below",
             "boost_tier1",

@@ -7,7 +7,8 @@
 //!    goes straight to [`exact_lookup`];
 //! 3. [`filters_for`] — tiers allowed by config/caller, tags named in the
 //!    question;
-//! 4. [`vector_search`] — top 30 within the filters;
+//! 4. [`vector_search`] — top 30 within the filters, plus
+//!    [`keyword_search`] — up to 10 BM25 hits it missed;
 //! 5. [`rerank`] — cross-encoder or calibrated fusion, scores in [0, 1];
 //! 6. [`drop_below`] 0.3, [`boost_tier1`], [`cap_per_source`] (2), then
 //!    [`take_top`] 7 — the cap comes before the cut so the 7 stay diverse;
@@ -254,7 +255,17 @@ pub fn search(
         }
         t.step("vector_search", s, hits.len(), note);
         let s = Instant::now();
-        let scored = rerank(kb, &search_text, &query_vec, hits)?;
+        let extra = keyword_search(kb, &search_text, &filters, KEYWORD_TOP_K, &hits)?;
+        t.step(
+            "keyword_search",
+            s,
+            extra.len(),
+            Some("BM25 hits the vector search missed".into()),
+        );
+        let mut rows: Vec<RowWithScore> = hits.into_iter().map(Into::into).collect();
+        rows.extend(extra.into_iter().map(RowWithScore::from));
+        let s = Instant::now();
+        let scored = rerank(kb, &search_text, &query_vec, rows)?;
         t.step("rerank", s, scored.len(), None);
         (scored, false)
     };
@@ -515,6 +526,34 @@ pub fn vector_search(
             let s = score.get(&r.id).copied().unwrap_or(0.0);
             (r, s)
         })
+        .take(k)
+        .collect())
+}
+
+/// Keyword candidates added to the vector ones.
+pub const KEYWORD_TOP_K: usize = 10;
+
+/// The best `k` chunks by BM25 within the filters that the vector search
+/// did not return. Approximate vector search can miss a chunk that shares
+/// the question's rare words (a large corpus of near-duplicate chunks
+/// crowds it out); the reranker then judges both channels alike.
+pub fn keyword_search(
+    kb: &KnowledgeBase,
+    query: &str,
+    filters: &Filters,
+    k: usize,
+    already: &[(ChunkRow, f32)],
+) -> Result<Vec<ChunkRow>> {
+    let hits = kb.store.with_conn(|c| bm25::top(c, query, k * 4))?;
+    let ids: Vec<i64> = hits
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !already.iter().any(|(r, _)| r.id == *id))
+        .collect();
+    let rows = kb.store.with_conn(|c| kstore::chunks_by_ids(c, &ids))?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| allowed(r, filters))
         .take(k)
         .collect())
 }
