@@ -124,13 +124,13 @@ fn choose_config(
                 && r.sample_format() == SampleFormat::I16
         };
         if let Some(r) = ranges.iter().find(mono) {
-            return Ok(r.clone().with_sample_rate(SAMPLE_RATE));
+            return Ok((*r).with_sample_rate(SAMPLE_RATE));
         }
     }
     // Prefer 16 kHz when no rate was asked for and the device can do it.
     if cfg.input_rate == 0 {
         if let Some(r) = ranges.iter().find(|r| fits(r, SAMPLE_RATE)) {
-            return Ok(r.clone().with_sample_rate(SAMPLE_RATE));
+            return Ok((*r).with_sample_rate(SAMPLE_RATE));
         }
     }
     if let Some(r) = ranges
@@ -138,7 +138,7 @@ fn choose_config(
         .filter(|r| fits(r, want_rate))
         .max_by_key(|r| r.sample_format() == default.sample_format())
     {
-        return Ok(r.clone().with_sample_rate(want_rate));
+        return Ok((*r).with_sample_rate(want_rate));
     }
     Err(AudioError::Unsupported {
         device: name.to_string(),

@@ -170,6 +170,17 @@ pub struct Endpointer {
     queued: VecDeque<VadEvent>,
 }
 
+impl std::fmt::Debug for Endpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // webrtc-vad's handle has no Debug; show the state that matters.
+        f.debug_struct("Endpointer")
+            .field("cfg", &self.cfg)
+            .field("pos", &self.pos)
+            .field("speaking", &self.speaking.is_some())
+            .finish()
+    }
+}
+
 struct Speech {
     buf: Vec<i16>,
     start_ms: u64,
@@ -452,18 +463,16 @@ mod tests {
 
     #[test]
     fn pushes_in_odd_sizes_equal_one_push() {
-        // A synthetic voiced-ish signal: a 200 Hz buzz with harmonics.
+        // Real speech between silences.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
         let mut sig = vec![0i16; 8000];
-        sig.extend((0..16_000).map(|i| {
-            let t = i as f32 / 16_000.0;
-            let v = (2.0 * std::f32::consts::PI * 200.0 * t).sin()
-                + 0.5 * (2.0 * std::f32::consts::PI * 400.0 * t).sin()
-                + 0.3 * (2.0 * std::f32::consts::PI * 800.0 * t).sin();
-            (v * 8000.0) as i16
-        }));
+        sig.extend(crate::audio::to_i16(&speech));
         sig.extend(vec![0i16; 16_000]);
         let cfg = VadConfig::default();
         let whole = segment(&sig, &cfg).unwrap();
+        assert!(!whole.is_empty(), "no utterance found in real speech");
         let mut ep = Endpointer::new(&cfg).unwrap();
         let mut pieces = Vec::new();
         for c in sig.chunks(317) {
