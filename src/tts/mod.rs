@@ -34,6 +34,7 @@ pub struct TtsConfig {
     /// 0 = the voice's own default.
     pub piper_length_scale: f32,
     /// Threads ONNX Runtime may use for Piper (0 = ONNX Runtime decides).
+    /// 1 is fastest on a busy 2-core board (measured: notes/voice.md).
     pub piper_threads: usize,
     /// espeak-ng voice name.
     pub espeak_voice: String,
@@ -59,7 +60,7 @@ impl Default for TtsConfig {
             order: vec!["piper".into(), "espeak".into()],
             piper_voice: "en_US-joe-medium".into(),
             piper_length_scale: 0.0,
-            piper_threads: 2,
+            piper_threads: 1,
             espeak_voice: "en-us".into(),
             espeak_program: "espeak-ng".into(),
             espeak_speed: 165,
