@@ -241,12 +241,11 @@ fn earshot_route_json_decides_on_device() {
         let confidence = v["confidence"].as_f64().unwrap();
         assert!((0.65..=1.0).contains(&confidence), "{text}: {v}");
     }
-    let cached = std::fs::read_dir(state.path().join("cache"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("knn-"))
-        .count();
-    assert_eq!(cached, 1, "the route examples are cached once");
+    // The route examples' embeddings were cached on the first call (other
+    // classifiers, e.g. the intent tree's, may add their own files).
+    let routes = earshot::nlu::routes::route_examples().unwrap();
+    let cache = cache_path(state.path(), &embedder().model_id(), &routes);
+    assert!(cache.is_file(), "{} missing", cache.display());
 }
 
 #[test]
