@@ -206,6 +206,12 @@ fn earshot_version() -> &'static str {
 }
 
 fn main() -> ExitCode {
+    // `earshot … | head` should end quietly like any Unix tool, not panic
+    // on a closed pipe: restore the default SIGPIPE action Rust ignores.
+    // SAFETY: called first thing in main, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // Long-running services log progress; one-shot commands only warnings.
     let service = matches!(cli.command, Command::Run { .. } | Command::Serve { .. });
