@@ -73,6 +73,9 @@ pub fn run(
     match text {
         Some(text) => Ok(one_turn(&services, &text, &mut conversation, json, &cancel)),
         None => {
+            // A REPL is long-lived: summaries and memory extraction run
+            // behind it (a one-shot turn leaves its jobs queued instead).
+            let worker = crate::memory::start_background(&services);
             let stdin = std::io::stdin();
             let interactive = std::io::IsTerminal::is_terminal(&stdin);
             let mut all_ok = true;
@@ -98,6 +101,9 @@ pub fn run(
                 }
                 cancel.reset();
                 all_ok &= one_turn(&services, line, &mut conversation, json, &cancel);
+                if let Some(worker) = &worker {
+                    worker.notify();
+                }
             }
             Ok(all_ok)
         }

@@ -34,3 +34,17 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_strictly_increase() {
+        // `migrate` skips entries at or below user_version, so an entry
+        // appended out of order would silently never run.
+        for pair in MIGRATIONS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "{} before {}", pair[0].0, pair[1].0);
+        }
+    }
+}
