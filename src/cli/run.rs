@@ -105,6 +105,13 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
             None
         }
     };
+    if config.audio.push_to_talk && button.is_none() {
+        tracing::error!(
+            "audio.push_to_talk is on but no button works (device.button = {:?}); listening by voice instead",
+            config.device.button
+        );
+        config.audio.push_to_talk = false;
+    }
     let services = crate::agent::Services::build(config.clone())?;
     let _ = warm.join();
 
