@@ -70,7 +70,18 @@ pub fn list() -> Result<Vec<DeviceInfo>, super::AudioError> {
         .devices()
         .map_err(|e| super::AudioError::Backend(format!("cannot list devices: {e}")))?;
     let mut out = Vec::new();
-    for d in devices {
+    // ALSA's `default` is often not among the hints (e.g. with a private
+    // ALSA_CONFIG_PATH) but is always a valid name: list it first.
+    let mut all: Vec<cpal::Device> = Vec::new();
+    if let Some(d) = host.default_input_device() {
+        all.push(d);
+    }
+    let default_id = default_in.clone();
+    all.extend(
+        devices
+            .filter(|d| d.id().ok().map(|id| id.to_string()) != default_id || default_id.is_none()),
+    );
+    for d in all {
         let Ok(id) = d.id() else { continue };
         let id = id.to_string();
         let description = d
