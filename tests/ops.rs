@@ -652,7 +652,11 @@ fn example_config_has_every_key_with_its_default_and_a_comment() {
     let defaults = toml::Value::try_from(earshot::config::Config::default()).unwrap();
     // The generator's input, so a failure here is one command from fixed.
     let dump = std::env::temp_dir().join("earshot-default-config.toml");
-    std::fs::write(&dump, toml::to_string(&defaults).unwrap()).unwrap();
+    std::fs::write(
+        &dump,
+        toml::to_string(&earshot::config::Config::default()).unwrap(),
+    )
+    .unwrap();
     let fix = format!(
         "regenerate: python3 scripts/gen-example-config.py {} earshot.example.toml",
         dump.display()
