@@ -200,6 +200,22 @@ fn wav_bytes() -> Vec<u8> {
     out.into_inner()
 }
 
+fn silent_wav() -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for _ in 0..16000 {
+        w.write_sample(0i16).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
 fn multipart(field: &str, data: &[u8]) -> (String, Vec<u8>) {
     let boundary = "----earshot-test-boundary";
     let mut body = Vec::new();
@@ -373,8 +389,9 @@ fn tts_then_voice_round_trip_through_real_speech_engines() {
     assert_eq!(status, 200);
     assert!(one["messages"][0]["content"].as_str().unwrap().to_lowercase().contains("time"), "{one}");
 
-    // A recording with no speech: a spoken "didn't catch" and no turn.
-    let (ct, body) = multipart("audio", &wav_bytes());
+    // A recording with no speech (a second of silence): a spoken "didn't
+    // catch" and no turn.
+    let (ct, body) = multipart("audio", &silent_wav());
     let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     let headers = resp.headers().clone();
