@@ -161,6 +161,29 @@ fn default_state_dir() -> PathBuf {
     PathBuf::from("state")
 }
 
+/// The default `models` dir is relative: use it when it exists here, else
+/// the repository's `models/` next to a `target/*/earshot` binary, else the
+/// installed `/var/lib/earshot/models` — so `earshot` finds its models from
+/// any working directory.
+fn default_models_dir(relative: &Path) -> PathBuf {
+    if relative.is_dir() || relative.is_absolute() {
+        return relative.to_path_buf();
+    }
+    let beside_binary = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .skip(1)
+            .take(4)
+            .map(|dir| dir.join(relative))
+            .find(|candidate| candidate.is_dir())
+    });
+    beside_binary
+        .or_else(|| {
+            let installed = PathBuf::from("/var/lib/earshot/models");
+            installed.is_dir().then_some(installed)
+        })
+        .unwrap_or_else(|| relative.to_path_buf())
+}
+
 /// Where a value came from, for `earshot config show`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -310,6 +333,10 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
     let config: Config = Config::deserialize(toml::Value::Table(table))
         .map_err(|e| anyhow!("{}", one_line(&e.to_string(), file.as_deref(), None)))?;
     config.validate()?;
+    let mut config = config;
+    if !sources.contains_key("models_dir") {
+        config.models_dir = default_models_dir(&config.models_dir);
+    }
     Ok(Loaded {
         config,
         file,
