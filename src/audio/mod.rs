@@ -50,7 +50,9 @@ pub struct AudioConfig {
     pub channel: usize,
     /// Listen only while the button is held (push-to-talk).
     pub push_to_talk: bool,
-    /// Let a press (or speech, with VAD) interrupt the answer.
+    /// Let the user's voice (VAD) interrupt the answer. A button press
+    /// always does. Off by default: without echo cancellation (the 2-mic
+    /// HAT has none) the device would hear itself and stop mid-sentence.
     pub barge_in: bool,
     /// Rate to open the input at; 0 = the device's default. 16000 avoids
     /// resampling on devices that support it.
@@ -73,7 +75,7 @@ impl Default for AudioConfig {
             output: "default".into(),
             channel: 0,
             push_to_talk: false,
-            barge_in: true,
+            barge_in: false,
             input_rate: 0,
             input_channels: 0,
             ring_ms: 2000,

@@ -14,15 +14,15 @@ pub mod config_cmd;
 pub mod devices;
 pub mod transcribe;
 pub mod eval;
+pub mod doctor;
 pub mod history;
 pub mod memory;
-pub mod serve;
-pub mod doctor;
 pub mod route;
-pub mod say;
 pub mod run;
-pub mod tree;
 pub mod tool;
+pub mod say;
+pub mod serve;
+pub mod tree;
 
 use std::path::Path;
 
