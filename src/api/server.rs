@@ -182,9 +182,10 @@ mod tests {
     #[test]
     fn run_until_serves_then_stops_and_frees_the_port() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = crate::config::Config::default();
-        config.state_dir = dir.path().to_path_buf();
-        config.tts.order = Vec::new();
+        let config = crate::config::Config {
+            state_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
         let store = crate::store::Store::open(&config.database_path()).unwrap();
         let llm: std::sync::Arc<dyn crate::llm::ChatModel> =
             std::sync::Arc::new(crate::llm::openai::OpenAiClient::new(&config.llm));
