@@ -113,6 +113,22 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         config.audio.push_to_talk = false;
     }
     let services = crate::agent::Services::build(config.clone())?;
+    // Summaries, memory extraction and index upserts run beside the loop,
+    // never in it.
+    let _background = crate::memory::start_background(&services);
+    // The HTTP API beside the loop when enabled (`[api] enabled`); the voice
+    // loop keeps the main thread and the watchdog.
+    let api = if config.api.enabled {
+        let server = crate::api::ApiServer::start(services.clone(), &config.api)?;
+        let stop = shutdown.clone();
+        Some(
+            std::thread::Builder::new()
+                .name("api".into())
+                .spawn(move || server.run_until(|| stop.is_cancelled()))?,
+        )
+    } else {
+        None
+    };
     let _ = warm.join();
 
     let mut voice = VoiceLoop {
@@ -135,6 +151,11 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         heartbeat.beat();
     })?;
     notifier.stopping();
+    shutdown.cancel();
+    if let Some(api) = api {
+        // In-flight API turns finish before the process exits.
+        let _ = api.join();
+    }
     tracing::info!(
         turns = summary.turns,
         barge_ins = summary.barge_ins,
