@@ -94,8 +94,76 @@ pub fn init_logging(verbose: bool, service: bool) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = builder.with_ansi(ansi);
     let _ = if under_journal {
-        builder.without_time().with_ansi(false).try_init()
+        builder
+            .with_writer(JournalStderr)
+            .without_time()
+            .with_ansi(false)
+            .try_init()
     } else {
         builder.try_init()
     };
+}
+
+/// stderr for systemd: journald files a line under the syslog priority in a
+/// leading `<N>`, so each event gets the prefix of its level and
+/// `journalctl -u earshot -p warning` shows warnings and errors only.
+struct JournalStderr;
+
+/// One event's writer: the priority prefix, then the formatted line.
+struct PrefixedStderr {
+    prefix: Option<&'static [u8]>,
+}
+
+impl std::io::Write for PrefixedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut err = std::io::stderr().lock();
+        if let Some(prefix) = self.prefix.take() {
+            err.write_all(prefix)?;
+        }
+        err.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// The `<N>` prefix journald reads for a tracing level.
+fn journal_priority(level: &tracing::Level) -> &'static [u8] {
+    match *level {
+        tracing::Level::ERROR => b"<3>",
+        tracing::Level::WARN => b"<4>",
+        tracing::Level::INFO => b"<6>",
+        tracing::Level::DEBUG | tracing::Level::TRACE => b"<7>",
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for JournalStderr {
+    type Writer = PrefixedStderr;
+
+    fn make_writer(&'a self) -> PrefixedStderr {
+        PrefixedStderr {
+            prefix: Some(b"<6>"),
+        }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> PrefixedStderr {
+        PrefixedStderr {
+            prefix: Some(journal_priority(meta.level())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_priorities_follow_syslog() {
+        assert_eq!(journal_priority(&tracing::Level::ERROR), b"<3>");
+        assert_eq!(journal_priority(&tracing::Level::WARN), b"<4>");
+        assert_eq!(journal_priority(&tracing::Level::INFO), b"<6>");
+        assert_eq!(journal_priority(&tracing::Level::DEBUG), b"<7>");
+    }
 }

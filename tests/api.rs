@@ -26,7 +26,9 @@ fn fake_llm(pause: Duration) -> TestServer {
         let body = req.json();
         if body["stream"] == json!(true) {
             let chunks = openai_stream_chunks(MODEL, &["Hello", " there,", " friend."]);
-            let mut reply = Reply::new(200).header("Content-Type", "text/event-stream").streamed();
+            let mut reply = Reply::new(200)
+                .header("Content-Type", "text/event-stream")
+                .streamed();
             for (i, c) in chunks.iter().enumerate() {
                 if i > 0 && i < chunks.len() - 1 && !pause.is_zero() {
                     reply = reply.piece(Piece::Pause(pause));
@@ -83,7 +85,12 @@ impl Serve {
         let base = line
             .trim()
             .strip_prefix("earshot: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}; stderr: {}", output.lock().unwrap()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first line {line:?}; stderr: {}",
+                    output.lock().unwrap()
+                )
+            })
             .to_string();
         let sink = output.clone();
         std::thread::spawn(move || {
@@ -91,7 +98,12 @@ impl Serve {
             let _ = stdout.read_to_string(&mut rest);
             sink.lock().unwrap().push_str(&rest);
         });
-        Serve { child, base, _state: state, output }
+        Serve {
+            child,
+            base,
+            _state: state,
+            output,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -128,7 +140,10 @@ fn post_json(url: &str, body: &str, token: Option<&str>) -> (u16, Value) {
     let mut resp = req.send(body).unwrap();
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")),
+    )
 }
 
 fn get_json(url: &str, token: Option<&str>) -> (u16, Value) {
@@ -139,11 +154,16 @@ fn get_json(url: &str, token: Option<&str>) -> (u16, Value) {
     let mut resp = req.call().unwrap();
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")),
+    )
 }
 
 fn error_of(v: &Value) -> &str {
-    v["error"].as_str().unwrap_or_else(|| panic!("no error field in {v}"))
+    v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error field in {v}"))
 }
 
 /// One SSE item as a client sees it.
@@ -173,7 +193,10 @@ fn post_stream(url: &str, body: &str) -> (u16, String, Vec<Sse>) {
     while reader.read_line(&mut line).unwrap() > 0 {
         let l = line.trim_end_matches(['\r', '\n']);
         if let Some(data) = l.strip_prefix("data: ") {
-            items.push(Sse::Data(serde_json::from_str(data).unwrap(), Instant::now()));
+            items.push(Sse::Data(
+                serde_json::from_str(data).unwrap(),
+                Instant::now(),
+            ));
         } else if let Some(comment) = l.strip_prefix(':') {
             items.push(Sse::Comment(comment.trim().to_string()));
         } else {
@@ -194,7 +217,8 @@ fn wav_bytes() -> Vec<u8> {
     };
     let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
     for i in 0..16000 {
-        w.write_sample(((i as f32 * 0.05).sin() * 3000.0) as i16).unwrap();
+        w.write_sample(((i as f32 * 0.05).sin() * 3000.0) as i16)
+            .unwrap();
     }
     w.finalize().unwrap();
     out.into_inner()
@@ -226,24 +250,39 @@ fn multipart(field: &str, data: &[u8]) -> (String, Vec<u8>) {
 }
 
 fn post_raw(url: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
-    let mut resp = agent().post(url).header("Content-Type", content_type).send(body).unwrap();
+    let mut resp = agent()
+        .post(url)
+        .header("Content-Type", content_type)
+        .send(body)
+        .unwrap();
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")),
+    )
 }
 
 #[test]
 fn chat_conversations_and_every_error() {
     let llm = fake_llm(Duration::ZERO);
     let serve = Serve::start(&llm, "", &[], "127.0.0.1:0");
-    assert!(serve.base.starts_with("http://127.0.0.1:"), "{}", serve.base);
+    assert!(
+        serve.base.starts_with("http://127.0.0.1:"),
+        "{}",
+        serve.base
+    );
 
     // Health.
     let (status, body) = get_json(&serve.url("/api/health"), None);
     assert_eq!((status, body), (200, json!({"status": "ok"})));
 
     // A turn through the real router + node + fake LLM, stored in SQLite.
-    let (status, body) = post_json(&serve.url("/api/chat"), r#"{"text":"tell me something nice"}"#, None);
+    let (status, body) = post_json(
+        &serve.url("/api/chat"),
+        r#"{"text":"tell me something nice"}"#,
+        None,
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["response"], "Hello there, friend.");
     assert_eq!(body["route"], "simple");
@@ -259,13 +298,27 @@ fn chat_conversations_and_every_error() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["conversation_id"], id);
     // The LLM saw the history of the first turn.
-    let last = llm.requests().into_iter().rev().find(|r| r.json()["stream"] == json!(true)).unwrap();
-    assert!(last.text().contains("tell me something nice"), "{}", last.text());
+    let last = llm
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.json()["stream"] == json!(true))
+        .unwrap();
+    assert!(
+        last.text().contains("tell me something nice"),
+        "{}",
+        last.text()
+    );
 
     // Conversations list and one conversation.
     let (status, list) = get_json(&serve.url("/api/conversations"), None);
     assert_eq!(status, 200);
-    let ids: Vec<i64> = list["conversations"].as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(ids, vec![id]);
     let (status, one) = get_json(&serve.url(&format!("/api/conversations/{id}")), None);
     assert_eq!(status, 200);
@@ -273,11 +326,22 @@ fn chat_conversations_and_every_error() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["role"].as_str().unwrap().to_string(), m["content"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(messages.len(), 4, "{one}");
-    assert_eq!(messages[0], ("user".into(), "tell me something nice".into()));
-    assert_eq!(messages[1], ("assistant".into(), "Hello there, friend.".into()));
+    assert_eq!(
+        messages[0],
+        ("user".into(), "tell me something nice".into())
+    );
+    assert_eq!(
+        messages[1],
+        ("assistant".into(), "Hello there, friend.".into())
+    );
 
     // Errors: each a 4xx with a JSON sentence.
     let chat = serve.url("/api/chat");
@@ -286,12 +350,24 @@ fn chat_conversations_and_every_error() {
         (r#"{"text": 42}"#, 400, "must be a string, not a number"),
         (r#"{"text": ["a"]}"#, 400, "not an array"),
         (r#"{"text": "   "}"#, 400, "empty"),
-        (r#"{"text": "hi", "conversation_id": "7"}"#, 400, "must be an integer"),
-        (r#"{"text": "hi", "conversation_id": 1.5}"#, 400, "positive integer"),
+        (
+            r#"{"text": "hi", "conversation_id": "7"}"#,
+            400,
+            "must be an integer",
+        ),
+        (
+            r#"{"text": "hi", "conversation_id": 1.5}"#,
+            400,
+            "positive integer",
+        ),
         (r#"{"text": "hi""#, 400, "not valid JSON"),
         (r#"["text"]"#, 400, "must be a JSON object"),
         ("", 400, "empty"),
-        (r#"{"text": "hi", "conversation_id": 99999}"#, 404, "does not exist"),
+        (
+            r#"{"text": "hi", "conversation_id": 99999}"#,
+            404,
+            "does not exist",
+        ),
     ];
     for (body, want_status, want_text) in cases {
         let (status, v) = post_json(&chat, body, None);
@@ -308,7 +384,11 @@ fn chat_conversations_and_every_error() {
     let mut resp = agent().get(&chat).call().unwrap();
     assert_eq!(resp.status().as_u16(), 405);
     assert_eq!(resp.headers().get("allow").unwrap(), "POST");
-    assert!(resp.body_mut().read_to_string().unwrap().contains("use POST"));
+    assert!(resp
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+        .contains("use POST"));
     let (status, v) = post_json(&serve.url("/api/health"), "{}", None);
     assert_eq!(status, 405, "{v}");
 
@@ -349,9 +429,16 @@ fn chat_conversations_and_every_error() {
 }
 
 fn decode_header(headers: &ureq::http::HeaderMap, name: &str) -> String {
-    let raw = headers.get(name).unwrap_or_else(|| panic!("missing {name}")).to_str().unwrap();
+    let raw = headers
+        .get(name)
+        .unwrap_or_else(|| panic!("missing {name}"))
+        .to_str()
+        .unwrap();
     assert!(raw.is_ascii());
-    percent_encoding::percent_decode_str(raw).decode_utf8().unwrap().into_owned()
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .unwrap()
+        .into_owned()
 }
 
 /// Piper speaks a question through POST /api/tts; that WAV goes back in
@@ -366,7 +453,12 @@ fn tts_then_voice_round_trip_through_real_speech_engines() {
         .header("Content-Type", "application/json")
         .send(r#"{"text": "What time is it?"}"#)
         .unwrap();
-    assert_eq!(resp.status().as_u16(), 200, "{}", resp.body_mut().read_to_string().unwrap_or_default());
+    assert_eq!(
+        resp.status().as_u16(),
+        200,
+        "{}",
+        resp.body_mut().read_to_string().unwrap_or_default()
+    );
     assert_eq!(resp.headers().get("content-type").unwrap(), "audio/wav");
     let question = resp.body_mut().read_to_vec().unwrap();
     let reader = hound::WavReader::new(&question[..]).unwrap();
@@ -374,7 +466,11 @@ fn tts_then_voice_round_trip_through_real_speech_engines() {
     assert!((0.5..5.0).contains(&seconds), "{seconds} s of speech");
 
     let (ct, body) = multipart("audio", &question);
-    let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
+    let mut resp = agent()
+        .post(&serve.url("/api/voice"))
+        .header("Content-Type", &ct)
+        .send(&body[..])
+        .unwrap();
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let answer = resp.body_mut().read_to_vec().unwrap();
@@ -383,16 +479,32 @@ fn tts_then_voice_round_trip_through_real_speech_engines() {
     assert!(hound::WavReader::new(&answer[..]).unwrap().duration() > 0);
     let transcript = decode_header(&headers, "x-transcript").to_lowercase();
     assert!(transcript.contains("time"), "{transcript}");
-    assert_eq!(decode_header(&headers, "x-response"), "Hello there, friend.");
-    let id: i64 = decode_header(&headers, "x-conversation-id").parse().unwrap();
+    assert_eq!(
+        decode_header(&headers, "x-response"),
+        "Hello there, friend."
+    );
+    let id: i64 = decode_header(&headers, "x-conversation-id")
+        .parse()
+        .unwrap();
     let (status, one) = get_json(&serve.url(&format!("/api/conversations/{id}")), None);
     assert_eq!(status, 200);
-    assert!(one["messages"][0]["content"].as_str().unwrap().to_lowercase().contains("time"), "{one}");
+    assert!(
+        one["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("time"),
+        "{one}"
+    );
 
     // A recording with no speech (a second of silence): a spoken "didn't
     // catch" and no turn.
     let (ct, body) = multipart("audio", &silent_wav());
-    let mut resp = agent().post(&serve.url("/api/voice")).header("Content-Type", &ct).send(&body[..]).unwrap();
+    let mut resp = agent()
+        .post(&serve.url("/api/voice"))
+        .header("Content-Type", &ct)
+        .send(&body[..])
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     let headers = resp.headers().clone();
     assert!(decode_header(&headers, "x-response").contains("didn't catch"));
@@ -404,15 +516,22 @@ fn tts_then_voice_round_trip_through_real_speech_engines() {
 #[test]
 fn voice_and_tts_without_engines_are_a_clear_503() {
     let llm = fake_llm(Duration::ZERO);
-    let config = "[stt]\norder = \"local-only\"\nwhisper_model = \"missing.bin\"\n[tts]\norder = []\n";
+    let config =
+        "[stt]\norder = \"local-only\"\nwhisper_model = \"missing.bin\"\n[tts]\norder = []\n";
     let serve = Serve::start(&llm, config, &[], "127.0.0.1:0");
     let (ct, body) = multipart("audio", &wav_bytes());
     let (status, v) = post_raw(&serve.url("/api/voice"), &ct, &body);
     assert_eq!(status, 503, "{v}");
-    assert!(error_of(&v).contains("speech-to-text is not available"), "{v}");
+    assert!(
+        error_of(&v).contains("speech-to-text is not available"),
+        "{v}"
+    );
     let (status, v) = post_json(&serve.url("/api/tts"), r#"{"text": "hi"}"#, None);
     assert_eq!(status, 503, "{v}");
-    assert!(error_of(&v).contains("text-to-speech is not available"), "{v}");
+    assert!(
+        error_of(&v).contains("text-to-speech is not available"),
+        "{v}"
+    );
     let (status, _) = post_json(&serve.url("/api/chat"), r#"{"text": "hi"}"#, None);
     assert_eq!(status, 200);
 }
@@ -422,9 +541,15 @@ fn stream_sends_timestamped_frames_as_the_turn_runs_and_keepalives() {
     // 1.2 s between LLM pieces, keep-alive after 1 s of silence.
     let llm = fake_llm(Duration::from_millis(1200));
     let serve = Serve::start(&llm, "[api]\nkeepalive_secs = 1\n", &[], "127.0.0.1:0");
-    let (status, content_type, items) = post_stream(&serve.url("/api/chat/stream"), r#"{"text":"stream please"}"#);
+    let (status, content_type, items) = post_stream(
+        &serve.url("/api/chat/stream"),
+        r#"{"text":"stream please"}"#,
+    );
     assert_eq!(status, 200);
-    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
 
     let frames: Vec<(&Value, Instant)> = items
         .iter()
@@ -434,10 +559,16 @@ fn stream_sends_timestamped_frames_as_the_turn_runs_and_keepalives() {
         })
         .collect();
     for (f, _) in &frames {
-        let ts = f["timestamp"].as_str().unwrap_or_else(|| panic!("no timestamp in {f}"));
+        let ts = f["timestamp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no timestamp in {f}"));
         assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{ts}");
     }
-    let content: String = frames.iter().filter(|(f, _)| f["type"] == "content").map(|(f, _)| f["data"].as_str().unwrap()).collect();
+    let content: String = frames
+        .iter()
+        .filter(|(f, _)| f["type"] == "content")
+        .map(|(f, _)| f["data"].as_str().unwrap())
+        .collect();
     assert_eq!(content, "Hello there, friend.");
     let (done, done_at) = frames.last().copied().unwrap();
     assert_eq!(done["type"], "done", "{done}");
@@ -448,10 +579,22 @@ fn stream_sends_timestamped_frames_as_the_turn_runs_and_keepalives() {
     assert_eq!(done["model"], MODEL);
     assert!(done["latency_ms"].as_u64().unwrap() >= 2000, "{done}");
     // Streamed while the turn ran: the first piece arrived well before done.
-    let (_, first_at) = frames.iter().find(|(f, _)| f["type"] == "content").copied().unwrap();
-    assert!(done_at.duration_since(first_at) >= Duration::from_millis(1500), "content arrived only at the end");
+    let (_, first_at) = frames
+        .iter()
+        .find(|(f, _)| f["type"] == "content")
+        .copied()
+        .unwrap();
+    assert!(
+        done_at.duration_since(first_at) >= Duration::from_millis(1500),
+        "content arrived only at the end"
+    );
     // The keep-alive comment is sent during the silences.
-    assert!(items.iter().any(|i| matches!(i, Sse::Comment(c) if c == "thinking")), "{items:?}");
+    assert!(
+        items
+            .iter()
+            .any(|i| matches!(i, Sse::Comment(c) if c == "thinking")),
+        "{items:?}"
+    );
 
     // A bad request is a JSON 4xx, not a stream.
     let (status, v) = post_json(&serve.url("/api/chat/stream"), r#"{"text": false}"#, None);
@@ -497,7 +640,12 @@ fn token_is_required_off_loopback_and_checked() {
 
     // With a token: starts on all interfaces; every route but health needs it.
     let token = "t0ken-for-tests";
-    let serve = Serve::start(&llm, &format!("[api]\ntoken = \"{token}\"\n"), &[], "0.0.0.0:0");
+    let serve = Serve::start(
+        &llm,
+        &format!("[api]\ntoken = \"{token}\"\n"),
+        &[],
+        "0.0.0.0:0",
+    );
     let port = serve.base.rsplit(':').next().unwrap().to_string();
     let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
     assert_eq!(get_json(&url("/api/health"), None).0, 200);
@@ -507,7 +655,11 @@ fn token_is_required_off_loopback_and_checked() {
     let (status, v) = get_json(&url("/api/conversations"), Some("wrong"));
     assert_eq!(status, 401, "{v}");
     assert!(error_of(&v).contains("wrong bearer token"));
-    let (status, v) = post_json(&url("/api/chat"), r#"{"text":"hi"}"#, Some("t0ken-for-test"));
+    let (status, v) = post_json(
+        &url("/api/chat"),
+        r#"{"text":"hi"}"#,
+        Some("t0ken-for-test"),
+    );
     assert_eq!(status, 401, "{v}");
     let (status, v) = get_json(&url("/api/conversations"), Some(token));
     assert_eq!(status, 200, "{v}");
@@ -521,12 +673,21 @@ fn token_is_required_off_loopback_and_checked() {
 fn sigterm_finishes_the_in_flight_turn_and_keeps_secrets_out_of_logs() {
     let secret = "sk-secret-0123456789abcdef";
     let llm = fake_llm(Duration::from_millis(400));
-    let mut serve = Serve::start(&llm, "", &[("GROQ_API_KEY", secret), ("EARSHOT_LOG", "debug")], "127.0.0.1:0");
+    let mut serve = Serve::start(
+        &llm,
+        "",
+        &[("GROQ_API_KEY", secret), ("EARSHOT_LOG", "debug")],
+        "127.0.0.1:0",
+    );
     let url = serve.url("/api/chat/stream");
     let client = std::thread::spawn(move || post_stream(&url, r#"{"text":"a slow one"}"#));
     // Wait until the turn is under way (the LLM got the streamed request).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !llm.requests().iter().any(|r| r.json()["stream"] == json!(true)) {
+    while !llm
+        .requests()
+        .iter()
+        .any(|r| r.json()["stream"] == json!(true))
+    {
         assert!(Instant::now() < deadline, "the turn never reached the LLM");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -541,9 +702,18 @@ fn sigterm_finishes_the_in_flight_turn_and_keeps_secrets_out_of_logs() {
     let done = done.expect("the in-flight turn finished after SIGTERM");
     assert_eq!(done["response"], "Hello there, friend.");
     // The key reached the LLM (so it was in use) but never the output.
-    assert!(llm.requests().iter().any(|r| r.header("authorization") == Some(&format!("Bearer {secret}"))));
+    assert!(llm
+        .requests()
+        .iter()
+        .any(|r| r.header("authorization") == Some(&format!("Bearer {secret}"))));
     std::thread::sleep(Duration::from_millis(100));
     let output = serve.output.lock().unwrap().clone();
-    assert!(output.contains("DEBUG") || output.contains("INFO"), "logging was on: {output}");
-    assert!(!output.contains("0123456789abcdef"), "secret leaked: {output}");
+    assert!(
+        output.contains("DEBUG") || output.contains("INFO"),
+        "logging was on: {output}"
+    );
+    assert!(
+        !output.contains("0123456789abcdef"),
+        "secret leaked: {output}"
+    );
 }

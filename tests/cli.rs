@@ -170,8 +170,7 @@ fn history_is_sent_in_order_and_conversation_continues() {
     let last = server
         .requests()
         .into_iter()
-        .filter(|r| !is_classification(r))
-        .last()
+        .rfind(|r| !is_classification(r))
         .unwrap();
     let msgs = last.json()["messages"].as_array().unwrap().clone();
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
@@ -532,5 +531,11 @@ fn two_processes_share_one_state_dir() {
     }
     assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM conversations"), 6);
     assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM messages"), 12);
-    assert_eq!(count(dir.path(), "SELECT COUNT(*) FROM turn_log WHERE outcome='ok'"), 6);
+    assert_eq!(
+        count(
+            dir.path(),
+            "SELECT COUNT(*) FROM turn_log WHERE outcome='ok'"
+        ),
+        6
+    );
 }

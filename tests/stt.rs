@@ -20,7 +20,11 @@ fn speech(name: &str) -> PathBuf {
 fn reference(name: &str) -> String {
     let tsv = std::fs::read_to_string(speech("transcripts.tsv")).unwrap();
     tsv.lines()
-        .find_map(|l| l.split_once('\t').filter(|(n, _)| *n == name).map(|(_, r)| r.to_string()))
+        .find_map(|l| {
+            l.split_once('\t')
+                .filter(|(n, _)| *n == name)
+                .map(|(_, r)| r.to_string())
+        })
         .unwrap()
 }
 
@@ -34,7 +38,9 @@ fn whisper() -> Arc<WhisperStt> {
     static W: OnceLock<Arc<WhisperStt>> = OnceLock::new();
     W.get_or_init(|| {
         let model = common::models_dir().join("ggml-tiny.en.bin");
-        let w = Arc::new(WhisperStt::load(&model, &SttConfig::default()).expect("load ggml-tiny.en.bin"));
+        let w = Arc::new(
+            WhisperStt::load(&model, &SttConfig::default()).expect("load ggml-tiny.en.bin"),
+        );
         w.warm_up().unwrap();
         w
     })
@@ -42,7 +48,10 @@ fn whisper() -> Arc<WhisperStt> {
 }
 
 fn stt() -> Stt {
-    Stt::with_engines(vec![whisper() as Arc<dyn Transcriber>], SttConfig::default().min_voiced_ms)
+    Stt::with_engines(
+        vec![whisper() as Arc<dyn Transcriber>],
+        SttConfig::default().min_voiced_ms,
+    )
 }
 
 /// Deterministic white noise (xorshift), amplitude `amp`.
@@ -72,7 +81,12 @@ fn jfk_word_for_word_and_every_clip_within_10_percent() {
         let wer = text::wer(&reference(name), &t.text);
         eprintln!("{name}: {wer:.3} via {} ({}): {}", t.path, t.reason, t.text);
         if name == "jfk.wav" {
-            assert_eq!(text::normalise(&t.text), text::normalise(&reference(name)), "{}", t.text);
+            assert_eq!(
+                text::normalise(&t.text),
+                text::normalise(&reference(name)),
+                "{}",
+                t.text
+            );
         }
         assert!(wer <= 0.10, "{name}: WER {wer:.3}: {}", t.text);
         assert_eq!(t.engine, "whisper");
@@ -98,26 +112,54 @@ fn vad_cuts_real_speech_out_of_silence_and_noise() {
 
     let utts = vad::segment(&sig, &vad::VadConfig::default()).unwrap();
     for u in &utts {
-        eprintln!("utterance {}..{} ms (speech {}..{})", u.start_ms, u.end_ms(), u.speech_start_ms, u.speech_end_ms);
+        eprintln!(
+            "utterance {}..{} ms (speech {}..{})",
+            u.start_ms,
+            u.end_ms(),
+            u.speech_start_ms,
+            u.speech_end_ms
+        );
     }
     assert!(!utts.is_empty());
     // Every utterance lies in a speech region (pre-roll/tail tolerance 400 ms):
     // nothing is cut out of the silence or the noise.
     for u in &utts {
-        let inside = |(a, b): (u64, u64)| u.speech_start_ms + 400 >= a && u.speech_end_ms <= b + 400;
-        assert!(inside(jfk_span) || inside(fwd_span), "utterance outside speech: {}..{}", u.speech_start_ms, u.speech_end_ms);
+        let inside =
+            |(a, b): (u64, u64)| u.speech_start_ms + 400 >= a && u.speech_end_ms <= b + 400;
+        assert!(
+            inside(jfk_span) || inside(fwd_span),
+            "utterance outside speech: {}..{}",
+            u.speech_start_ms,
+            u.speech_end_ms
+        );
     }
     // The first speech starts at jfk's first word (≈ 2.3 s in), the last
     // ends at goforward's end; both regions are found.
     let first = &utts[0];
-    assert!(first.speech_start_ms >= 2000 && first.speech_start_ms <= 2700, "{}", first.speech_start_ms);
+    assert!(
+        first.speech_start_ms >= 2000 && first.speech_start_ms <= 2700,
+        "{}",
+        first.speech_start_ms
+    );
     assert!(first.start_ms <= first.speech_start_ms, "pre-roll kept");
     let last = utts.last().unwrap();
-    assert!(last.speech_start_ms >= fwd_span.0 && last.speech_end_ms <= fwd_span.1 + 300, "{:?}", (last.speech_start_ms, last.speech_end_ms));
-    assert!(utts.iter().any(|u| u.speech_start_ms < jfk_span.1 && u.speech_end_ms > jfk_span.1 - 2500), "jfk's end found");
+    assert!(
+        last.speech_start_ms >= fwd_span.0 && last.speech_end_ms <= fwd_span.1 + 300,
+        "{:?}",
+        (last.speech_start_ms, last.speech_end_ms)
+    );
+    assert!(
+        utts.iter()
+            .any(|u| u.speech_start_ms < jfk_span.1 && u.speech_end_ms > jfk_span.1 - 2500),
+        "jfk's end found"
+    );
     // And the last utterance, transcribed, is the command.
     let t = stt().transcribe(&last.to_f32()).unwrap();
-    assert!(text::wer("go forward ten meters", &t.text) <= 0.25, "{}", t.text);
+    assert!(
+        text::wer("go forward ten meters", &t.text) <= 0.25,
+        "{}",
+        t.text
+    );
 }
 
 #[test]
@@ -143,7 +185,12 @@ fn bad_input_is_bounded_and_never_a_hallucinated_paragraph() {
         let t = stt.transcribe(&audio::to_f32(samples)).unwrap();
         let took = started.elapsed();
         let words = text::normalise(&t.text).len();
-        eprintln!("{label}: {:?} in {took:?} via {} ({})", t.display_text(), t.path, t.reason);
+        eprintln!(
+            "{label}: {:?} in {took:?} via {} ({})",
+            t.display_text(),
+            t.path,
+            t.reason
+        );
         assert!(took < Duration::from_secs(120), "{label} took {took:?}");
         assert!(words <= max_words, "{label}: {words} words: {}", t.text);
         t
@@ -157,25 +204,44 @@ fn bad_input_is_bounded_and_never_a_hallucinated_paragraph() {
     bounded("blip", &blip, 3);
     bounded("noise", &noise(4 * sr, 3000.0, 99), 4);
     // Clipped, very loud speech: still the words.
-    let loud: Vec<i16> = clip_i16("goforward.wav").iter().map(|&s| s.saturating_mul(12)).collect();
+    let loud: Vec<i16> = clip_i16("goforward.wav")
+        .iter()
+        .map(|&s| s.saturating_mul(12))
+        .collect();
     let t = bounded("clipped", &loud, 8);
-    assert!(text::wer("go forward ten meters", &t.text) <= 0.5, "{}", t.text);
+    assert!(
+        text::wer("go forward ten meters", &t.text) <= 0.5,
+        "{}",
+        t.text
+    );
     // 60 s of speech: every clip, repeated; bounded, and not longer than the speech.
     let mut long = Vec::new();
     while long.len() < 60 * sr {
-        for n in ["jfk.wav", "sense_and_sensibility_01_austen_64kb-0870.wav", "goforward.wav"] {
+        for n in [
+            "jfk.wav",
+            "sense_and_sensibility_01_austen_64kb-0870.wav",
+            "goforward.wav",
+        ] {
             long.extend(clip_i16(n));
             long.extend(vec![0i16; sr / 2]);
         }
     }
     long.truncate(60 * sr);
     let t = bounded("60 s", &long, 240);
-    assert!(text::normalise(&t.text).len() > 60, "60 s of speech gave {}", t.text);
+    assert!(
+        text::normalise(&t.text).len() > 60,
+        "60 s of speech gave {}",
+        t.text
+    );
 }
 
 #[test]
 fn fast_path_is_used_and_reported_for_short_commands() {
-    let (samples, _) = audio::wav::read_16k_mono(&speech("sense_and_sensibility_01_austen_64kb-0870.wav"), None).unwrap();
+    let (samples, _) = audio::wav::read_16k_mono(
+        &speech("sense_and_sensibility_01_austen_64kb-0870.wav"),
+        None,
+    )
+    .unwrap();
     let t = stt().transcribe(&samples).unwrap();
     assert!(t.path == "fast" || t.path == "fast+full", "{}", t.path);
     assert!(!t.reason.is_empty());
@@ -184,7 +250,12 @@ fn fast_path_is_used_and_reported_for_short_commands() {
     }
 }
 
-fn wav_tmp(dir: &Path, name: &str, spec: hound::WavSpec, samples: impl Fn(&mut hound::WavWriter<std::io::BufWriter<std::fs::File>>)) -> PathBuf {
+fn wav_tmp(
+    dir: &Path,
+    name: &str,
+    spec: hound::WavSpec,
+    samples: impl Fn(&mut hound::WavWriter<std::io::BufWriter<std::fs::File>>),
+) -> PathBuf {
     let p = dir.join(name);
     let mut w = hound::WavWriter::create(&p, spec).unwrap();
     samples(&mut w);
@@ -197,7 +268,12 @@ fn cli_transcribes_converted_wavs_and_rejects_bad_ones_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let jfk = clip_i16("jfk.wav");
     // Stereo, 8-bit, 48 kHz (each sample held for 3 frames).
-    let spec = hound::WavSpec { channels: 2, sample_rate: 48_000, bits_per_sample: 8, sample_format: hound::SampleFormat::Int };
+    let spec = hound::WavSpec {
+        channels: 2,
+        sample_rate: 48_000,
+        bits_per_sample: 8,
+        sample_format: hound::SampleFormat::Int,
+    };
     let odd = wav_tmp(dir.path(), "odd.wav", spec, |w| {
         for &s in &jfk {
             for _ in 0..3 {
@@ -207,7 +283,12 @@ fn cli_transcribes_converted_wavs_and_rejects_bad_ones_in_one_line() {
             }
         }
     });
-    let out = common::run(common::earshot(dir.path()).args(["transcribe", "--json"]).arg(&odd).env("STT_BASE_URL", ""));
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["transcribe", "--json"])
+            .arg(&odd)
+            .env("STT_BASE_URL", ""),
+    );
     assert!(out.status.success(), "{}", common::stderr(&out));
     let v: serde_json::Value = serde_json::from_str(common::stdout(&out).trim()).unwrap();
     let got = v["text"].as_str().unwrap();
@@ -242,13 +323,30 @@ fn missing_or_corrupt_model_is_a_clear_error_or_falls_back_to_the_cloud() {
     // Missing, local only.
     let cfg = dir.path().join("local.toml");
     std::fs::write(&cfg, "[stt]\norder = \"local-only\"\n").unwrap();
-    let out = common::run(common::earshot(dir.path()).env("EARSHOT_MODELS_DIR", &models).arg("--config").arg(&cfg).arg("transcribe").arg(&clip));
+    let out = common::run(
+        common::earshot(dir.path())
+            .env("EARSHOT_MODELS_DIR", &models)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("transcribe")
+            .arg(&clip),
+    );
     let err = common::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("not found") && err.contains("fetch-whisper.sh"), "{err}");
+    assert!(
+        err.contains("not found") && err.contains("fetch-whisper.sh"),
+        "{err}"
+    );
     // Corrupt.
     std::fs::write(models.join("ggml-tiny.en.bin"), vec![7u8; 4096]).unwrap();
-    let out = common::run(common::earshot(dir.path()).env("EARSHOT_MODELS_DIR", &models).arg("--config").arg(&cfg).arg("transcribe").arg(&clip));
+    let out = common::run(
+        common::earshot(dir.path())
+            .env("EARSHOT_MODELS_DIR", &models)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("transcribe")
+            .arg(&clip),
+    );
     let err = common::stderr(&out);
     assert!(err.contains("could not be loaded"), "{err}");
     // Corrupt + a cloud configured: the cloud answers, the local failure is reported.
@@ -265,7 +363,13 @@ fn missing_or_corrupt_model_is_a_clear_error_or_falls_back_to_the_cloud() {
     let v: serde_json::Value = serde_json::from_str(common::stdout(&out).trim()).unwrap();
     assert_eq!(v["engine"], "groq");
     assert_eq!(v["text"], "Go forward ten meters.");
-    assert!(v["fallbacks"][0].as_str().unwrap().contains("could not be loaded"), "{v}");
+    assert!(
+        v["fallbacks"][0]
+            .as_str()
+            .unwrap()
+            .contains("could not be loaded"),
+        "{v}"
+    );
     assert!(!common::stdout(&out).contains("gsk_test_key_123456"));
 }
 
@@ -274,16 +378,31 @@ fn groq_wire_format_and_error_bodies() {
     let server = TestServer::start(|req| {
         let auth = req.header("authorization").unwrap_or("").to_string();
         match auth.as_str() {
-            "Bearer good" => Reply::json(200, r#"{"text":" hello there ","x_groq":{"id":"req_1"}}"#),
-            "Bearer bad" => Reply::json(401, r#"{"error":{"message":"Invalid API Key","type":"invalid_request_error","code":"invalid_api_key"}}"#),
-            "Bearer html" => Reply::bytes(500, "text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
+            "Bearer good" => {
+                Reply::json(200, r#"{"text":" hello there ","x_groq":{"id":"req_1"}}"#)
+            }
+            "Bearer bad" => Reply::json(
+                401,
+                r#"{"error":{"message":"Invalid API Key","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+            ),
+            "Bearer html" => Reply::bytes(
+                500,
+                "text/html",
+                b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+            ),
             _ => Reply::json(500, r#"{"error":{"message":"internal error"}}"#),
         }
     });
-    let cfg = SttConfig { cloud_base_url: format!("{}/", server.url()), ..Default::default() };
+    let cfg = SttConfig {
+        cloud_base_url: format!("{}/", server.url()),
+        ..Default::default()
+    };
     let audio: Vec<f32> = audio::to_f32(&clip_i16("goforward.wav"));
 
-    let t = GroqStt::new(&cfg, "good").unwrap().transcribe(&audio).unwrap();
+    let t = GroqStt::new(&cfg, "good")
+        .unwrap()
+        .transcribe(&audio)
+        .unwrap();
     assert_eq!(t.text, "hello there");
     assert_eq!((t.engine.as_str(), t.path.as_str()), ("groq", "cloud"));
     let req = &server.requests()[0];
@@ -308,23 +427,41 @@ fn groq_wire_format_and_error_bodies() {
     // The WAV inside is the audio, 16 kHz mono 16-bit.
     let start = body.windows(4).position(|w| w == b"RIFF").unwrap();
     let (back, info) = audio::wav::read_from(&body[start..], Path::new("part.wav"), None).unwrap();
-    assert_eq!((info.sample_rate, info.channels, info.bits_per_sample), (16_000, 1, 16));
+    assert_eq!(
+        (info.sample_rate, info.channels, info.bits_per_sample),
+        (16_000, 1, 16)
+    );
     assert_eq!(back.len(), audio.len());
 
-    let e = GroqStt::new(&cfg, "bad").unwrap().transcribe(&audio).unwrap_err().to_string();
+    let e = GroqStt::new(&cfg, "bad")
+        .unwrap()
+        .transcribe(&audio)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("401") && e.contains("Invalid API Key"), "{e}");
-    let e = GroqStt::new(&cfg, "html").unwrap().transcribe(&audio).unwrap_err().to_string();
+    let e = GroqStt::new(&cfg, "html")
+        .unwrap()
+        .transcribe(&audio)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("500") && e.contains("HTML"), "{e}");
     assert!(!e.contains('\n'));
 
     // cloud-first: the cloud's 500 falls back to whisper, and says so.
     let chain = Stt::with_engines(
-        vec![Arc::new(GroqStt::new(&cfg, "other").unwrap()) as Arc<dyn Transcriber>, whisper() as Arc<dyn Transcriber>],
+        vec![
+            Arc::new(GroqStt::new(&cfg, "other").unwrap()) as Arc<dyn Transcriber>,
+            whisper() as Arc<dyn Transcriber>,
+        ],
         120,
     );
     let t = chain.transcribe(&audio).unwrap();
     assert_eq!(t.engine, "whisper");
-    assert!(t.fallbacks[0].contains("internal error"), "{:?}", t.fallbacks);
+    assert!(
+        t.fallbacks[0].contains("internal error"),
+        "{:?}",
+        t.fallbacks
+    );
     assert!(text::wer("go forward ten meters", &t.text) <= 0.25);
 
     // A Groq URL without a key is refused up front.
@@ -340,7 +477,14 @@ fn cpal_capture_through_alsa_file_plugin_equals_the_file() {
     input.extend_from_slice(&jfk);
     input.extend(vec![0i16; SAMPLE_RATE as usize * 4]);
     let raw = dir.path().join("in_16k_s16le.raw");
-    std::fs::write(&raw, input.iter().flat_map(|s| s.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(
+        &raw,
+        input
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
     let asoundrc = dir.path().join("asoundrc");
     std::fs::write(
         &asoundrc,
@@ -361,7 +505,14 @@ fn cpal_capture_through_alsa_file_plugin_equals_the_file() {
             .env("ALSA_CONFIG_PATH", &asoundrc)
             .arg("--config")
             .arg(&cfg)
-            .args(["transcribe", "--input", "default", "--json", "--seconds", &format!("{seconds}")])
+            .args([
+                "transcribe",
+                "--input",
+                "default",
+                "--json",
+                "--seconds",
+                &format!("{seconds}"),
+            ])
             .arg("--save")
             .arg(&saved)
             .env("STT_BASE_URL", ""),
@@ -371,9 +522,16 @@ fn cpal_capture_through_alsa_file_plugin_equals_the_file() {
     let (captured, _) = audio::wav::read_16k_mono(&saved, None).unwrap();
     let captured = audio::to_i16(&captured);
     assert_eq!(captured.len(), 8000 + jfk.len(), "{v}");
-    assert!(captured == input[..captured.len()], "cpal capture differs from the file");
+    assert!(
+        captured == input[..captured.len()],
+        "cpal capture differs from the file"
+    );
     assert_eq!(v["input"]["overruns"], 0);
-    assert_eq!(text::normalise(v["text"].as_str().unwrap()), text::normalise(&reference("jfk.wav")), "{v}");
+    assert_eq!(
+        text::normalise(v["text"].as_str().unwrap()),
+        text::normalise(&reference("jfk.wav")),
+        "{v}"
+    );
 
     // A device that does not exist: one clear line.
     let out = common::run(

@@ -3,25 +3,25 @@
 
 pub mod bench_stt;
 pub mod chat;
+pub mod config_cmd;
+pub mod devices;
+pub mod doctor;
+pub mod eval;
 pub mod eval_retrieval;
 pub mod export;
 pub mod feedback;
+pub mod history;
 pub mod ingest;
 pub mod knowledge;
 pub mod log;
-pub mod review;
-pub mod config_cmd;
-pub mod devices;
-pub mod transcribe;
-pub mod eval;
-pub mod doctor;
-pub mod history;
 pub mod memory;
+pub mod review;
 pub mod route;
 pub mod run;
-pub mod tool;
 pub mod say;
 pub mod serve;
+pub mod tool;
+pub mod transcribe;
 pub mod tree;
 
 use std::path::Path;

@@ -119,7 +119,13 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     // The HTTP API beside the loop when enabled (`[api] enabled`); the voice
     // loop keeps the main thread and the watchdog.
     let api = if config.api.enabled {
-        let server = crate::api::ApiServer::start(services.clone(), &config.api)?;
+        // Shares the loaded whisper model; the API's TTS is its own.
+        let speech = Arc::new(crate::api::speech::Speech::new(
+            Ok(stt.clone()),
+            Tts::from_config(&config),
+        ));
+        let server =
+            crate::api::ApiServer::start_with_speech(services.clone(), speech, &config.api)?;
         let stop = shutdown.clone();
         Some(
             std::thread::Builder::new()

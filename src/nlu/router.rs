@@ -388,12 +388,12 @@ mod tests {
         let m = matcher();
         // Each of these contains a reference keyword as a substring only.
         for text in [
-            "tell me about mastodons",       // todo
-            "who is the system admin",       // dm (not a keyword here either)
-            "the livestock of mongolia",     // stock
-            "a cryptographic hash function", // crypto
-            "notional value of a bond",      // notion
-            "she was very productive",       // product
+            "tell me about mastodons",                      // todo
+            "who is the system admin",                      // dm (not a keyword here either)
+            "the livestock of mongolia",                    // stock
+            "a cryptographic hash function",                // crypto
+            "notional value of a bond",                     // notion
+            "she was very productive",                      // product
             "the schedules of trains in 1900 were printed", // schedule
         ] {
             assert_eq!(m.find(text), None, "{text}");

@@ -945,12 +945,22 @@ mod tests {
         let (r, ..) = go(&s, "Stop!", "idle", false);
         let out = r.unwrap();
         assert_eq!(out.answer, "Okay.");
-        assert!(out.path.contains(&"stop_words".to_string()) && out.path.contains(&"stop_event".to_string()), "{:?}", out.path);
+        assert!(
+            out.path.contains(&"stop_words".to_string())
+                && out.path.contains(&"stop_event".to_string()),
+            "{:?}",
+            out.path
+        );
         assert_eq!(out.events[0].event, "stop");
         let (r, _, host) = go(&s, "what time is it", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"], "the router graph answers");
-        assert!(out.notes.iter().any(|n| n.contains("classifier 'device' is unavailable (ONNX Runtime is not installed)")), "{:?}", out.notes);
+        assert!(
+            out.notes.iter().any(|n| n
+                .contains("classifier 'device' is unavailable (ONNX Runtime is not installed)")),
+            "{:?}",
+            out.notes
+        );
     }
 
     #[test]
