@@ -353,7 +353,9 @@ fn button_press_while_speaking_stops_speech_at_once() {
     let written_at_stop = wav_seconds(&out);
     std::thread::sleep(Duration::from_millis(500));
     let written_later = wav_seconds(&out);
-    writeln!(button, "release").unwrap();
+    // The loop may already have finished (its input file ran out after the
+    // barge-in) and closed the FIFO: a failed release write is fine.
+    let _ = writeln!(button, "release");
     drop(button);
     let turn = wait_for(&stdout, "\"answer\"", Duration::from_secs(30), &mut seen)
         .unwrap_or_else(|| panic!("no turn line; {}", seen.join("\n")));
