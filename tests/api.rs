@@ -288,6 +288,29 @@ fn chat_conversations_and_every_error() {
     assert_eq!(body["route"], "simple");
     assert!(body.get("intent").is_some(), "{body}");
     let id = body["conversation_id"].as_i64().unwrap();
+    let turn = body["turn_id"].as_i64().unwrap();
+
+    // Feedback on that turn (R-OBS): an error lands in the review queue.
+    let (status, fb) = post_json(
+        &serve.url("/api/feedback"),
+        &json!({"turn_id": turn, "kind": "error", "note": "wrong"}).to_string(),
+        None,
+    );
+    assert_eq!(status, 200, "{fb}");
+    assert!(fb["feedback_id"].as_i64().unwrap() > 0, "{fb}");
+    let (status, fb) = post_json(
+        &serve.url("/api/feedback"),
+        &json!({"turn_id": turn, "kind": "meh"}).to_string(),
+        None,
+    );
+    assert_eq!(status, 400, "{fb}");
+    assert!(error_of(&fb).contains("not_helpful"), "{fb}");
+    let (status, fb) = post_json(
+        &serve.url("/api/feedback"),
+        &json!({"turn_id": 999_999, "kind": "error"}).to_string(),
+        None,
+    );
+    assert_eq!(status, 404, "{fb}");
 
     // Continue the same conversation.
     let (status, body) = post_json(

@@ -44,6 +44,7 @@ enum Route {
     ChatStream,
     Voice,
     Tts,
+    Feedback,
     Conversations,
     Conversation(String),
 }
@@ -57,6 +58,7 @@ impl Route {
             "/api/chat/stream" => Route::ChatStream,
             "/api/voice" => Route::Voice,
             "/api/tts" => Route::Tts,
+            "/api/feedback" => Route::Feedback,
             "/api/conversations" => Route::Conversations,
             _ => {
                 let id = path.strip_prefix("/api/conversations/")?;
@@ -139,6 +141,24 @@ pub fn respond_json(request: Request, status: u16, value: &Value, headers: &[(&s
     let _ = request.respond(response);
 }
 
+/// POST /api/feedback `{"turn_id", "kind": "not_helpful"|"error", "note"?}`
+/// → `{"feedback_id"}` (R-OBS; errors go to the review queue first).
+fn feedback(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
+    let body: Value = serde_json::from_slice(&read_body(ctx, request)?)
+        .map_err(|e| ApiError::new(400, format!("the body is not JSON ({e})")))?;
+    match crate::review::feedback_from_json(&ctx.services.store, &body) {
+        Ok(id) => Ok(Reply::Json(200, json!({ "feedback_id": id }))),
+        Err(crate::review::ReviewError::NoSuchTurn(id)) => {
+            Err(ApiError::not_found(format!("turn {id} does not exist")))
+        }
+        Err(crate::review::ReviewError::Invalid(message)) => Err(ApiError::new(400, message)),
+        Err(e) => Err(ApiError::new(
+            500,
+            format!("could not store the feedback: {e}"),
+        )),
+    }
+}
+
 fn allow_for(url: &str) -> &'static str {
     match Route::parse(path_of(url)).map(|r| r.method()) {
         Some(Method::Get) => "GET",
@@ -153,7 +173,7 @@ fn path_of(url: &str) -> &str {
 fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
     let route = Route::parse(path_of(request.url())).ok_or_else(|| {
         ApiError::not_found(format!(
-            "no such endpoint: {} {}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/conversations",
+            "no such endpoint: {} {}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations",
             request.method(),
             path_of(request.url())
         ))
@@ -187,6 +207,7 @@ fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
             let wav = ctx.speech.synthesize(&text)?;
             Ok(Reply::Wav(wav, Vec::new()))
         }
+        Route::Feedback => feedback(ctx, request),
         Route::Conversations => {
             let list = ctx
                 .services
