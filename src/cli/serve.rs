@@ -32,6 +32,8 @@ pub fn run(config: Option<&Path>, bind: Option<String>) -> Result<bool> {
     // Check the address before the (slow) model load.
     crate::api::server::check_bind(&api.bind, &api.token)?;
     let services = crate::agent::Services::build(loaded.config)?;
+    // Summaries, memory extraction and index upserts run beside the API.
+    let _background = crate::memory::start_background(&services);
     let server = ApiServer::start(services, &api)?;
     let addr = server.local_addr();
     {
