@@ -258,6 +258,16 @@ impl VoiceLoop {
         }
         let transcript = self.stt.transcribe(&utterance.to_f32());
         timings.insert("stt".into(), ms_since(vad_end));
+        let mut stt_facts = serde_json::Map::new();
+        if let Ok(t) = &transcript {
+            stt_facts.insert(
+                "stt".into(),
+                serde_json::json!({
+                    "engine": t.engine, "path": t.path, "reason": t.reason,
+                    "stt_ms": t.timings.stt_ms,
+                }),
+            );
+        }
         let text = match transcript {
             Ok(t) if t.no_speech || t.text.trim().is_empty() => {
                 tracing::info!(reason = %t.reason, "heard no words; listening again");
@@ -265,7 +275,7 @@ impl VoiceLoop {
                 return None;
             }
             Ok(t) => {
-                tracing::info!(engine = %t.engine, stt_ms = t.timings.stt_ms, "heard: {}", t.text);
+                tracing::info!(engine = %t.engine, path = %t.path, stt_ms = t.timings.stt_ms, "heard: {}", t.text);
                 t.text
             }
             Err(e) => {
@@ -281,6 +291,7 @@ impl VoiceLoop {
         input.source = "voice".into();
         input.conversation_id = *conversation;
         input.timings = timings;
+        input.extra = stt_facts;
 
         let turn_cancel = CancelToken::new();
         let turn_started = Instant::now();

@@ -250,6 +250,21 @@ fn run_through_alsa_files_answers_the_time_out_loud() {
             "no {stage} in {turn}"
         );
     }
+    // The turn log keeps the STT engine and path (issue 9.5).
+    let db = rusqlite::Connection::open(dir.path().join("earshot.db")).unwrap();
+    let extra: String = db
+        .query_row(
+            "SELECT extra_json FROM turn_log WHERE source = 'voice' ORDER BY id DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let extra: serde_json::Value = serde_json::from_str(&extra).unwrap();
+    assert_eq!(extra["stt"]["engine"], "whisper", "{extra}");
+    assert!(
+        ["fast", "fast+full", "full"].contains(&extra["stt"]["path"].as_str().unwrap_or("")),
+        "{extra}"
+    );
     // What ALSA played back is the spoken time.
     let played: Vec<f32> = std::fs::read(&out_raw)
         .unwrap()

@@ -27,6 +27,9 @@ pub struct TurnInput {
     pub source: String,
     /// Stages measured before the turn (capture, vad, stt…), in ms.
     pub timings: BTreeMap<String, f64>,
+    /// Facts about those stages for the turn log (e.g. the STT engine and
+    /// path), stored under the turn log's `extra_json`.
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl TurnInput {
@@ -95,6 +98,7 @@ pub fn run_turn(
         &text,
     );
     record.timings.extend(input.timings.clone());
+    record.extra.extend(input.extra.clone());
     if text.chars().count() > MAX_INPUT_CHARS {
         text = text.chars().take(MAX_INPUT_CHARS).collect();
         record.note(format!("input cut to {MAX_INPUT_CHARS} characters"));
