@@ -554,6 +554,14 @@ fn doctor_reports_each_part_with_a_fix_and_an_exit_code() {
         .unwrap()
         .contains("fetch-models.sh"));
     assert_eq!(check(&report, "onnxruntime")["status"], "warn", "{report}");
+    // It says what the device loses (issue 3.6: classify nodes fall back).
+    assert!(
+        check(&report, "onnxruntime")["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("classify nodes take their fallback"),
+        "{report}"
+    );
     assert_eq!(check(&report, "llm")["status"], "fail", "{report}");
     assert!(check(&report, "llm")["detail"]
         .as_str()

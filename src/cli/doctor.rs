@@ -409,10 +409,14 @@ fn onnxruntime(config: &Config) -> Check {
                 _ => Check::ok("onnxruntime", path.display().to_string()),
             }
         }
+        // Say what the device loses: on armv7 (no ONNX Runtime build) this
+        // is the expected state, and the tree still runs its other nodes.
         Err(reason) => Check::new(
             "onnxruntime",
             Status::Warn,
-            reason,
+            format!(
+                "{reason}; without it the intent tree's classify nodes take their fallback (the router graph), routing asks the LLM, and Piper falls back to espeak-ng"
+            ),
             crate::nlu::onnx::FETCH_HINT,
         ),
     }
