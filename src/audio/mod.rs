@@ -12,7 +12,7 @@
 //! use earshot::cancel::CancelToken;
 //! let cfg = AudioConfig::default();
 //! let mut source = audio::open_input(&cfg.input, &cfg)?;
-//! let mut ep = Endpointer::new(&cfg.vad)?;
+//! let mut ep = Endpointer::new(&cfg.vad).map_err(anyhow::Error::msg)?;
 //! if let Some(utt) = ep.listen(source.as_mut(), &CancelToken::new(), None)? {
 //!     println!("{} ms of speech", utt.duration_ms());
 //! }
