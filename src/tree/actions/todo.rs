@@ -127,10 +127,7 @@ impl Action for TodoAdd {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
-        let item = match call.arg("item").and_then(Value::as_str) {
-            Some(item) => item.trim().to_string(),
-            None => item_to_add(&call.text),
-        };
+        let item = item_arg_or(call, item_to_add);
         if item.is_empty() {
             return Ok(ActionOutput::failed("What should I add to your list?"));
         }
@@ -159,6 +156,15 @@ impl Action for TodoList {
     }
 }
 
+/// The node's `item` argument when the tree gives one, else the item
+/// parsed out of the utterance.
+fn item_arg_or(call: &ActionCall, parse: fn(&str) -> String) -> String {
+    match call.arg("item").and_then(Value::as_str) {
+        Some(item) => item.trim().to_string(),
+        None => parse(&call.text),
+    }
+}
+
 impl Action for TodoComplete {
     fn name(&self) -> &'static str {
         "todo_complete"
@@ -167,10 +173,7 @@ impl Action for TodoComplete {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
-        let query = match call.arg("item").and_then(Value::as_str) {
-            Some(item) => item.to_string(),
-            None => item_to_complete(&call.text),
-        };
+        let query = item_arg_or(call, item_to_complete);
         match backend(env).complete(&query) {
             Ok(item) => Ok(ActionOutput::said(format!(
                 "Marked \"{}\" as done.",
@@ -190,10 +193,7 @@ impl Action for TodoDeleteRequest {
         false
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
-        let query = match call.arg("item").and_then(Value::as_str) {
-            Some(item) => item.to_string(),
-            None => item_to_delete(&call.text),
-        };
+        let query = item_arg_or(call, item_to_delete);
         match backend(env).find(&query) {
             Ok(item) => Ok(ActionOutput::said(format!(
                 "Delete \"{}\" from your to-do list? Say yes or no.",
