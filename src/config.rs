@@ -44,6 +44,7 @@ pub struct Config {
     pub api: crate::api::ApiConfig,
     pub device: crate::device::DeviceConfig,
     pub knowledge: crate::knowledge::KnowledgeConfig,
+    pub wyoming: crate::wyoming::WyomingConfig,
 }
 
 /// The OpenAI-compatible chat endpoint and its models (R-MODEL).
@@ -146,6 +147,7 @@ impl Default for Config {
             api: Default::default(),
             device: Default::default(),
             knowledge: Default::default(),
+            wyoming: Default::default(),
         }
     }
 }
@@ -441,6 +443,7 @@ impl Config {
         if self.user_id.trim().is_empty() {
             return Err(anyhow!("user_id must not be empty"));
         }
+        self.wyoming.validate().map_err(|e| anyhow!(e))?;
         Ok(())
     }
 

@@ -35,3 +35,4 @@ pub mod tools;
 pub mod tree;
 pub mod tts;
 pub mod voice_loop;
+pub mod wyoming;

@@ -1,0 +1,113 @@
+//! Wyoming: the open JSONL + PCM protocol of Home Assistant's voice
+//! satellites and services (rhasspy/wyoming).
+//!
+//! earshot speaks it three ways:
+//! - as a **service** (`earshot wyoming serve`): asr, tts, intent and handle
+//!   from one process with the models loaded once, for Home Assistant;
+//! - as the **host of satellites** (`earshot run` with `wyoming.satellites`):
+//!   it connects to each satellite (a satellite is a Wyoming *server*),
+//!   hears its microphone, runs the turn and sends the spoken answer back;
+//! - as a **client of services**: a wake-word service in front of the local
+//!   microphone, and STT/TTS services as configured engines.
+//!
+//! [`protocol`] is the framing with strict limits; [`client`] the TCP
+//! connection both directions use.
+
+pub mod client;
+pub mod protocol;
+
+use serde::{Deserialize, Serialize};
+
+pub use client::{Connection, WyomingUri};
+pub use protocol::{Event, Limits, ProtocolError};
+
+/// `[wyoming]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WyomingConfig {
+    /// Where `earshot wyoming serve` listens (`tcp://HOST:PORT`); 10700 is
+    /// the port Home Assistant suggests for Wyoming services.
+    pub serve_uri: String,
+    /// Satellites `earshot run` drives, e.g. `["tcp://pi-zero.local:10700"]`.
+    pub satellites: Vec<String>,
+    /// A Wyoming wake-word service (wyoming-openwakeword) gating the local
+    /// microphone; empty = no wake word (VAD or button).
+    pub wake_uri: String,
+    /// Wake word name(s) to ask the service for; empty = its default.
+    pub wake_words: Vec<String>,
+    /// A Wyoming ASR service, used where `stt.order` names `wyoming`.
+    pub stt_uri: String,
+    /// A Wyoming TTS service, used where `tts.order` names `wyoming`.
+    pub tts_uri: String,
+    /// Voice to ask the TTS service for; empty = its default.
+    pub tts_voice: String,
+    /// Connecting to a peer gives up after this long.
+    pub connect_timeout_ms: u64,
+    /// A request to a service (transcribe, synthesize) gives up after this
+    /// long, and the local engine answers instead.
+    pub request_timeout_ms: u64,
+    /// First wait before reconnecting to a satellite or service (doubling
+    /// after each failure).
+    pub reconnect_min_ms: u64,
+    /// Longest wait between reconnects.
+    pub reconnect_max_ms: u64,
+    /// Longest event header line a peer may send.
+    pub max_header_bytes: usize,
+    /// Largest additional-data block a peer may send.
+    pub max_data_bytes: usize,
+    /// Largest binary payload (audio chunk) a peer may send.
+    pub max_payload_bytes: usize,
+}
+
+impl Default for WyomingConfig {
+    fn default() -> Self {
+        let limits = Limits::default();
+        WyomingConfig {
+            serve_uri: "tcp://127.0.0.1:10700".into(),
+            satellites: Vec::new(),
+            wake_uri: String::new(),
+            wake_words: Vec::new(),
+            stt_uri: String::new(),
+            tts_uri: String::new(),
+            tts_voice: String::new(),
+            connect_timeout_ms: 3000,
+            request_timeout_ms: 15000,
+            reconnect_min_ms: 500,
+            reconnect_max_ms: 30000,
+            max_header_bytes: limits.max_header_bytes,
+            max_data_bytes: limits.max_data_bytes,
+            max_payload_bytes: limits.max_payload_bytes,
+        }
+    }
+}
+
+impl WyomingConfig {
+    /// The frame limits peers are held to.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_header_bytes: self.max_header_bytes,
+            max_data_bytes: self.max_data_bytes,
+            max_payload_bytes: self.max_payload_bytes,
+        }
+    }
+
+    /// Check every URI parses, so a typo is reported at start-up.
+    pub fn validate(&self) -> Result<(), String> {
+        let named = std::iter::once(("wyoming.serve_uri", &self.serve_uri))
+            .chain(self.satellites.iter().map(|s| ("wyoming.satellites", s)))
+            .chain([
+                ("wyoming.wake_uri", &self.wake_uri),
+                ("wyoming.stt_uri", &self.stt_uri),
+                ("wyoming.tts_uri", &self.tts_uri),
+            ]);
+        for (key, uri) in named {
+            if !uri.trim().is_empty() {
+                WyomingUri::parse(uri).map_err(|e| format!("{key}: {e}"))?;
+            }
+        }
+        if self.max_header_bytes < 1024 {
+            return Err("wyoming.max_header_bytes must be at least 1024".into());
+        }
+        Ok(())
+    }
+}
