@@ -13,6 +13,7 @@
 //! [`protocol`] is the framing with strict limits; [`client`] the TCP
 //! connection both directions use.
 
+pub mod audio;
 pub mod client;
 pub mod protocol;
 
