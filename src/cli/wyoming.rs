@@ -1,0 +1,85 @@
+//! `earshot wyoming serve [--uri tcp://HOST:PORT] [--max-connections N]`:
+//! earshot's ASR, TTS, intent recognition and agent as a Wyoming service
+//! Home Assistant adds with its Wyoming Protocol integration.
+//!
+//! Start-up mirrors `earshot serve`: config, models loaded once (whisper,
+//! the voices, the embedder and tree), bind, print `earshot: listening on
+//! tcp://ADDR:PORT` (the real port when 0 was asked), then systemd
+//! `READY=1`. The accept loop pings the watchdog; SIGTERM/SIGINT stop
+//! accepting, let in-flight requests finish and exit 0 (a second signal
+//! exits at once).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Result};
+
+use crate::cancel::CancelToken;
+use crate::device::notify::{Heartbeat, Notifier};
+use crate::wyoming::server::Server;
+use crate::wyoming::service::Service;
+use crate::wyoming::WyomingUri;
+
+/// The `wyoming` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum WyomingCommand {
+    /// Serve speech-to-text, text-to-speech, intent recognition and the
+    /// agent over the Wyoming protocol (for Home Assistant).
+    Serve {
+        /// tcp://HOST:PORT to listen on (default: [wyoming] serve_uri,
+        /// tcp://127.0.0.1:10700; port 0 picks a free one).
+        #[arg(long, value_name = "tcp://HOST:PORT")]
+        uri: Option<String>,
+        /// Most connections served at once; more are refused with a
+        /// `busy` error.
+        #[arg(long, default_value_t = 16, value_name = "N")]
+        max_connections: usize,
+    },
+}
+
+/// Run one `wyoming` subcommand.
+pub fn run(config: Option<&Path>, command: WyomingCommand) -> Result<bool> {
+    match command {
+        WyomingCommand::Serve {
+            uri,
+            max_connections,
+        } => serve(config, uri, max_connections),
+    }
+}
+
+fn serve(config: Option<&Path>, uri: Option<String>, max_connections: usize) -> Result<bool> {
+    let notifier = Notifier::from_env();
+    notifier.status("loading config and models");
+    let config = super::load_config(config)?.config;
+    let uri_text = uri.unwrap_or_else(|| config.wyoming.serve_uri.clone());
+    let uri = WyomingUri::parse(&uri_text).map_err(|e| anyhow!("--uri: {e}"))?;
+    let limits = config.wyoming.limits();
+    let shutdown = CancelToken::new();
+    super::install_interrupt(&shutdown);
+
+    let service = Arc::new(Service::build(config)?);
+    // Summaries, memory extraction and index upserts of handled turns run
+    // beside the server, never inside a request.
+    let _background = crate::memory::start_background(service.services());
+    let warm = service.warm_up();
+    let server = Server::bind(&uri, service, limits, max_connections)?;
+    let addr = server.local_addr();
+    if let Some(warm) = warm {
+        let _ = warm.join();
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "earshot: listening on tcp://{addr}");
+        let _ = out.flush();
+    }
+    notifier.ready();
+    notifier.status(&format!("serving Wyoming on tcp://{addr}"));
+    let mut heartbeat = Heartbeat::new(&notifier);
+    server.run(&shutdown, &mut || {
+        heartbeat.beat();
+    });
+    notifier.stopping();
+    tracing::info!("wyoming: stopped");
+    Ok(true)
+}

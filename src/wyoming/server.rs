@@ -1,0 +1,391 @@
+//! A Wyoming TCP server: an accept loop with one thread per connection.
+//!
+//! The server knows framing, limits and lifetimes; what a connection does
+//! with its events is a [`Handler`]'s business (`earshot wyoming serve`
+//! plugs in [`super::service::Service`]). Every failure stays inside its
+//! connection:
+//! - a peer that sends a malformed frame (bad JSON, a length over the
+//!   limits, a header line that never ends, a stream cut inside a frame)
+//!   gets an `error` event `{text, code: "bad-frame"}` (when its socket
+//!   still takes it), one warn log line, and is disconnected;
+//! - past `max_connections` a new peer gets `error {code: "busy"}` and is
+//!   closed, with a warn line naming the cap, so a flood cannot exhaust
+//!   threads or memory;
+//! - a peer silent for [`IDLE_TIMEOUT`] is closed (a half-sent header
+//!   cannot pin a slot forever), and writes time out after
+//!   [`WRITE_TIMEOUT`] so a peer that stops reading cannot wedge a thread.
+//!
+//! Stopping (SIGTERM) stops accepting at once; connections finish the
+//! request they are in (a transcription, a turn) and close, and
+//! [`Server::run`] waits for them up to [`DRAIN_TIMEOUT`].
+
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use super::client::{Connection, EventWriter, WyomingUri};
+use super::protocol::{Event, Limits, ProtocolError};
+use crate::cancel::CancelToken;
+
+/// A connection with no event for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// A write the peer does not drain within this long fails the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// On stop, how long in-flight requests get to finish.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often idle loops look at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What a connection does after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading events.
+    Continue,
+    /// The handler has said its last word (e.g. an `error`): hang up.
+    Close,
+}
+
+/// The per-connection behaviour of a server.
+pub trait Handler: Send + Sync + 'static {
+    /// State kept for one connection (its conversation, an audio stream
+    /// being received, a text stream being spoken).
+    type Session: Send;
+
+    /// A peer connected.
+    fn open(&self, peer: SocketAddr) -> Self::Session;
+
+    /// One well-formed event from the peer; replies go to `out`. A write
+    /// error means the peer is gone and ends the connection.
+    fn event(
+        &self,
+        session: &mut Self::Session,
+        event: Event,
+        out: &EventWriter,
+    ) -> Result<Flow, ProtocolError>;
+}
+
+/// `error` event as the `wyoming` library defines it (`text`, `code`).
+pub fn error_event(text: &str, code: &str) -> Event {
+    Event::with_data("error", json!({"text": text, "code": code}))
+}
+
+/// A bound listener plus the handler every connection runs.
+pub struct Server<H: Handler> {
+    listener: TcpListener,
+    addr: SocketAddr,
+    handler: Arc<H>,
+    limits: Limits,
+    max_connections: usize,
+}
+
+impl<H: Handler> Server<H> {
+    /// Bind `uri` (port 0 picks a free port; see [`Server::local_addr`]).
+    pub fn bind(
+        uri: &WyomingUri,
+        handler: Arc<H>,
+        limits: Limits,
+        max_connections: usize,
+    ) -> Result<Server<H>> {
+        let authority = uri.authority();
+        let addrs: Vec<SocketAddr> = authority
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {uri}; check wyoming.serve_uri or --uri"))?
+            .collect();
+        let listener = TcpListener::bind(&addrs[..]).with_context(|| {
+            format!("cannot listen on {uri} (in use, or not an address of this machine?); pick another with --uri")
+        })?;
+        listener
+            .set_nonblocking(true)
+            .context("cannot make the listening socket non-blocking")?;
+        let addr = listener
+            .local_addr()
+            .context("cannot read the listening address")?;
+        Ok(Server {
+            listener,
+            addr,
+            handler,
+            limits,
+            max_connections: max_connections.max(1),
+        })
+    }
+
+    /// The address actually bound (the real port when 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Accept connections until `stop` is cancelled, calling `tick`
+    /// between accepts (the systemd watchdog). Then wait for in-flight
+    /// connections up to [`DRAIN_TIMEOUT`].
+    pub fn run(&self, stop: &CancelToken, tick: &mut dyn FnMut()) {
+        let active = Arc::new(AtomicUsize::new(0));
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        while !stop.is_cancelled() {
+            tick();
+            threads.retain(|t| !t.is_finished());
+            match self.listener.accept() {
+                Ok((stream, peer)) => self.admit(stream, peer, &active, stop, &mut threads),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(TICK / 2);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // EMFILE and friends: log, back off, keep serving.
+                    tracing::warn!("wyoming: accept failed: {e}");
+                    std::thread::sleep(TICK);
+                }
+            }
+        }
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        threads.retain(|t| !t.is_finished());
+        if !threads.is_empty() {
+            tracing::info!(
+                connections = threads.len(),
+                "wyoming: waiting for open connections to finish"
+            );
+        }
+        while !threads.is_empty() && Instant::now() < deadline {
+            threads.retain(|t| !t.is_finished());
+            std::thread::sleep(TICK / 2);
+        }
+        if !threads.is_empty() {
+            tracing::warn!(
+                connections = threads.len(),
+                "wyoming: connections still busy after {} s; exiting anyway",
+                DRAIN_TIMEOUT.as_secs()
+            );
+        }
+    }
+
+    fn admit(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        active: &Arc<AtomicUsize>,
+        stop: &CancelToken,
+        threads: &mut Vec<JoinHandle<()>>,
+    ) {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let _ = stream.set_nodelay(true);
+        let now = active.load(Ordering::SeqCst);
+        if now >= self.max_connections {
+            tracing::warn!(
+                %peer,
+                "wyoming: refused a connection: {now} already open (the cap is {}; raise it with --max-connections)",
+                self.max_connections
+            );
+            refuse(stream, self.max_connections);
+            return;
+        }
+        let conn = match Connection::from_stream(stream, self.limits) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(%peer, "wyoming: cannot set up a connection: {e}");
+                return;
+            }
+        };
+        active.fetch_add(1, Ordering::SeqCst);
+        let guard = ActiveGuard(active.clone());
+        let handler = self.handler.clone();
+        let stop = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("wyoming {peer}"))
+            .spawn(move || {
+                let _guard = guard;
+                serve_connection(&*handler, &conn, peer, &stop);
+                conn.close();
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::warn!(%peer, "wyoming: cannot start a connection thread: {e}"),
+        }
+    }
+}
+
+/// Decrements the open-connection count however the thread ends.
+struct ActiveGuard(Arc<AtomicUsize>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn refuse(stream: TcpStream, cap: usize) {
+    let mut s = stream;
+    let _ = super::protocol::write_event(
+        &mut s,
+        &error_event(
+            &format!("earshot is serving its maximum of {cap} connections; try again shortly"),
+            "busy",
+        ),
+    );
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+/// One connection's event loop.
+fn serve_connection<H: Handler>(
+    handler: &H,
+    conn: &Connection,
+    peer: SocketAddr,
+    stop: &CancelToken,
+) {
+    tracing::debug!(%peer, "wyoming: connected");
+    let out = conn.writer();
+    let mut session = handler.open(peer);
+    let mut last_event = Instant::now();
+    loop {
+        if stop.is_cancelled() {
+            tracing::debug!(%peer, "wyoming: closing on shutdown");
+            return;
+        }
+        match conn.recv_timeout(TICK) {
+            Ok(None) => {
+                if last_event.elapsed() >= IDLE_TIMEOUT {
+                    tracing::info!(
+                        %peer,
+                        "wyoming: closing a connection idle for {} s",
+                        IDLE_TIMEOUT.as_secs()
+                    );
+                    return;
+                }
+            }
+            Ok(Some(event)) => {
+                last_event = Instant::now();
+                let kind = event.kind.clone();
+                match handler.event(&mut session, event, &out) {
+                    Ok(Flow::Continue) => {}
+                    Ok(Flow::Close) => return,
+                    Err(e) => {
+                        tracing::debug!(%peer, "wyoming: peer went away during '{kind}': {e}");
+                        return;
+                    }
+                }
+            }
+            Err(e) if e.is_closed() => {
+                tracing::debug!(%peer, "wyoming: disconnected");
+                return;
+            }
+            Err(e @ ProtocolError::Io(_)) => {
+                tracing::debug!(%peer, "wyoming: connection error: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%peer, "wyoming: malformed frame, disconnecting: {e}");
+                let _ = out.send(&error_event(
+                    &format!("malformed Wyoming frame: {e}; closing the connection"),
+                    "bad-frame",
+                ));
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::sync::Mutex;
+
+    /// Echoes `ping` as `pong` and records every event kind it saw.
+    struct Echo {
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Handler for Echo {
+        type Session = ();
+        fn open(&self, _peer: SocketAddr) {}
+        fn event(
+            &self,
+            _s: &mut (),
+            event: Event,
+            out: &EventWriter,
+        ) -> Result<Flow, ProtocolError> {
+            self.seen.lock().unwrap().push(event.kind.clone());
+            match event.kind.as_str() {
+                "ping" => out.send(&Event::new("pong"))?,
+                "bye" => return Ok(Flow::Close),
+                _ => {}
+            }
+            Ok(Flow::Continue)
+        }
+    }
+
+    fn start(cap: usize) -> (SocketAddr, CancelToken, Arc<Echo>, JoinHandle<()>) {
+        let echo = Arc::new(Echo {
+            seen: Mutex::new(Vec::new()),
+        });
+        let uri = WyomingUri::parse("tcp://127.0.0.1:0").unwrap();
+        let server = Server::bind(&uri, echo.clone(), Limits::default(), cap).unwrap();
+        let addr = server.local_addr();
+        let stop = CancelToken::new();
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || server.run(&s2, &mut || {}));
+        (addr, stop, echo, t)
+    }
+
+    fn connect(addr: SocketAddr) -> Connection {
+        let uri = WyomingUri::parse(&format!("tcp://{addr}")).unwrap();
+        Connection::connect(&uri, Duration::from_secs(2), Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn answers_pings_and_drops_only_the_peer_that_sends_garbage() {
+        let (addr, stop, echo, t) = start(8);
+        let good = connect(addr);
+        good.send(&Event::new("ping")).unwrap();
+        assert_eq!(good.recv().unwrap().kind, "pong");
+
+        let mut bad = TcpStream::connect(addr).unwrap();
+        bad.write_all(b"this is not json\n").unwrap();
+        let mut reply = String::new();
+        bad.read_to_string(&mut reply).unwrap();
+        assert!(reply.contains("\"type\":\"error\""), "{reply}");
+        assert!(reply.contains("bad-frame"), "{reply}");
+
+        // The good connection still works.
+        good.send(&Event::new("ping")).unwrap();
+        assert_eq!(good.recv().unwrap().kind, "pong");
+        good.send(&Event::new("bye")).unwrap();
+        assert!(matches!(good.recv(), Err(ProtocolError::Closed)));
+        stop.cancel();
+        t.join().unwrap();
+        assert_eq!(*echo.seen.lock().unwrap(), ["ping", "ping", "bye"]);
+    }
+
+    #[test]
+    fn refuses_connections_past_the_cap_with_a_busy_error() {
+        let (addr, stop, _echo, t) = start(1);
+        let first = connect(addr);
+        first.send(&Event::new("ping")).unwrap();
+        assert_eq!(first.recv().unwrap().kind, "pong");
+        let second = connect(addr);
+        let e = second.recv().unwrap();
+        assert_eq!(e.kind, "error");
+        assert_eq!(e.str("code"), Some("busy"));
+        assert!(matches!(second.recv(), Err(ProtocolError::Closed)));
+        drop(first);
+        // Once the first is gone a new peer is admitted.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let third = connect(addr);
+            third.send(&Event::new("ping")).unwrap();
+            match third.recv() {
+                Ok(e) if e.kind == "pong" => break,
+                other => {
+                    assert!(Instant::now() < deadline, "never readmitted: {other:?}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        stop.cancel();
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,157 @@
+//! Speech to text over Wyoming: `transcribe` (optional), then
+//! `audio-start`, `audio-chunk`…, `audio-stop` → `transcript {text}`.
+//!
+//! Audio may come in any format the protocol allows (rate, 8/16/32-bit,
+//! interleaved channels); it is mixed to mono, kept at its own rate while
+//! it arrives and resampled to whisper's 16 kHz once, at `audio-stop`.
+//! A stream is bounded to [`MAX_AUDIO_SECS`]: past it the peer gets an
+//! `error {code: "audio-too-long"}` and the connection closes (so a client
+//! waiting for its transcript is not left hanging).
+
+use serde_json::json;
+
+use super::super::audio::{decode_mono_f32, AudioFormat};
+use super::super::client::EventWriter;
+use super::super::protocol::{Event, ProtocolError};
+use super::super::server::{error_event, Flow};
+use crate::stt::Stt;
+
+/// Longest utterance one `transcribe` may send.
+pub const MAX_AUDIO_SECS: u64 = 60;
+
+/// The audio of the stream being received.
+#[derive(Debug, Default)]
+pub struct Capture {
+    /// Mono samples at `rate`.
+    samples: Vec<f32>,
+    /// The stream's rate (from `audio-start`, else the first chunk).
+    rate: Option<u32>,
+    /// `language` asked by `transcribe`, echoed in the transcript.
+    language: Option<String>,
+}
+
+impl Capture {
+    fn reset(&mut self) {
+        *self = Capture::default();
+    }
+}
+
+/// Handle one ASR event.
+pub fn on_event(
+    stt: Result<&Stt, &String>,
+    capture: &mut Capture,
+    event: &Event,
+    out: &EventWriter,
+) -> Result<Flow, ProtocolError> {
+    match event.kind.as_str() {
+        "transcribe" => {
+            capture.reset();
+            capture.language = event.str("language").map(str::to_string);
+            Ok(Flow::Continue)
+        }
+        "audio-start" => {
+            let language = capture.language.take();
+            capture.reset();
+            capture.language = language;
+            match AudioFormat::from_event(event) {
+                Ok(format) => {
+                    capture.rate = Some(format.rate);
+                    Ok(Flow::Continue)
+                }
+                Err(e) => refuse(out, &e, "bad-audio"),
+            }
+        }
+        "audio-chunk" => {
+            let format = match AudioFormat::from_event(event) {
+                Ok(f) => f,
+                Err(e) => return refuse(out, &e, "bad-audio"),
+            };
+            let rate = *capture.rate.get_or_insert(format.rate);
+            if format.rate != rate {
+                return refuse(
+                    out,
+                    &format!(
+                        "audio-chunk rate {} Hz differs from the stream's {rate} Hz; send one rate per stream",
+                        format.rate
+                    ),
+                    "bad-audio",
+                );
+            }
+            let mono = decode_mono_f32(format, event.payload.as_deref().unwrap_or_default());
+            let max = MAX_AUDIO_SECS as usize * rate as usize;
+            if capture.samples.len() + mono.len() > max {
+                capture.reset();
+                return refuse(
+                    out,
+                    &format!(
+                        "audio longer than {MAX_AUDIO_SECS} s; send one utterance of at most {MAX_AUDIO_SECS} s per transcribe"
+                    ),
+                    "audio-too-long",
+                );
+            }
+            capture.samples.extend_from_slice(&mono);
+            Ok(Flow::Continue)
+        }
+        "audio-stop" => {
+            let rate = capture.rate.unwrap_or(16_000);
+            let samples = std::mem::take(&mut capture.samples);
+            let language = capture.language.take();
+            capture.reset();
+            let stt = match stt {
+                Ok(s) => s,
+                Err(why) => {
+                    return refuse(
+                        out,
+                        &format!("speech-to-text is unavailable: {why}"),
+                        "asr-unavailable",
+                    )
+                }
+            };
+            let audio = if rate == 16_000 {
+                samples
+            } else {
+                match crate::audio::resample::to_16k(&samples, rate) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        return refuse(
+                            out,
+                            &format!("cannot resample {rate} Hz audio: {e}"),
+                            "bad-audio",
+                        )
+                    }
+                }
+            };
+            let started = std::time::Instant::now();
+            match stt.transcribe(&audio) {
+                Ok(t) => {
+                    tracing::info!(
+                        audio_ms = audio.len() as u64 * 1000 / 16_000,
+                        stt_ms = started.elapsed().as_millis() as u64,
+                        engine = %t.engine,
+                        path = %t.path,
+                        "wyoming: transcribed"
+                    );
+                    let mut data = json!({"text": t.text.trim()});
+                    if let Some(lang) = language {
+                        data["language"] = lang.into();
+                    }
+                    out.send(&Event::with_data("transcript", data))?;
+                    Ok(Flow::Continue)
+                }
+                Err(e) => {
+                    tracing::warn!("wyoming: transcription failed: {e}");
+                    out.send(&error_event(e.user_sentence(), "asr-failed"))?;
+                    Ok(Flow::Continue)
+                }
+            }
+        }
+        _ => Ok(Flow::Continue),
+    }
+}
+
+/// Tell the peer why, then hang up: the stream it is sending is unusable.
+fn refuse(out: &EventWriter, text: &str, code: &str) -> Result<Flow, ProtocolError> {
+    tracing::warn!("wyoming: {text}");
+    out.send(&error_event(text, code))?;
+    Ok(Flow::Close)
+}
