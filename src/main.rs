@@ -54,6 +54,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Wyoming protocol: `serve` earshot's ASR, TTS, intents and agent to Home Assistant.
+    Wyoming {
+        #[command(subcommand)]
+        action: earshot::cli::wyoming::WyomingCommand,
+    },
     /// Serve the local HTTP API (chat, SSE stream, voice, TTS, history).
     Serve {
         /// ADDR:PORT to listen on (default: [api] bind, 127.0.0.1:8080).
@@ -214,7 +219,10 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     // Long-running services log progress; one-shot commands only warnings.
-    let service = matches!(cli.command, Command::Run { .. } | Command::Serve { .. });
+    let service = matches!(
+        cli.command,
+        Command::Run { .. } | Command::Serve { .. } | Command::Wyoming { .. }
+    );
     earshot::telemetry::init_logging(cli.verbose, service);
     let config = cli.config.as_deref();
     let result: anyhow::Result<bool> = match cli.command {
@@ -230,6 +238,7 @@ fn main() -> ExitCode {
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
+        Command::Wyoming { action } => earshot::cli::wyoming::run(config, action),
         Command::Run {
             input,
             output,

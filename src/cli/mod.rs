@@ -23,6 +23,7 @@ pub mod serve;
 pub mod tool;
 pub mod transcribe;
 pub mod tree;
+pub mod wyoming;
 
 use std::path::Path;
 

@@ -16,6 +16,8 @@
 pub mod audio;
 pub mod client;
 pub mod protocol;
+pub mod server;
+pub mod service;
 
 use serde::{Deserialize, Serialize};
 
