@@ -11,7 +11,12 @@
 //!
 //! Listening is VAD endpointing by default; a button press starts a
 //! push-to-talk utterance that ends at the release (or `audio.push_to_talk
-//! = true` makes the button the only way in).
+//! = true` makes the button the only way in). With a wake-word service
+//! (`wyoming.wake_uri`, [`WakeGate`]) the microphone goes to the service
+//! until it reports a `detection`; only then does the endpointer take the
+//! request that follows (for up to [`WAKE_WINDOW`] to start speaking). The
+//! button works with or without a wake word. While the service is down the
+//! loop listens without a wake word (see `crate::wyoming::wake` for why).
 //!
 //! The tree's device actions act here: `stop` silences the speaker,
 //! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
@@ -35,9 +40,14 @@ use crate::device::button::ButtonEvent;
 use crate::events::{Event, EventSink};
 use crate::stt::Stt;
 use crate::tts::speaker::{Speaker, TurnSpeech};
+use crate::wyoming::wake::WakeGate;
 
 /// How long one read of the microphone may block (the loop's tick).
 const TICK: Duration = Duration::from_millis(20);
+
+/// After the wake word, how long the user has to start the request before
+/// the loop waits for the wake word again.
+pub const WAKE_WINDOW: Duration = Duration::from_secs(8);
 
 /// Opens the input again after a device failure.
 pub type Reopen = Box<dyn FnMut() -> Result<Box<dyn AudioSource>, AudioError>>;
@@ -58,6 +68,8 @@ pub struct VoiceLoop {
     pub barge_in: bool,
     /// Print one JSON line per turn on stdout.
     pub json: bool,
+    /// The wake-word service gating the microphone (`None`: no wake word).
+    pub wake: Option<WakeGate>,
 }
 
 /// How the loop ended and what it did.
@@ -142,6 +154,11 @@ impl VoiceLoop {
         held: &mut bool,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
+        // Set when the wake word was heard: the request may start until then.
+        let mut awake_until: Option<Instant> = None;
+        if let Some(wake) = self.wake.as_mut() {
+            wake.rearm();
+        }
         loop {
             tick();
             if self.shutdown.is_cancelled() {
@@ -173,6 +190,12 @@ impl VoiceLoop {
                     if self.push_to_talk {
                         continue; // only the button opens the microphone
                     }
+                    if self.waiting_for_wake_word(&mut awake_until) {
+                        if let Some(wake) = self.wake.as_mut() {
+                            wake.feed(&buf[..n]);
+                        }
+                        continue;
+                    }
                     pending.extend(self.endpointer.push(&buf[..n]));
                 }
                 Err(AudioError::Ended) => {
@@ -188,6 +211,36 @@ impl VoiceLoop {
                 }
             }
         }
+    }
+
+    /// True while the microphone belongs to the wake-word service: one is
+    /// configured and connected, no detection has opened a window, and no
+    /// utterance is under way. A detection opens the [`WAKE_WINDOW`]; a
+    /// window that ends without speech closes the gate again.
+    fn waiting_for_wake_word(&mut self, awake_until: &mut Option<Instant>) -> bool {
+        let Some(wake) = self.wake.as_mut() else {
+            return false;
+        };
+        if self.endpointer.is_speaking() {
+            return false;
+        }
+        if let Some(until) = *awake_until {
+            if Instant::now() < until {
+                return false;
+            }
+            tracing::info!("no request after the wake word; waiting for it again");
+            *awake_until = None;
+            self.endpointer.reset();
+            wake.rearm();
+        }
+        if let Some(detection) = wake.poll() {
+            tracing::info!(word = %detection.name, "wake word heard: listening");
+            self.endpointer.reset();
+            *awake_until = Some(Instant::now() + WAKE_WINDOW);
+            return false;
+        }
+        // A service that is down must not make the device deaf.
+        wake.is_connected()
     }
 
     /// A press: whatever the microphone hears until the release (or the

@@ -189,6 +189,9 @@ pub enum SttError {
     Config(String),
     #[error("no speech-to-text engine is available: {0}")]
     NoEngine(String),
+    /// A Wyoming ASR service (`wyoming.stt_uri`) failed; the next engine answers.
+    #[error("Wyoming STT service at {uri}: {reason}")]
+    Service { uri: String, reason: String },
     /// Every engine in the order failed; each reason, in order.
     #[error("speech-to-text failed: {}", .0.join("; then "))]
     AllFailed(Vec<String>),
@@ -334,6 +337,7 @@ impl Stt {
             Order::LocalFirst | Order::LocalOnly => local.into_iter().chain(cloud).collect(),
             Order::CloudFirst | Order::CloudOnly => cloud.into_iter().chain(local).collect(),
         };
+        let engines = crate::wyoming::stt::in_front(config, engines)?;
         if engines.is_empty() {
             return Err(SttError::NoEngine(unavailable.join("; ")));
         }

@@ -26,7 +26,8 @@ use crate::config::Config;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TtsConfig {
-    /// Engines in the order tried: `piper`, `espeak`, `cloud` (Groq).
+    /// Engines in the order tried: `piper`, `espeak`, `cloud` (Groq),
+    /// `wyoming` (the service at `wyoming.tts_uri`).
     pub order: Vec<String>,
     /// Piper voice (`<name>.onnx` + `.onnx.json` under `models_dir`).
     pub piper_voice: String,
@@ -114,8 +115,10 @@ impl Tts {
                 }
                 "cloud" | "groq" => groq::GroqTts::new(&config.tts, &config.llm.api_key)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
+                "wyoming" => crate::wyoming::tts::WyomingTts::from_config(config)
+                    .map(|e| Box::new(e) as Box<dyn Synthesizer>),
                 other => Err(anyhow!(
-                    "unknown engine '{other}' in tts.order; use piper, espeak or cloud"
+                    "unknown engine '{other}' in tts.order; use piper, espeak, cloud or wyoming"
                 )),
             };
             match built {

@@ -18,6 +18,9 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 pub mod service;
+pub mod stt;
+pub mod tts;
+pub mod wake;
 
 use serde::{Deserialize, Serialize};
 
