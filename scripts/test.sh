@@ -7,6 +7,11 @@ cd "$here/.."
 "$here/setup.sh"
 [[ -d "$HOME/.cargo/bin" ]] && export PATH="$HOME/.cargo/bin:$PATH"
 export EARSHOT_MODELS_DIR=${EARSHOT_MODELS_DIR:-"$PWD/models"}
+# Issue 10: real Wyoming peers from PyPI, each in its own virtualenv under
+# .venv/ (their `wyoming` pins differ); fast when already installed.
+echo "== Wyoming peers (virtualenvs)"
+"$here/venv-wyoming-client.sh"
+"$here/venv-wyoming-services.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
