@@ -36,16 +36,29 @@ pub struct WyomingConfig {
     pub serve_uri: String,
     /// Satellites `earshot run` drives, e.g. `["tcp://pi-zero.local:10700"]`.
     pub satellites: Vec<String>,
-    /// A Wyoming wake-word service (wyoming-openwakeword) gating the local
-    /// microphone; empty = no wake word (VAD or button).
+    /// A Wyoming wake-word service (e.g. wyoming-openwakeword,
+    /// `tcp://127.0.0.1:10400`) gating the local microphone: `earshot run`
+    /// streams it the microphone and takes a request only after its
+    /// `detection`; the button works regardless. While the service is down
+    /// the device listens without a wake word (and reconnects with
+    /// backoff). Empty = no wake word (VAD or button).
     pub wake_uri: String,
-    /// Wake word name(s) to ask the service for; empty = its default.
+    /// Wake word model name(s) to ask the service for (`detect {names}`),
+    /// e.g. `["hey_jarvis"]` or `["ok_nabu"]`; empty = whatever the service
+    /// has loaded (wyoming-openwakeword loads none unless started with
+    /// `--preload-model`).
     pub wake_words: Vec<String>,
-    /// A Wyoming ASR service, used where `stt.order` names `wyoming`.
+    /// A Wyoming ASR service (e.g. wyoming-faster-whisper,
+    /// `tcp://127.0.0.1:10300`) tried before the engines of `stt.order`;
+    /// when it is down, slower than `request_timeout_ms` or answers
+    /// garbage, the log names it and those engines answer. Empty = none.
     pub stt_uri: String,
-    /// A Wyoming TTS service, used where `tts.order` names `wyoming`.
+    /// A Wyoming TTS service (e.g. wyoming-piper, `tcp://127.0.0.1:10200`),
+    /// the engine `wyoming` in `tts.order` (put it before `piper` to use
+    /// it first with the local voice as fallback).
     pub tts_uri: String,
-    /// Voice to ask the TTS service for; empty = its default.
+    /// Voice to ask the TTS service for (`synthesize {voice: {name}}`);
+    /// empty = its default.
     pub tts_voice: String,
     /// Connecting to a peer gives up after this long.
     pub connect_timeout_ms: u64,
