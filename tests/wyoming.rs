@@ -281,6 +281,12 @@ fn handles_a_transcript_with_a_full_turn_in_one_conversation() {
         &r[1]["context"]["conversation_id"], id,
         "one conversation per connection"
     );
+    // A turn that needs the LLM, with none configured: not-handled with
+    // the turn's own error sentence.
+    let r = client("handle", &["tell me a story about a dragon"]);
+    assert_eq!(r[0]["type"], "not-handled", "{r}");
+    let why = r[0]["text"].as_str().unwrap();
+    assert!(why.contains("GROQ_API_KEY"), "{why}");
     // The turn is in earshot's turn log with source "wyoming" and the peer.
     let out =
         common::run(common::earshot(&server().state).args(["log", "--json", "--last", "100"]));

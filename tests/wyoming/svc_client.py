@@ -14,6 +14,9 @@ Transcript.from_event, ...), so a shape the library rejects fails here.
   ping                         -> {"type"}
   parallel WAV TEXT            -> transcribe WAV and handle TEXT at once,
                                   on two connections
+  bench WAV TEXT N             -> median/min/max ms over N rounds of describe,
+                                  transcribe WAV, synthesize TEXT (figures
+                                  for notes/wyoming-service.md)
 """
 
 import asyncio
@@ -252,6 +255,45 @@ async def parallel(host, port, wav_path, text):
     return {"transcript": t, "handled": h, "ms": (time.monotonic() - started) * 1000}
 
 
+async def bench(host, port, wav_path, text, rounds):
+    import os
+    import statistics
+    import tempfile
+
+    def summary(values):
+        return {
+            "median_ms": statistics.median(values),
+            "min_ms": min(values),
+            "max_ms": max(values),
+        }
+
+    with wave.open(wav_path, "rb") as wav:
+        audio_s = wav.getnframes() / wav.getframerate()
+    times = {"describe": [], "transcribe": [], "synthesize": [], "synthesize_first_audio": []}
+    out_path = os.path.join(tempfile.mkdtemp(), "bench.wav")
+    audio_out = None
+    for _ in range(rounds):
+        started = time.monotonic()
+        await describe(host, port)
+        times["describe"].append((time.monotonic() - started) * 1000)
+        started = time.monotonic()
+        t = await transcribe(host, port, wav_path)
+        times["transcribe"].append((time.monotonic() - started) * 1000)
+        started = time.monotonic()
+        s = await synthesize(host, port, text, out_path)
+        times["synthesize"].append((time.monotonic() - started) * 1000)
+        times["synthesize_first_audio"].append(s["first_audio_ms"])
+        audio_out = s["samples"] / s["rate"]
+    result = {k: summary(v) for k, v in times.items()}
+    result["rounds"] = rounds
+    result["transcribe_audio_s"] = audio_s
+    result["transcribe_rtf"] = result["transcribe"]["median_ms"] / 1000 / audio_s
+    result["synthesize_audio_s"] = audio_out
+    result["synthesize_rtf"] = result["synthesize"]["median_ms"] / 1000 / audio_out
+    result["last_transcript"] = t["text"]
+    return result
+
+
 async def main():
     host, port, action, args = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
     if action == "describe":
@@ -270,6 +312,8 @@ async def main():
         result = await ping(host, port)
     elif action == "parallel":
         result = await parallel(host, port, args[0], args[1])
+    elif action == "bench":
+        result = await bench(host, port, args[0], args[1], int(args[2]))
     else:
         raise SystemExit(f"unknown action {action}")
     print(json.dumps(result))
