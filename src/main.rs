@@ -67,7 +67,7 @@ enum Command {
     },
     /// The voice loop: listen, transcribe, answer, speak — until SIGTERM/SIGINT.
     Run {
-        /// Input: an ALSA/cpal device name, `default`, or FILE.wav.
+        /// Input: an ALSA/cpal device name, `default`, FILE.wav, or `none` (only wyoming.satellites listen).
         #[arg(long, value_name = "DEV|FILE.wav")]
         input: Option<String>,
         /// Output: a device name, `default`, FILE.wav, or paced:FILE.wav (real time).

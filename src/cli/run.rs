@@ -1,6 +1,7 @@
-//! `earshot run [--input DEV|FILE.wav] [--output DEV|FILE.wav|paced:FILE.wav]
+//! `earshot run [--input DEV|FILE.wav|none] [--output DEV|FILE.wav|paced:FILE.wav]
 //! [--button SPEC] [--push-to-talk] [--no-barge-in] [--json]`: the voice
-//! loop until SIGTERM/SIGINT (or the end of a WAV input).
+//! loop until SIGTERM/SIGINT (or the end of a WAV input), and the Wyoming
+//! satellites of `wyoming.satellites` beside it (`--input none`: only them).
 //!
 //! Models load before systemd is told `READY=1`; the loop feeds the
 //! watchdog every iteration.
@@ -77,7 +78,19 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     };
     let warm = stt.warm_up_in_background();
     let input_name = config.audio.input.clone();
-    let source = match crate::audio::open_input(&input_name, &config.audio) {
+    // `audio.input = "none"`: a host whose only microphones are satellites.
+    let no_mic = crate::wyoming::satellite::is_no_input(&input_name);
+    if no_mic && config.wyoming.satellites.is_empty() {
+        anyhow::bail!(
+            "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
+        );
+    }
+    let opened = if no_mic {
+        Ok(None)
+    } else {
+        crate::audio::open_input(&input_name, &config.audio).map(Some)
+    };
+    let source = match opened {
         Ok(source) => source,
         Err(e) => {
             speaker.say(e.user_sentence());
@@ -136,6 +149,26 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         None
     };
     let _ = warm.join();
+    // Satellites (`wyoming.satellites`), each on its own thread beside the
+    // local loop.
+    let satellites =
+        crate::wyoming::satellite::SatelliteHosts::start(&services, &stt, &shutdown, args.json)?;
+    let Some(source) = source else {
+        notifier.ready();
+        notifier.status("listening to satellites");
+        let mut heartbeat = Heartbeat::new(&notifier);
+        let summary = crate::wyoming::satellite::run_without_microphone(&shutdown, &mut || {
+            heartbeat.beat();
+        });
+        notifier.stopping();
+        shutdown.cancel();
+        satellites.join();
+        if let Some(api) = api {
+            let _ = api.join();
+        }
+        tracing::info!("stopped ({})", summary.reason);
+        return Ok(true);
+    };
 
     let mut voice = VoiceLoop {
         services,
@@ -159,6 +192,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     })?;
     notifier.stopping();
     shutdown.cancel();
+    satellites.join();
     if let Some(api) = api {
         // In-flight API turns finish before the process exits.
         let _ = api.join();

@@ -16,6 +16,7 @@
 pub mod audio;
 pub mod client;
 pub mod protocol;
+pub mod satellite;
 pub mod server;
 pub mod service;
 pub mod stt;

@@ -1,0 +1,238 @@
+//! The satellite host: `earshot run` drives every satellite in
+//! `wyoming.satellites` beside (or instead of) the local microphone.
+//!
+//! A satellite (wyoming-satellite on a Pi Zero, an ESP32 board) is a
+//! Wyoming *server*; earshot connects to it as Home Assistant would, sends
+//! `run-satellite`, hears its microphone, runs the turn and sends the
+//! spoken answer back. [`session`] is one connection's event flow;
+//! [`speech`] is the answer's way back.
+//!
+//! Each satellite has its own thread, connection, endpointer, speaker and
+//! conversation, so a slow, dead or reconnecting satellite never stalls
+//! another one or the local loop. What they share holds no lock across
+//! network I/O: the [`Stt`] (whisper's state is behind a mutex, so
+//! transcriptions from several satellites take turns, each a second or
+//! so) and one TTS chain ([`speech::SharedTts`], synthesis serialised,
+//! the clip sent after the lock is released). Writes to a satellite carry
+//! a timeout (`wyoming.request_timeout_ms`): one that stops reading is
+//! dropped and reconnected rather than blocking its session forever.
+//!
+//! A satellite that can't be reached, hangs up or breaks the protocol is
+//! retried after `wyoming.reconnect_min_ms`, doubling up to
+//! `wyoming.reconnect_max_ms`; the wait starts over once a satellite has
+//! streamed audio (or stayed connected that long), so one that accepts and
+//! hangs up at once (another host owns it) never makes a tight loop. Each
+//! change is one log line: `connected`, `lost: REASON; retrying in N ms`,
+//! `cannot connect: REASON; retrying in N ms`.
+
+pub mod session;
+pub mod speech;
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::agent::Services;
+use crate::cancel::CancelToken;
+use crate::stt::Stt;
+use crate::tts::Tts;
+use crate::wyoming::client::{Connection, WyomingUri};
+use crate::wyoming::WyomingConfig;
+
+pub use speech::SharedTts;
+
+/// `audio.input` / `--input` value for a host without a local microphone
+/// (only satellites listen).
+pub const NO_INPUT: &str = "none";
+
+/// True when `audio.input` says there is no local microphone.
+pub fn is_no_input(name: &str) -> bool {
+    name.trim().eq_ignore_ascii_case(NO_INPUT)
+}
+
+/// The running satellite threads.
+pub struct SatelliteHosts {
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl SatelliteHosts {
+    /// Start one thread per `wyoming.satellites` entry (none configured:
+    /// nothing starts). They run until `shutdown` is cancelled.
+    /// The satellites' TTS chain is built here (once, shared by all).
+    pub fn start(
+        services: &Services,
+        stt: &Stt,
+        shutdown: &CancelToken,
+        json: bool,
+    ) -> Result<SatelliteHosts> {
+        let cfg = services.config.wyoming.clone();
+        let mut threads = Vec::new();
+        if cfg.satellites.is_empty() {
+            return Ok(SatelliteHosts { threads });
+        }
+        let tts = SharedTts::new(Tts::from_config(&services.config));
+        for raw in &cfg.satellites {
+            let uri =
+                WyomingUri::parse(raw).map_err(|e| anyhow::anyhow!("wyoming.satellites: {e}"))?;
+            let host = Host {
+                label: uri.to_string(),
+                uri,
+                cfg: cfg.clone(),
+                services: services.clone(),
+                stt: stt.clone(),
+                tts: tts.clone(),
+                shutdown: shutdown.clone(),
+                json,
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("satellite {}", host.label))
+                .spawn(move || host.run())
+                .context("cannot start a satellite thread")?;
+            threads.push(thread);
+        }
+        tracing::info!(count = threads.len(), "satellite hosts started");
+        Ok(SatelliteHosts { threads })
+    }
+
+    /// How many satellites are driven.
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+
+    /// Wait for every satellite thread to finish (after the shutdown token
+    /// was cancelled): each sends `pause-satellite` and hangs up.
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One satellite's reconnecting driver.
+struct Host {
+    label: String,
+    uri: WyomingUri,
+    cfg: WyomingConfig,
+    services: Services,
+    stt: Stt,
+    tts: SharedTts,
+    shutdown: CancelToken,
+    json: bool,
+}
+
+impl Host {
+    fn run(self) {
+        let min = Duration::from_millis(self.cfg.reconnect_min_ms.max(1));
+        let max = Duration::from_millis(self.cfg.reconnect_max_ms).max(min);
+        let mut backoff = min;
+        let mut conversation: Option<i64> = None;
+        while !self.shutdown.is_cancelled() {
+            match self.connect() {
+                Ok(conn) => {
+                    tracing::info!("satellite {}: connected", self.label);
+                    let up = Instant::now();
+                    let mut ctx = session::Ctx {
+                        label: &self.label,
+                        services: &self.services,
+                        stt: &self.stt,
+                        tts: &self.tts,
+                        shutdown: &self.shutdown,
+                        conversation: &mut conversation,
+                        json: self.json,
+                    };
+                    match session::run(&mut ctx, conn) {
+                        session::End::Shutdown => {
+                            tracing::info!("satellite {}: disconnected (stopping)", self.label);
+                            return;
+                        }
+                        session::End::Lost { reason, healthy } => {
+                            if healthy || up.elapsed() >= max {
+                                backoff = min;
+                            }
+                            tracing::warn!(
+                                "satellite {}: lost: {reason}; retrying in {} ms",
+                                self.label,
+                                backoff.as_millis()
+                            );
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "satellite {}: cannot connect: {e}; retrying in {} ms",
+                        self.label,
+                        backoff.as_millis()
+                    );
+                }
+            }
+            if !wait(&self.shutdown, backoff) {
+                break;
+            }
+            backoff = (backoff * 2).min(max);
+        }
+        tracing::debug!("satellite {}: stopped", self.label);
+    }
+
+    /// Connect with `connect_timeout_ms`; writes time out after
+    /// `request_timeout_ms` (a satellite that stops reading).
+    fn connect(&self) -> Result<Connection, String> {
+        let timeout = Duration::from_millis(self.cfg.connect_timeout_ms.max(1));
+        let write_timeout = Duration::from_millis(self.cfg.request_timeout_ms.max(1));
+        let addrs = self
+            .uri
+            .authority()
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", self.uri))?;
+        let mut last = format!("{} resolves to no address", self.uri);
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(stream) => {
+                    stream
+                        .set_write_timeout(Some(write_timeout))
+                        .map_err(|e| format!("cannot set a write timeout: {e}"))?;
+                    return Connection::from_stream(stream, self.cfg.limits())
+                        .map_err(|e| format!("cannot use the connection: {e}"));
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
+    }
+}
+
+/// `earshot run` with `audio.input = "none"`: no local loop, only the
+/// satellites; feed `tick` (the systemd watchdog) until a signal.
+pub fn run_without_microphone(
+    shutdown: &CancelToken,
+    tick: &mut dyn FnMut(),
+) -> crate::voice_loop::Summary {
+    tracing::info!("no local microphone (audio.input = \"none\"): only satellites listen");
+    while wait(shutdown, Duration::from_millis(100)) {
+        tick();
+    }
+    crate::voice_loop::Summary {
+        reason: "signal".into(),
+        ..Default::default()
+    }
+}
+
+/// Sleep `d` unless shutdown comes first; false when it did.
+fn wait(shutdown: &CancelToken, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    loop {
+        if shutdown.is_cancelled() {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}

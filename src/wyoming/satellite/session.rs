@@ -1,0 +1,686 @@
+//! One connection to one satellite, from `run-satellite` to the hang-up.
+//!
+//! The session thread only reads events, endpoints audio and sends small
+//! control events; each request's STT, turn and spoken answer run on a
+//! worker thread, so the session keeps draining the satellite's audio (an
+//! always-streaming satellite sends 32 kB/s) and sees `played`,
+//! `pause-satellite` and the shutdown flag while the answer is produced.
+//!
+//! Event flow (wyoming-satellite 1.0.0 and Home Assistant's conventions):
+//! - earshot → satellite: `describe`, `run-satellite` on connect;
+//!   `voice-started` / `voice-stopped` when earshot's endpointer hears the
+//!   request begin and end; `transcript` with the words; `synthesize` with
+//!   the answer's text; the answer as `audio-start` / `audio-chunk`s /
+//!   `audio-stop` (when the pipeline's end stage is `tts`); `error` when
+//!   STT or the turn failed; `pause-satellite` before hanging up at
+//!   shutdown (newer satellites stop streaming; 1.0.0 ignores it).
+//! - satellite → earshot: `run-pipeline` (start/end stages) when it starts
+//!   streaming, then `audio-chunk`s (16 kHz mono from its microphone);
+//!   `audio-stop` (its VAD timed out) and `voice-stopped` end the request
+//!   early, whichever comes before earshot's endpointer; `played` (newer
+//!   satellites) says the answer finished playing; `info` answers
+//!   `describe`; `ping` gets `pong`; `pause-satellite` from a relay mutes
+//!   the session until `run-satellite`/`run-pipeline`.
+//!
+//! While the answer is produced and played the satellite's audio is read
+//! and dropped, so it never answers its own voice; playing ends with
+//! `played`, or — for satellites that don't send it — when the audio sent
+//! has had time to play.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::speech::{playback_end, AnswerStats, SatelliteSink, SharedTts};
+use crate::agent::turn::{run_turn, TurnInput};
+use crate::agent::Services;
+use crate::audio::resample::Stream16k;
+use crate::audio::vad::{Endpointer, Utterance, VadConfig, VadEvent};
+use crate::audio::SAMPLE_RATE;
+use crate::cancel::CancelToken;
+use crate::events::{Event as TurnEvent, EventSink};
+use crate::stt::Stt;
+use crate::tts::speaker::{Speaker, TurnSpeech};
+use crate::wyoming::audio::{decode_mono_f32, AudioFormat};
+use crate::wyoming::client::{Connection, EventWriter};
+use crate::wyoming::protocol::{Event, ProtocolError};
+
+/// How often the session looks at the shutdown flag and its deadlines
+/// when the satellite is quiet.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Longest an answer may take to synthesise and send before the session
+/// gives up on it.
+const ANSWER_LIMIT: Duration = Duration::from_secs(120);
+
+/// Everything a session borrows from its satellite's host thread.
+pub(super) struct Ctx<'a> {
+    /// `tcp://…` as configured, for logs.
+    pub label: &'a str,
+    pub services: &'a Services,
+    pub stt: &'a Stt,
+    pub tts: &'a SharedTts,
+    pub shutdown: &'a CancelToken,
+    /// The satellite's conversation, kept across reconnects.
+    pub conversation: &'a mut Option<i64>,
+    /// Print one JSON line per turn on stdout (`earshot run --json`).
+    pub json: bool,
+}
+
+/// Why a session ended.
+pub(super) enum End {
+    Shutdown,
+    Lost {
+        reason: String,
+        /// The satellite streamed audio: reconnecting soon is reasonable.
+        healthy: bool,
+    },
+}
+
+/// What the satellite's `run-pipeline` asked for.
+#[derive(Debug, Clone)]
+struct Pipeline {
+    start: String,
+    end: String,
+}
+
+impl Pipeline {
+    /// Without a `run-pipeline` (audio first) assume Home Assistant's
+    /// default for a satellite without a local wake word.
+    fn assumed() -> Pipeline {
+        Pipeline {
+            start: "wake".into(),
+            end: "tts".into(),
+        }
+    }
+
+    fn speaks(&self) -> bool {
+        self.end == "tts"
+    }
+}
+
+enum Phase {
+    Listening,
+    /// STT, turn and answer on a worker thread.
+    Busy {
+        worker: JoinHandle<Outcome>,
+        cancel: CancelToken,
+    },
+    /// The satellite is playing the answer until `played` or this moment.
+    Playing {
+        until: Instant,
+    },
+}
+
+/// What the worker did with one request.
+struct Outcome {
+    conversation_id: Option<i64>,
+    answer: AnswerStats,
+    /// A write to the satellite failed: the connection is gone.
+    lost: Option<String>,
+}
+
+/// Run the session on `conn` until the satellite hangs up, the connection
+/// breaks or earshot shuts down.
+pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
+    let writer = conn.writer();
+    let sink = Arc::new(SatelliteSink::new(writer.clone(), ctx.label.to_string()));
+    let speaker = match Speaker::start(ctx.tts.for_speaker(), sink.clone()) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            return End::Lost {
+                reason: format!("{e:#}"),
+                healthy: false,
+            }
+        }
+    };
+    let mut endpointer = match Endpointer::new(&ctx.services.config.audio.vad) {
+        Ok(e) => e,
+        Err(e) => {
+            return End::Lost {
+                reason: format!("audio.vad settings: {e}"),
+                healthy: false,
+            }
+        }
+    };
+    for event in [Event::new("describe"), Event::new("run-satellite")] {
+        if let Err(e) = writer.send(&event) {
+            return End::Lost {
+                reason: format!("cannot send {}: {e}", event.kind),
+                healthy: false,
+            };
+        }
+    }
+    let mut s = Session {
+        label: ctx.label.to_string(),
+        writer,
+        sink,
+        speaker,
+        pipeline: Pipeline::assumed(),
+        phase: Phase::Listening,
+        paused: false,
+        healthy: false,
+        resampler: None,
+        dropped_ms: 0,
+        vad: ctx.services.config.audio.vad.clone(),
+    };
+    let end = loop {
+        if ctx.shutdown.is_cancelled() {
+            s.stop_answer();
+            let _ = s.writer.send(&Event::new("pause-satellite"));
+            break End::Shutdown;
+        }
+        if let Some(lost) = s.poll_phase(ctx, &mut endpointer) {
+            break End::Lost {
+                reason: lost,
+                healthy: s.healthy,
+            };
+        }
+        let event = match conn.recv_timeout(TICK) {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(ProtocolError::Closed) => {
+                break End::Lost {
+                    reason: "the satellite closed the connection".into(),
+                    healthy: s.healthy,
+                }
+            }
+            Err(e) => {
+                break End::Lost {
+                    reason: e.to_string(),
+                    healthy: s.healthy,
+                }
+            }
+        };
+        if let Err(reason) = s.on_event(ctx, &mut endpointer, event) {
+            break End::Lost {
+                reason,
+                healthy: s.healthy,
+            };
+        }
+    };
+    s.stop_answer();
+    // Joins the worker if one is still running (its writes fail fast on
+    // the closed socket).
+    conn.close();
+    if let Phase::Busy { worker, .. } = std::mem::replace(&mut s.phase, Phase::Listening) {
+        if let Ok(outcome) = worker.join() {
+            if outcome.conversation_id.is_some() {
+                *ctx.conversation = outcome.conversation_id;
+            }
+        }
+    }
+    end
+}
+
+struct Session {
+    label: String,
+    writer: EventWriter,
+    sink: Arc<SatelliteSink>,
+    speaker: Arc<Speaker>,
+    pipeline: Pipeline,
+    phase: Phase,
+    /// `pause-satellite` received: audio is dropped until the satellite
+    /// runs again.
+    paused: bool,
+    /// The satellite streamed decodable audio this session.
+    healthy: bool,
+    /// The satellite's rate → 16 kHz (`None` until the first chunk).
+    resampler: Option<(u32, Stream16k)>,
+    /// Audio dropped while answering (ms), logged once per answer.
+    dropped_ms: u64,
+    /// `audio.vad`, for a fresh endpointer per request.
+    vad: VadConfig,
+}
+
+impl Session {
+    fn send(&self, event: &Event) -> Result<(), String> {
+        self.writer
+            .send(event)
+            .map_err(|e| format!("cannot send {}: {e}", event.kind))
+    }
+
+    fn on_event(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        endpointer: &mut Endpointer,
+        event: Event,
+    ) -> Result<(), String> {
+        match event.kind.as_str() {
+            "audio-chunk" => self.on_audio(ctx, endpointer, &event),
+            "audio-start" => {
+                AudioFormat::from_event(&event)?;
+                Ok(())
+            }
+            "run-pipeline" => {
+                self.pipeline = Pipeline {
+                    start: event.str("start_stage").unwrap_or("wake").to_string(),
+                    end: event.str("end_stage").unwrap_or("tts").to_string(),
+                };
+                tracing::info!(
+                    "satellite {}: streaming (pipeline {} → {})",
+                    self.label,
+                    self.pipeline.start,
+                    self.pipeline.end
+                );
+                self.resume(endpointer);
+                Ok(())
+            }
+            "run-satellite" => {
+                self.resume(endpointer);
+                Ok(())
+            }
+            "audio-stop" | "voice-stopped" => {
+                // The satellite's own end of the request (its VAD timed
+                // out, or it endpointed): whatever earshot heard is it.
+                if matches!(self.phase, Phase::Listening) && !self.paused {
+                    match endpointer.finish() {
+                        Some(u) => self.start_turn(ctx, u)?,
+                        None => tracing::debug!(
+                            "satellite {}: {} with no speech heard",
+                            self.label,
+                            event.kind
+                        ),
+                    }
+                    self.fresh_endpointer(endpointer);
+                }
+                Ok(())
+            }
+            "played" => {
+                if matches!(self.phase, Phase::Playing { .. }) {
+                    tracing::debug!("satellite {}: answer played", self.label);
+                    self.listen_again(endpointer);
+                }
+                Ok(())
+            }
+            "pause-satellite" => {
+                tracing::info!("satellite {}: paused (until it runs again)", self.label);
+                self.stop_answer();
+                self.paused = true;
+                Ok(())
+            }
+            "info" => {
+                let name = event
+                    .data
+                    .get("satellite")
+                    .and_then(|s| s.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("(unnamed)");
+                tracing::debug!("satellite {}: describes itself as {name:?}", self.label);
+                Ok(())
+            }
+            "ping" => self.send(&Event::with_data("pong", Value::Object(event.data))),
+            "error" => {
+                tracing::warn!(
+                    "satellite {}: reports an error: {}",
+                    self.label,
+                    event.str("text").unwrap_or("(no text)")
+                );
+                Ok(())
+            }
+            other => {
+                tracing::debug!("satellite {}: ignoring {other}", self.label);
+                Ok(())
+            }
+        }
+    }
+
+    fn on_audio(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        endpointer: &mut Endpointer,
+        event: &Event,
+    ) -> Result<(), String> {
+        let format = AudioFormat::from_event(event)?;
+        self.healthy = true;
+        let payload = event.payload.as_deref().unwrap_or_default();
+        if self.paused || !matches!(self.phase, Phase::Listening) {
+            self.dropped_ms += payload.len() as u64 * 1000
+                / (u64::from(format.rate) * format.frame_bytes() as u64).max(1);
+            return Ok(());
+        }
+        let mono = decode_mono_f32(format, payload);
+        let resampler = match &mut self.resampler {
+            Some((rate, r)) if *rate == format.rate => r,
+            slot => {
+                let r = Stream16k::new(format.rate)?;
+                &mut slot.insert((format.rate, r)).1
+            }
+        };
+        let mut at16k = Vec::with_capacity(mono.len() * SAMPLE_RATE as usize / 8000 + 16);
+        resampler.push(&mono, &mut at16k)?;
+        let pcm = crate::audio::to_i16(&at16k);
+        tracing::trace!(
+            samples = pcm.len(),
+            peak = pcm.iter().map(|s| s.unsigned_abs()).max().unwrap_or(0),
+            "satellite {}: audio",
+            self.label
+        );
+        for vad in endpointer.push(&pcm) {
+            match vad {
+                VadEvent::SpeechStart { at_ms } => {
+                    tracing::debug!("satellite {}: speech started", self.label);
+                    self.send(&Event::with_data(
+                        "voice-started",
+                        json!({ "timestamp": at_ms }),
+                    ))?;
+                }
+                VadEvent::Utterance(u) => {
+                    self.start_turn(ctx, u)?;
+                    // The rest of this chunk belongs to the answer's time.
+                    break;
+                }
+                VadEvent::Discarded { speech_ms, .. } => {
+                    tracing::debug!(
+                        "satellite {}: {speech_ms} ms of speech is too short to be a request",
+                        self.label
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The request is complete: tell the satellite, then STT, turn and
+    /// answer on a worker.
+    fn start_turn(&mut self, ctx: &mut Ctx<'_>, utterance: Utterance) -> Result<(), String> {
+        self.send(&Event::with_data(
+            "voice-stopped",
+            json!({ "timestamp": utterance.end_ms() }),
+        ))?;
+        let cancel = CancelToken::new();
+        let job = Job {
+            label: self.label.clone(),
+            services: ctx.services.clone(),
+            stt: ctx.stt.clone(),
+            writer: self.writer.clone(),
+            sink: self.sink.clone(),
+            speaker: self.speaker.clone(),
+            speaks: self.pipeline.speaks(),
+            conversation: *ctx.conversation,
+            cancel: cancel.clone(),
+            json: ctx.json,
+        };
+        let worker = std::thread::Builder::new()
+            .name(format!("satellite-turn {}", self.label))
+            .spawn(move || job.run(utterance))
+            .map_err(|e| format!("cannot start a turn thread: {e}"))?;
+        self.dropped_ms = 0;
+        self.phase = Phase::Busy { worker, cancel };
+        Ok(())
+    }
+
+    /// Move on when the worker finished or the answer has played.
+    fn poll_phase(&mut self, ctx: &mut Ctx<'_>, endpointer: &mut Endpointer) -> Option<String> {
+        match &self.phase {
+            Phase::Busy { worker, .. } if worker.is_finished() => {
+                let Phase::Busy { worker, .. } =
+                    std::mem::replace(&mut self.phase, Phase::Listening)
+                else {
+                    return None;
+                };
+                let outcome = worker.join().unwrap_or_else(|_| Outcome {
+                    conversation_id: None,
+                    answer: AnswerStats::default(),
+                    lost: None,
+                });
+                if outcome.conversation_id.is_some() {
+                    *ctx.conversation = outcome.conversation_id;
+                }
+                if let Some(lost) = outcome.lost {
+                    return Some(lost);
+                }
+                match playback_end(&outcome.answer) {
+                    Some(until) if until > Instant::now() => {
+                        self.phase = Phase::Playing { until };
+                    }
+                    _ => self.listen_again(endpointer),
+                }
+                None
+            }
+            Phase::Playing { until } if Instant::now() >= *until => {
+                self.listen_again(endpointer);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Back to listening: forget audio heard while answering.
+    fn listen_again(&mut self, endpointer: &mut Endpointer) {
+        if self.dropped_ms > 0 {
+            tracing::debug!(
+                "satellite {}: ignored {} ms of its audio while answering",
+                self.label,
+                self.dropped_ms
+            );
+        }
+        self.dropped_ms = 0;
+        self.phase = Phase::Listening;
+        self.fresh_endpointer(endpointer);
+        if let Some((_, r)) = &mut self.resampler {
+            r.reset();
+        }
+    }
+
+    /// The satellite runs (again): a fresh request starts.
+    fn resume(&mut self, endpointer: &mut Endpointer) {
+        self.paused = false;
+        if matches!(self.phase, Phase::Playing { .. }) {
+            // A new pipeline (its wake word again) ends our playback wait.
+            self.listen_again(endpointer);
+        } else if matches!(self.phase, Phase::Listening) {
+            self.fresh_endpointer(endpointer);
+        }
+    }
+
+    /// A new endpointer instead of `Endpointer::reset`: webrtc-vad's reset
+    /// (libfvad `fvad_reset`) puts the detector back to 8 kHz, after which
+    /// every 16 kHz frame is rejected and nothing is ever heard again.
+    fn fresh_endpointer(&self, endpointer: &mut Endpointer) {
+        match Endpointer::new(&self.vad) {
+            Ok(e) => *endpointer = e,
+            Err(e) => tracing::warn!("satellite {}: audio.vad settings: {e}", self.label),
+        }
+    }
+
+    /// Cancel the turn in progress and drop the rest of its answer.
+    fn stop_answer(&mut self) {
+        if let Phase::Busy { cancel, .. } = &self.phase {
+            cancel.cancel();
+            self.speaker.stop();
+        }
+    }
+}
+
+/// One request's work, moved onto its worker thread.
+struct Job {
+    label: String,
+    services: Services,
+    stt: Stt,
+    writer: EventWriter,
+    sink: Arc<SatelliteSink>,
+    speaker: Arc<Speaker>,
+    speaks: bool,
+    conversation: Option<i64>,
+    cancel: CancelToken,
+    json: bool,
+}
+
+impl Job {
+    fn run(self, utterance: Utterance) -> Outcome {
+        let audio_end = utterance.decided_at;
+        let mut outcome = Outcome {
+            conversation_id: self.conversation,
+            answer: AnswerStats::default(),
+            lost: None,
+        };
+        let transcript = self.stt.transcribe(&utterance.to_f32());
+        let stt_ms = ms_since(audio_end);
+        let t = match transcript {
+            Ok(t) if t.no_speech || t.text.trim().is_empty() => {
+                tracing::info!(
+                    "satellite {}: heard no words ({}); listening again",
+                    self.label,
+                    t.reason
+                );
+                return outcome;
+            }
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("satellite {}: speech-to-text failed: {e}", self.label);
+                let sentence = e.user_sentence();
+                outcome.lost = self
+                    .writer
+                    .send(&Event::with_data(
+                        "error",
+                        json!({"text": sentence, "code": "stt-failed"}),
+                    ))
+                    .err()
+                    .map(|e| format!("cannot send error: {e}"));
+                if outcome.lost.is_none() && self.speaks {
+                    self.sink.begin();
+                    self.speaker.say(sentence);
+                    self.speaker.wait_done(&self.cancel, ANSWER_LIMIT);
+                    outcome.answer = self.sink.finish();
+                    outcome.lost = outcome.answer.error.clone();
+                }
+                return outcome;
+            }
+        };
+        tracing::info!(
+            engine = %t.engine,
+            path = %t.path,
+            stt_ms = t.timings.stt_ms,
+            "satellite {}: heard: {}",
+            self.label,
+            t.text
+        );
+        if let Err(e) = self
+            .writer
+            .send(&Event::with_data("transcript", json!({"text": t.text})))
+        {
+            outcome.lost = Some(format!("cannot send transcript: {e}"));
+            return outcome;
+        }
+        let mut input = TurnInput::text(t.text.clone());
+        input.source = "wyoming".into();
+        input.conversation_id = self.conversation;
+        input
+            .timings
+            .insert("capture".into(), utterance.duration_ms() as f64);
+        input.timings.insert("stt".into(), stt_ms);
+        input.extra.insert(
+            "stt".into(),
+            json!({"engine": t.engine, "path": t.path, "reason": t.reason, "stt_ms": t.timings.stt_ms}),
+        );
+        input
+            .extra
+            .insert("satellite".into(), json!(self.label.clone()));
+
+        self.sink.begin();
+        let turn_started = Instant::now();
+        let mut speech = SatelliteSpeech {
+            inner: TurnSpeech::new(&self.speaker),
+            writer: &self.writer,
+            speaks: self.speaks,
+            lost: None,
+        };
+        let result = run_turn(&self.services, input, &mut speech, &self.cancel);
+        let lost = speech.lost.take();
+        drop(speech);
+        if result.ok {
+            outcome.conversation_id = result.conversation_id;
+        }
+        if lost.is_none() {
+            self.speaker.wait_done(&self.cancel, ANSWER_LIMIT);
+        }
+        outcome.answer = self.sink.finish();
+        for e in self.speaker.take_errors() {
+            tracing::error!("satellite {}: could not speak the answer: {e}", self.label);
+        }
+        let _ = self.speaker.take_stats();
+        outcome.lost = lost.or_else(|| outcome.answer.error.clone());
+        let first_audio = outcome
+            .answer
+            .first_audio_at
+            .map(|at| at.saturating_duration_since(audio_end).as_secs_f64() * 1000.0);
+        let line = json!({
+            "source": "wyoming",
+            "satellite": self.label,
+            "text": t.text,
+            "answer": result.response,
+            "ok": result.ok,
+            "turn_id": result.turn_id,
+            "route": result.route,
+            "intent": result.intent,
+            "conversation_id": result.conversation_id,
+            // Stamps in ms after the request's audio ended (the endpoint).
+            "after_audio_end_ms": {
+                "stt_done": stt_ms,
+                "turn_start": turn_started.saturating_duration_since(audio_end).as_secs_f64() * 1000.0,
+                "first_audio": first_audio,
+                "sent_all": ms_since(audio_end),
+            },
+            "audio_seconds": outcome.answer.audio_seconds,
+        });
+        tracing::info!("satellite {}: turn: {line}", self.label);
+        if self.json {
+            println!("{line}");
+        }
+        outcome
+    }
+}
+
+/// The turn's speech toward a satellite: `synthesize` with the answer's
+/// text, the audio through [`TurnSpeech`] when the pipeline ends in `tts`,
+/// `error` when the turn failed, and the tree's `stop` action honoured.
+struct SatelliteSpeech<'a> {
+    inner: TurnSpeech<'a>,
+    writer: &'a EventWriter,
+    speaks: bool,
+    lost: Option<String>,
+}
+
+impl SatelliteSpeech<'_> {
+    fn send(&mut self, event: Event) {
+        if self.lost.is_some() {
+            return;
+        }
+        if let Err(e) = self.writer.send(&event) {
+            self.lost = Some(format!("cannot send {}: {e}", event.kind));
+        }
+    }
+}
+
+impl EventSink for SatelliteSpeech<'_> {
+    fn emit(&mut self, event: &TurnEvent) {
+        match event {
+            TurnEvent::Done(done) => {
+                if done.actions.iter().any(|a| a == "stop") {
+                    return; // "stop": say nothing
+                }
+                self.send(Event::with_data(
+                    "synthesize",
+                    json!({ "text": done.response }),
+                ));
+            }
+            TurnEvent::Error { message } => {
+                self.send(Event::with_data(
+                    "error",
+                    json!({"text": message, "code": "turn-failed"}),
+                ));
+            }
+            _ => {}
+        }
+        if self.speaks && self.lost.is_none() {
+            self.inner.emit(event);
+        }
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}

@@ -1,0 +1,205 @@
+//! The answer's way back to a satellite: an [`AudioSink`] that sends each
+//! synthesised clip as Wyoming audio events, and a [`Synthesizer`] that
+//! lets every satellite speak with one loaded voice.
+//!
+//! The satellite host reuses the local loop's [`Speaker`] and
+//! [`TurnSpeech`](crate::tts::speaker::TurnSpeech): sentences are
+//! synthesised as the turn streams them and each clip goes out at once as
+//! `audio-chunk`s, the first one preceded by `audio-start`. The session
+//! sends `audio-stop` when the speaker has nothing left. Writes carry the
+//! socket's write timeout, so a satellite that stops reading costs its own
+//! session a bounded wait, never anyone else's.
+//!
+//! [`Speaker`]: crate::tts::speaker::Speaker
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+
+use crate::audio::playback::{AudioSink, Clip};
+use crate::tts::{Synthesizer, Tts};
+use crate::wyoming::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
+use crate::wyoming::client::EventWriter;
+
+/// Samples per `audio-chunk` (what wyoming-piper sends: ~46 ms at 22 kHz).
+const CHUNK_SAMPLES: usize = 1024;
+
+/// One TTS chain shared by every satellite. Synthesis is serialised on its
+/// lock (one voice model in memory, as on a Pi Zero host that matters);
+/// nothing holds the lock across network I/O — the clip is sent after the
+/// lock is released.
+#[derive(Clone)]
+pub struct SharedTts {
+    inner: Arc<Mutex<Tts>>,
+    name: &'static str,
+}
+
+impl SharedTts {
+    pub fn new(tts: Tts) -> SharedTts {
+        let name = tts.engine_names().first().copied().unwrap_or("none");
+        SharedTts {
+            inner: Arc::new(Mutex::new(tts)),
+            name,
+        }
+    }
+
+    /// A chain of one engine — this shared one — for a satellite's speaker.
+    pub fn for_speaker(&self) -> Tts {
+        Tts::with_engines(vec![Box::new(self.clone())])
+    }
+}
+
+impl Synthesizer for SharedTts {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        let mut tts = self.inner.lock().map_err(|_| {
+            anyhow!("the shared text-to-speech engine crashed earlier; restart earshot")
+        })?;
+        Ok(tts.synthesize(text)?.clip)
+    }
+}
+
+/// What one answer sent, for the session's playback estimate and latency.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerStats {
+    /// When `audio-start` went out (the first answer audio).
+    pub first_audio_at: Option<Instant>,
+    /// Seconds of audio sent.
+    pub audio_seconds: f64,
+    /// The first write error (the session treats it as a lost connection).
+    pub error: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    started: bool,
+    stopped: bool,
+    stats: AnswerStats,
+    /// Stream position in ms, for the chunks' timestamps.
+    position_ms: u64,
+    total_seconds: f64,
+}
+
+/// Sends the answer's audio to one satellite connection.
+pub struct SatelliteSink {
+    writer: EventWriter,
+    peer: String,
+    state: Mutex<State>,
+}
+
+impl SatelliteSink {
+    pub fn new(writer: EventWriter, peer: String) -> SatelliteSink {
+        SatelliteSink {
+            writer,
+            peer,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Start a new answer (the next clip opens with `audio-start`).
+    pub fn begin(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            let total = s.total_seconds;
+            *s = State {
+                total_seconds: total,
+                ..State::default()
+            };
+        }
+    }
+
+    /// Close the answer: `audio-stop` if any audio went out. Returns what
+    /// was sent.
+    pub fn finish(&self) -> AnswerStats {
+        let Ok(mut s) = self.state.lock() else {
+            return AnswerStats::default();
+        };
+        if s.started && !s.stopped && s.stats.error.is_none() {
+            if let Err(e) = self.writer.send(&audio_stop(Some(s.position_ms))) {
+                s.stats.error = Some(format!("cannot send audio-stop: {e}"));
+            }
+        }
+        s.stopped = true;
+        s.stats.clone()
+    }
+
+    fn send_clip(&self, s: &mut State, clip: &Clip) -> Result<()> {
+        if s.stopped {
+            return Ok(()); // after a stop the rest of the answer is dropped
+        }
+        if let Some(e) = &s.stats.error {
+            return Err(anyhow!("{e}"));
+        }
+        let format = AudioFormat {
+            rate: clip.sample_rate,
+            width: 2,
+            channels: 1,
+        };
+        let result = (|| -> Result<(), String> {
+            if !s.started {
+                self.writer
+                    .send(&audio_start(format, Some(0)))
+                    .map_err(|e| format!("cannot send audio-start: {e}"))?;
+                s.started = true;
+                s.stats.first_audio_at = Some(Instant::now());
+            }
+            let pcm = crate::audio::to_i16(&clip.samples);
+            for piece in pcm.chunks(CHUNK_SAMPLES) {
+                self.writer
+                    .send(&audio_chunk_i16(
+                        clip.sample_rate,
+                        piece,
+                        Some(s.position_ms),
+                    ))
+                    .map_err(|e| format!("cannot send answer audio: {e}"))?;
+                s.position_ms += piece.len() as u64 * 1000 / u64::from(clip.sample_rate.max(1));
+            }
+            Ok(())
+        })();
+        s.stats.audio_seconds += clip.seconds();
+        s.total_seconds += clip.seconds();
+        result.map_err(|e| {
+            s.stats.error = Some(e.clone());
+            anyhow!("{e}")
+        })
+    }
+}
+
+impl AudioSink for SatelliteSink {
+    fn play(&self, clip: &Clip) -> Result<()> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| anyhow!("satellite sink lock poisoned"))?;
+        self.send_clip(&mut s, clip)
+    }
+
+    fn stop(&self) {
+        // Audio already sent is the satellite's to play; the rest is dropped
+        // and the stream closed so the satellite stops waiting for it.
+        let _ = self.finish();
+    }
+
+    fn is_playing(&self) -> bool {
+        // Clips are sent synchronously in `play`: nothing is ever queued here.
+        false
+    }
+
+    fn played_seconds(&self) -> f64 {
+        self.state.lock().map(|s| s.total_seconds).unwrap_or(0.0)
+    }
+
+    fn describe(&self) -> String {
+        format!("satellite {}", self.peer)
+    }
+}
+
+/// How long after the first answer audio the satellite will still be
+/// playing: the audio's length plus a margin for its output buffer.
+pub fn playback_end(stats: &AnswerStats) -> Option<Instant> {
+    let first = stats.first_audio_at?;
+    Some(first + Duration::from_secs_f64(stats.audio_seconds) + Duration::from_millis(300))
+}
