@@ -99,9 +99,6 @@ impl<H: Handler> Server<H> {
         let listener = TcpListener::bind(&addrs[..]).with_context(|| {
             format!("cannot listen on {uri} (in use, or not an address of this machine?); pick another with --uri")
         })?;
-        listener
-            .set_nonblocking(true)
-            .context("cannot make the listening socket non-blocking")?;
         let addr = listener
             .local_addr()
             .context("cannot read the listening address")?;
@@ -120,25 +117,52 @@ impl<H: Handler> Server<H> {
     }
 
     /// Accept connections until `stop` is cancelled, calling `tick`
-    /// between accepts (the systemd watchdog). Then wait for in-flight
+    /// about every 100 ms (the systemd watchdog). Then wait for in-flight
     /// connections up to [`DRAIN_TIMEOUT`].
+    ///
+    /// A thread blocks in `accept` (a new peer is served at once, no
+    /// polling delay) and hands connections over a channel; on stop a
+    /// connection to ourselves wakes it so it can end.
     pub fn run(&self, stop: &CancelToken, tick: &mut dyn FnMut()) {
         let active = Arc::new(AtomicUsize::new(0));
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let (tx, rx) = crossbeam_channel::bounded::<(TcpStream, SocketAddr)>(self.max_connections);
+        let acceptor = match self.listener.try_clone() {
+            Ok(listener) => {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("wyoming-accept".into())
+                    .spawn(move || accept_loop(&listener, &stop, &tx))
+                    .map_err(|e| tracing::error!("wyoming: cannot start the accept thread: {e}"))
+                    .ok()
+            }
+            Err(e) => {
+                tracing::error!("wyoming: cannot share the listening socket: {e}");
+                None
+            }
+        };
         while !stop.is_cancelled() {
             tick();
             threads.retain(|t| !t.is_finished());
-            match self.listener.accept() {
+            match rx.recv_timeout(TICK) {
                 Ok((stream, peer)) => self.admit(stream, peer, &active, stop, &mut threads),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(TICK / 2);
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    tracing::error!("wyoming: the accept thread ended; stopping");
+                    break;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // EMFILE and friends: log, back off, keep serving.
-                    tracing::warn!("wyoming: accept failed: {e}");
-                    std::thread::sleep(TICK);
-                }
+            }
+        }
+        if let Some(acceptor) = acceptor {
+            let mut wake = self.addr;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match wake {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+                let _ = acceptor.join();
             }
         }
         let deadline = Instant::now() + DRAIN_TIMEOUT;
@@ -204,6 +228,32 @@ impl<H: Handler> Server<H> {
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => tracing::warn!(%peer, "wyoming: cannot start a connection thread: {e}"),
+        }
+    }
+}
+
+/// Block in `accept` until stopped, handing each peer to the server loop.
+fn accept_loop(
+    listener: &TcpListener,
+    stop: &CancelToken,
+    tx: &crossbeam_channel::Sender<(TcpStream, SocketAddr)>,
+) {
+    loop {
+        match listener.accept() {
+            Ok(pair) => {
+                if stop.is_cancelled() || tx.send(pair).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if stop.is_cancelled() {
+                    return;
+                }
+                // EMFILE and friends: log, back off, keep serving.
+                tracing::warn!("wyoming: accept failed: {e}");
+                std::thread::sleep(TICK);
+            }
         }
     }
 }

@@ -38,6 +38,7 @@ impl Capture {
 
 /// Handle one ASR event.
 pub fn on_event(
+    peer: std::net::SocketAddr,
     stt: Result<&Stt, &String>,
     capture: &mut Capture,
     event: &Event,
@@ -58,17 +59,18 @@ pub fn on_event(
                     capture.rate = Some(format.rate);
                     Ok(Flow::Continue)
                 }
-                Err(e) => refuse(out, &e, "bad-audio"),
+                Err(e) => refuse(peer, out, &e, "bad-audio"),
             }
         }
         "audio-chunk" => {
             let format = match AudioFormat::from_event(event) {
                 Ok(f) => f,
-                Err(e) => return refuse(out, &e, "bad-audio"),
+                Err(e) => return refuse(peer, out, &e, "bad-audio"),
             };
             let rate = *capture.rate.get_or_insert(format.rate);
             if format.rate != rate {
                 return refuse(
+                    peer,
                     out,
                     &format!(
                         "audio-chunk rate {} Hz differs from the stream's {rate} Hz; send one rate per stream",
@@ -82,6 +84,7 @@ pub fn on_event(
             if capture.samples.len() + mono.len() > max {
                 capture.reset();
                 return refuse(
+                    peer,
                     out,
                     &format!(
                         "audio longer than {MAX_AUDIO_SECS} s; send one utterance of at most {MAX_AUDIO_SECS} s per transcribe"
@@ -101,6 +104,7 @@ pub fn on_event(
                 Ok(s) => s,
                 Err(why) => {
                     return refuse(
+                        peer,
                         out,
                         &format!("speech-to-text is unavailable: {why}"),
                         "asr-unavailable",
@@ -114,6 +118,7 @@ pub fn on_event(
                     Ok(a) => a,
                     Err(e) => {
                         return refuse(
+                            peer,
                             out,
                             &format!("cannot resample {rate} Hz audio: {e}"),
                             "bad-audio",
@@ -150,8 +155,13 @@ pub fn on_event(
 }
 
 /// Tell the peer why, then hang up: the stream it is sending is unusable.
-fn refuse(out: &EventWriter, text: &str, code: &str) -> Result<Flow, ProtocolError> {
-    tracing::warn!("wyoming: {text}");
+fn refuse(
+    peer: std::net::SocketAddr,
+    out: &EventWriter,
+    text: &str,
+    code: &str,
+) -> Result<Flow, ProtocolError> {
+    tracing::warn!(%peer, "wyoming: {text}; closing the connection");
     out.send(&error_event(text, code))?;
     Ok(Flow::Close)
 }

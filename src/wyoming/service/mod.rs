@@ -115,9 +115,13 @@ impl Handler for Service {
                 }
                 out.send(&pong).map(|_| Flow::Continue)
             }
-            "transcribe" | "audio-start" | "audio-chunk" | "audio-stop" => {
-                asr::on_event(self.stt.as_ref(), &mut session.audio, &event, out)
-            }
+            "transcribe" | "audio-start" | "audio-chunk" | "audio-stop" => asr::on_event(
+                session.peer,
+                self.stt.as_ref(),
+                &mut session.audio,
+                &event,
+                out,
+            ),
             "synthesize" | "synthesize-start" | "synthesize-chunk" | "synthesize-stop" => {
                 tts::on_event(&self.voices, &mut session.stream, &event, out)
             }
