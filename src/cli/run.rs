@@ -52,6 +52,13 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     if args.no_barge_in {
         config.audio.barge_in = false;
     }
+    // `audio.input = "none"`: a host whose only microphones are satellites.
+    let no_mic = crate::wyoming::satellite::is_no_input(&config.audio.input);
+    if no_mic && config.wyoming.satellites.is_empty() {
+        anyhow::bail!(
+            "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
+        );
+    }
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);
 
@@ -78,13 +85,6 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     };
     let warm = stt.warm_up_in_background();
     let input_name = config.audio.input.clone();
-    // `audio.input = "none"`: a host whose only microphones are satellites.
-    let no_mic = crate::wyoming::satellite::is_no_input(&input_name);
-    if no_mic && config.wyoming.satellites.is_empty() {
-        anyhow::bail!(
-            "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
-        );
-    }
     let opened = if no_mic {
         Ok(None)
     } else {

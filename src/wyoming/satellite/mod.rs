@@ -196,6 +196,7 @@ impl Host {
                     stream
                         .set_write_timeout(Some(write_timeout))
                         .map_err(|e| format!("cannot set a write timeout: {e}"))?;
+                    bound_send_buffer(&stream);
                     return Connection::from_stream(stream, self.cfg.limits())
                         .map_err(|e| format!("cannot use the connection: {e}"));
                 }
@@ -205,6 +206,39 @@ impl Host {
         Err(last)
     }
 }
+
+/// Bytes of unsent answer audio the kernel may hold for one satellite
+/// (it doubles the figure for bookkeeping): about a second of 22 kHz
+/// speech. A healthy satellite reads as fast as we write; one that stops
+/// reading fills this and makes the next write wait for the write timeout
+/// instead of Linux growing the buffer to megabytes and hiding the stall.
+const SEND_BUFFER_BYTES: libc::c_int = 32 * 1024;
+
+#[cfg(unix)]
+fn bound_send_buffer(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size = SEND_BUFFER_BYTES;
+    // SAFETY: setsockopt on a socket we own, with a pointer to a live
+    // c_int and its exact length.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "cannot bound the satellite send buffer: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn bound_send_buffer(_stream: &TcpStream) {}
 
 /// `earshot run` with `audio.input = "none"`: no local loop, only the
 /// satellites; feed `tick` (the systemd watchdog) until a signal.

@@ -1,0 +1,558 @@
+//! `earshot run` as the host of Wyoming satellites, against a real
+//! `wyoming-satellite` 1.0.0 server (PyPI, in .venv/wyoming-satellite —
+//! `scripts/venv-wyoming-satellite.sh` makes it) with file-backed
+//! microphone and speaker commands: one full spoken turn whose played
+//! answer transcribes back to the time, while a dead satellite is retried
+//! with doubling waits and a satellite that stops reading is dropped on its
+//! own, then a clean exit on SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// The satellite venv's python, or a failure saying how to make it.
+fn satellite_python() -> PathBuf {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/wyoming-satellite/bin/python");
+    assert!(
+        py.is_file(),
+        "{} is missing: run scripts/venv-wyoming-satellite.sh",
+        py.display()
+    );
+    py
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/wyoming")
+        .join(name)
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Kills a child process on every path out of the test.
+struct Reaper(Option<Child>);
+
+impl Reaper {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: signalling a child we spawned.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Lines of a child's stream, delivered on a channel as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Collects a child's log lines and waits for the ones a test needs.
+struct Log {
+    rx: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Log {
+    fn new(rx: mpsc::Receiver<String>) -> Log {
+        Log {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Wait until `pred` holds for the lines seen so far.
+    fn wait_until(&mut self, limit: Duration, pred: impl Fn(&[String]) -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if pred(&self.seen) {
+                return true;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            match self.rx.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout) => return false,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return pred(&self.seen),
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(line) = self.rx.try_recv() {
+            self.seen.push(line);
+        }
+    }
+
+    fn text(&self) -> String {
+        self.seen.join("\n")
+    }
+}
+
+/// Wait for a file to exist (the speaker script renames it into place
+/// when complete).
+fn wait_file(path: &Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if path.is_file() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Wait until something accepts connections on `port`.
+fn wait_listening(port: u16, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// "What time is it?" spoken by earshot's own Piper voice, as 16 kHz mono.
+fn spoken_request(dir: &Path) -> Vec<i16> {
+    let wav = dir.join("request.wav");
+    let out = common::run(
+        common::earshot(dir)
+            .args(["say", "What time is it?", "--engine", "piper", "--out"])
+            .arg(&wav),
+    );
+    assert!(out.status.success(), "say failed: {}", common::stderr(&out));
+    let (samples, _) = earshot::audio::wav::read_16k_mono(&wav, None).expect("read request wav");
+    earshot::audio::to_i16(&samples)
+}
+
+fn le_bytes(samples: &[i16]) -> Vec<u8> {
+    samples.iter().flat_map(|s| s.to_le_bytes()).collect()
+}
+
+/// A minimal 16-bit mono WAV around raw PCM, for `earshot transcribe`.
+fn write_wav(path: &Path, rate: u32, pcm: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let len = pcm.len() as u32;
+    f.write_all(b"RIFF").unwrap();
+    f.write_all(&(36 + len).to_le_bytes()).unwrap();
+    f.write_all(b"WAVEfmt ").unwrap();
+    f.write_all(&16u32.to_le_bytes()).unwrap();
+    f.write_all(&1u16.to_le_bytes()).unwrap(); // PCM
+    f.write_all(&1u16.to_le_bytes()).unwrap(); // mono
+    f.write_all(&rate.to_le_bytes()).unwrap();
+    f.write_all(&(rate * 2).to_le_bytes()).unwrap();
+    f.write_all(&2u16.to_le_bytes()).unwrap();
+    f.write_all(&16u16.to_le_bytes()).unwrap();
+    f.write_all(b"data").unwrap();
+    f.write_all(&len.to_le_bytes()).unwrap();
+    f.write_all(pcm).unwrap();
+}
+
+/// A Wyoming frame: header line, then the payload.
+fn frame(kind: &str, data: serde_json::Value, payload: &[u8]) -> Vec<u8> {
+    let mut header = serde_json::json!({"type": kind, "data": data});
+    if !payload.is_empty() {
+        header["payload_length"] = payload.len().into();
+    }
+    let mut out = serde_json::to_vec(&header).unwrap();
+    out.push(b'\n');
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A satellite that accepts and streams a spoken request (again every few
+/// seconds) but never reads a byte — so the answer earshot sends it piles
+/// up until earshot's write times out. Its receive buffer is made tiny so
+/// that happens within one answer. Counts the connections it accepted.
+struct StallingSatellite {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StallingSatellite {
+    fn start(request: Vec<i16>) -> StallingSatellite {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        {
+            use std::os::fd::AsRawFd;
+            let size: libc::c_int = 4096;
+            // SAFETY: setsockopt on our own listener with a live c_int;
+            // accepted sockets inherit the receive buffer size.
+            let rc = unsafe {
+                libc::setsockopt(
+                    listener.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    (&size as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0);
+        }
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (acc, stp) = (accepted.clone(), stop.clone());
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !stp.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        acc.fetch_add(1, Ordering::SeqCst);
+                        let request = request.clone();
+                        let stop = stp.clone();
+                        std::thread::spawn(move || stream_forever(stream, &request, &stop));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        StallingSatellite {
+            port,
+            accepted,
+            stop,
+        }
+    }
+}
+
+impl Drop for StallingSatellite {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// run-pipeline, then real-time audio: the request, 4 s of silence,
+/// repeated, until the peer hangs up. Never reads.
+fn stream_forever(mut stream: TcpStream, request: &[i16], stop: &AtomicBool) {
+    let fmt = serde_json::json!({"rate": 16000, "width": 2, "channels": 1});
+    if stream
+        .write_all(&frame(
+            "run-pipeline",
+            serde_json::json!({"start_stage": "asr", "end_stage": "tts"}),
+            &[],
+        ))
+        .is_err()
+    {
+        return;
+    }
+    let mut cycle: Vec<i16> = request.to_vec();
+    cycle.extend(std::iter::repeat_n(0i16, 16_000 * 4));
+    let started = Instant::now();
+    let mut sent = 0usize;
+    while !stop.load(Ordering::SeqCst) {
+        for piece in cycle.chunks(1024) {
+            if stop.load(Ordering::SeqCst)
+                || stream
+                    .write_all(&frame("audio-chunk", fmt.clone(), &le_bytes(piece)))
+                    .is_err()
+            {
+                return;
+            }
+            sent += piece.len();
+            let due = started + Duration::from_secs_f64(sent as f64 / 16_000.0);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+}
+
+/// `HH:MM:SS.ffffff` of a log line's RFC 3339 stamp, in seconds.
+fn stamp_seconds(line: &str) -> Option<f64> {
+    let t = line.split_whitespace().next()?.split('T').nth(1)?;
+    let t = t.trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// `retrying in N ms` of a log line.
+fn retry_ms(line: &str) -> Option<u64> {
+    let rest = line.split("retrying in ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// `6:27` in a sentence → (6, 27).
+fn clock_in(text: &str) -> Option<(u32, u32)> {
+    let re = regex::Regex::new(r"(\d{1,2}):(\d{2})").unwrap();
+    let c = re.captures(text)?;
+    Some((c[1].parse().ok()?, c[2].parse().ok()?))
+}
+
+#[test]
+fn drives_a_real_wyoming_satellite_through_a_spoken_turn_beside_a_dead_and_a_stalled_one() {
+    let py = satellite_python();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let request = spoken_request(d);
+    // The microphone: the request once earshot has the satellite
+    // streaming, then silence.
+    let req_raw = d.join("request.raw");
+    std::fs::write(&req_raw, le_bytes(&request)).unwrap();
+    let trigger = d.join("streaming");
+    let snd_dir = d.join("played");
+    std::fs::create_dir(&snd_dir).unwrap();
+    let sat_port = free_port();
+    let mut satellite = Reaper(Some(
+        Command::new(&py)
+            .args(["-m", "wyoming_satellite", "--uri"])
+            .arg(format!("tcp://127.0.0.1:{sat_port}"))
+            .args(["--no-zeroconf", "--debug", "--name", "kitchen"])
+            .arg("--mic-command")
+            .arg(format!(
+                "{} {} {} {}",
+                py.display(),
+                script("sat_mic.py").display(),
+                req_raw.display(),
+                trigger.display()
+            ))
+            .arg("--snd-command")
+            .arg(format!(
+                "{} {} {}",
+                py.display(),
+                script("sat_snd.py").display(),
+                snd_dir.display()
+            ))
+            // The satellite converts our 22 kHz answer to what its
+            // speaker takes.
+            .args(["--snd-command-rate", "16000"])
+            .arg("--streaming-start-command")
+            .arg(format!("touch {}", trigger.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wyoming-satellite"),
+    ));
+    let mut sat_log = Log::new(lines(satellite.child().stderr.take().unwrap()));
+    assert!(
+        wait_listening(sat_port, Duration::from_secs(30)),
+        "wyoming-satellite never listened; its log:\n{}",
+        {
+            sat_log.drain();
+            sat_log.text()
+        }
+    );
+    let dead_port = free_port();
+    let stall = StallingSatellite::start(request.clone());
+
+    let real = format!("tcp://127.0.0.1:{sat_port}");
+    let dead = format!("tcp://127.0.0.1:{dead_port}");
+    let stalled = format!("tcp://127.0.0.1:{}", stall.port);
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[wyoming]
+satellites = ["{real}", "{dead}", "{stalled}"]
+reconnect_min_ms = 100
+reconnect_max_ms = 800
+request_timeout_ms = 2000
+"#
+        ),
+    )
+    .unwrap();
+    let mut earshot = Reaper(Some(
+        common::earshot(d)
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "--json", "--input", "none", "--output"])
+            .arg(d.join("local.wav"))
+            .env("EARSHOT_LOG", "info")
+            // No LLM is reachable: the tree answers on device.
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            // A time tiny.en hears back reliably (as tests/voice.rs).
+            .env("EARSHOT_TEST_CLOCK", "15:27")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut out = Log::new(lines(earshot.child().stdout.take().unwrap()));
+    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+
+    // One full turn with the real satellite: its answer file appears once
+    // the satellite's speaker command got the whole answer.
+    let answer_raw = snd_dir.join("answer-1.raw");
+    let turn_line = format!("\"satellite\":\"{real}\"");
+    let got_turn = out.wait_until(Duration::from_secs(240), |seen| {
+        seen.iter().any(|l| l.contains(&turn_line))
+    });
+    let played = got_turn && wait_file(&answer_raw, Duration::from_secs(30));
+    // The stalled satellite's answer never drains: its write times out and
+    // it is dropped (then reconnected), on its own thread.
+    let stall_lost = format!("satellite {stalled}: lost: cannot send");
+    let stall_dropped = log.wait_until(Duration::from_secs(120), |seen| {
+        seen.iter().any(|l| l.contains(&stall_lost))
+    });
+    // ... and reconnected after its backoff.
+    let stall_connected = format!("satellite {stalled}: connected");
+    log.wait_until(Duration::from_secs(30), |seen| {
+        seen.iter().filter(|l| l.contains(&stall_connected)).count() >= 2
+    });
+    // Enough retries of the dead one to see the waits double to the cap.
+    let dead_retry = format!("satellite {dead}: cannot connect");
+    log.wait_until(Duration::from_secs(30), |seen| {
+        seen.iter().filter(|l| l.contains(&dead_retry)).count() >= 6
+    });
+
+    sigterm(earshot.child());
+    let status = wait_exit(earshot.child(), Duration::from_secs(30));
+    log.drain();
+    out.drain();
+    sat_log.drain();
+    let all = log.text();
+    assert!(
+        got_turn && played,
+        "no spoken turn with the satellite (turn line: {got_turn}, answer file: {played}); stdout:\n{}\nearshot log:\n{all}\nsatellite log:\n{}",
+        out.text(),
+        sat_log.text()
+    );
+    let status = status.unwrap_or_else(|| panic!("earshot did not exit on SIGTERM; log:\n{all}"));
+    assert!(status.success(), "exit {status:?}; log:\n{all}");
+    assert!(all.contains("stopped (signal)"), "{all}");
+    assert!(
+        all.contains(&format!("satellite {real}: disconnected (stopping)")),
+        "{all}"
+    );
+
+    // The turn: heard the request, answered the pinned time by the tree.
+    let turn: serde_json::Value = serde_json::from_str(
+        out.seen
+            .iter()
+            .find(|l| l.contains(&turn_line))
+            .expect("turn line"),
+    )
+    .unwrap();
+    let heard = turn["text"].as_str().unwrap().to_lowercase();
+    assert!(heard.contains("what time is it"), "{turn}");
+    assert_eq!(turn["intent"], "time_now", "{turn}");
+    assert_eq!(turn["ok"], true, "{turn}");
+    let answer = turn["answer"].as_str().unwrap();
+    assert_eq!(clock_in(answer), Some((3, 27)), "answered {answer:?}");
+    assert!(
+        turn["after_audio_end_ms"]["first_audio"].as_f64().is_some(),
+        "{turn}"
+    );
+    // The satellite received the transcript and the answer's text.
+    let sat = sat_log.text();
+    assert!(
+        sat.contains("type='transcript'") && sat.contains("What time is it"),
+        "{sat}"
+    );
+    assert!(sat.contains("type='synthesize'"), "{sat}");
+
+    // What the satellite's speaker got is the spoken time.
+    let pcm = std::fs::read(&answer_raw).unwrap();
+    assert!(
+        pcm.len() > 16_000 * 2,
+        "only {} bytes of answer audio",
+        pcm.len()
+    );
+    let wav = d.join("answer.wav");
+    write_wav(&wav, 16_000, &pcm);
+    let tr = common::run(common::earshot(d).args(["transcribe", "--json"]).arg(&wav));
+    assert!(tr.status.success(), "{}", common::stderr(&tr));
+    let tr: serde_json::Value = serde_json::from_str(common::stdout(&tr).trim()).unwrap();
+    let spoken = tr["text"].as_str().unwrap();
+    let digits: String = spoken.chars().filter(char::is_ascii_digit).collect();
+    assert!(
+        digits.contains("327"),
+        "the satellite played {spoken:?} for the answer {answer:?}"
+    );
+
+    // The dead satellite: one line per attempt, waits doubling from
+    // reconnect_min_ms to reconnect_max_ms, and really waited.
+    let retries: Vec<&String> = log
+        .seen
+        .iter()
+        .filter(|l| l.contains(&dead_retry))
+        .collect();
+    assert!(retries.len() >= 6, "{all}");
+    let waits: Vec<u64> = retries.iter().filter_map(|l| retry_ms(l)).collect();
+    assert_eq!(&waits[..5], &[100, 200, 400, 800, 800], "{all}");
+    for pair in retries.windows(2).take(5) {
+        let (a, b) = (stamp_seconds(pair[0]), stamp_seconds(pair[1]));
+        let waited_ms = (b.unwrap() - a.unwrap()) * 1000.0;
+        let announced = retry_ms(pair[0]).unwrap() as f64;
+        assert!(
+            waited_ms >= announced * 0.9,
+            "retried after {waited_ms} ms, announced {announced} ms:\n{}\n{}",
+            pair[0],
+            pair[1]
+        );
+    }
+
+    // The stalled satellite was dropped by its write timeout and retried,
+    // without holding up the real satellite's turn.
+    assert!(
+        stall_dropped,
+        "the stalled satellite was never dropped:\n{all}"
+    );
+    assert!(
+        stall.accepted.load(Ordering::SeqCst) >= 2,
+        "not reconnected after the stall:\n{all}"
+    );
+}
+
+#[test]
+fn no_microphone_and_no_satellite_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::run(common::earshot(dir.path()).args(["run", "--input", "none"]));
+    assert!(!out.status.success());
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("wyoming.satellites") && err.contains("audio.input"),
+        "{err}"
+    );
+}
