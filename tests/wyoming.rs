@@ -199,6 +199,41 @@ fn transcribes_jfk_sent_in_1024_sample_chunks() {
 }
 
 #[test]
+fn transcribes_any_pcm_format_the_protocol_allows() {
+    // A 16 kHz mono clip re-encoded by the library's AudioChunkConverter
+    // as 48 kHz, 32-bit, stereo: earshot mixes to mono and resamples.
+    let name = "sense_and_sensibility_01_austen_64kb-0880.wav";
+    let wav = common::data(&format!("speech/{name}"));
+    let t = client(
+        "transcribe",
+        &[wav.to_str().unwrap(), "2048", "48000", "4", "2"],
+    );
+    assert_eq!(t["format"], json!([48000, 4, 2]));
+    let text = t["text"].as_str().unwrap();
+    let expected = expected_transcript(name);
+    assert!(recall(&expected, text) >= 0.75, "{text:?} vs {expected:?}");
+}
+
+#[test]
+fn unknown_events_are_dropped_and_the_connection_goes_on() {
+    let uri = WyomingUri::parse(&format!("tcp://127.0.0.1:{}", server().port)).unwrap();
+    let conn = Connection::connect(&uri, Duration::from_secs(2), Limits::default()).unwrap();
+    conn.send(&Event::with_data(
+        "select-program",
+        json!({"name": "earshot"}),
+    ))
+    .unwrap();
+    conn.send(&Event::with_data("from-the-future", json!({"x": [1, 2]})).payload(vec![0; 100]))
+        .unwrap();
+    conn.send(&Event::new("ping")).unwrap();
+    let pong = conn.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert_eq!(pong.kind, "pong");
+    conn.send(&Event::new("describe")).unwrap();
+    let info = conn.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert_eq!(info.kind, "info");
+}
+
+#[test]
 fn synthesizes_sentence_by_sentence_and_the_audio_transcribes_back() {
     let dir = tempfile::tempdir().unwrap();
     let wav = dir.path().join("said.wav");
@@ -410,6 +445,14 @@ fn malformed_frames_drop_only_their_connection() {
     }
     let events = send_raw(&long, false);
     assert_dropped_with(&events, "audio-too-long", "61 s of audio");
+
+    let huge = Event::with_data("synthesize", json!({"text": "word ".repeat(3000)}));
+    let events = send_raw(&huge.to_bytes(), false);
+    assert_dropped_with(&events, "text-too-long", "15000 characters to say");
+    assert!(
+        events.iter().all(|e| !e.kind.starts_with("audio")),
+        "nothing spoken"
+    );
 
     // The server still answers, with Home Assistant's client.
     let info = client("describe", &[]);

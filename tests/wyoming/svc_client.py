@@ -6,7 +6,9 @@ Every event is parsed with the library's own classes (Info.from_event,
 Transcript.from_event, ...), so a shape the library rejects fails here.
 
   describe                     -> the parsed Info, reduced to names
-  transcribe WAV [CHUNK]       -> {"text"} (WAV sent in CHUNK-sample chunks)
+  transcribe WAV [CHUNK [RATE WIDTH CHANNELS]]
+                               -> {"text"} (WAV sent in CHUNK-sample chunks,
+                                  converted to that format if given)
   synthesize TEXT OUT.wav      -> {"rate", "chunks", "max_chunk_samples", ...}
   stream OUT.wav TEXT...       -> synthesize-start/chunk.../stop streaming
   recognize TEXT               -> {"type", "name", "entities", "text"}
@@ -26,7 +28,7 @@ import time
 import wave
 
 from wyoming.asr import Transcribe, Transcript
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.audio import AudioChunk, AudioChunkConverter, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.handle import Handled, NotHandled
@@ -109,7 +111,9 @@ async def describe(host, port):
     }
 
 
-async def transcribe(host, port, wav_path, chunk=1024):
+async def transcribe(host, port, wav_path, chunk=1024, convert=None):
+    """convert = (rate, width, channels): re-encode every chunk with the
+    library's AudioChunkConverter before sending (e.g. 48 kHz 32-bit stereo)."""
     with wave.open(wav_path, "rb") as wav:
         rate, width, channels = wav.getframerate(), wav.getsampwidth(), wav.getnchannels()
         frames = []
@@ -118,6 +122,13 @@ async def transcribe(host, port, wav_path, chunk=1024):
             if not data:
                 break
             frames.append(data)
+    if convert is not None:
+        converter = AudioChunkConverter(rate=convert[0], width=convert[1], channels=convert[2])
+        frames = [
+            converter.convert(AudioChunk(rate=rate, width=width, channels=channels, audio=f)).audio
+            for f in frames
+        ]
+        rate, width, channels = convert
     async with AsyncTcpClient(host, port) as client:
         await client.write_event(Transcribe(language="en").event())
         await client.write_event(AudioStart(rate=rate, width=width, channels=channels).event())
@@ -135,6 +146,7 @@ async def transcribe(host, port, wav_path, chunk=1024):
                     "text": t.text,
                     "language": t.language,
                     "chunks": len(frames),
+                    "format": [rate, width, channels],
                     "ms_after_stop": (time.monotonic() - started) * 1000,
                 }
 
@@ -299,7 +311,9 @@ async def main():
     if action == "describe":
         result = await describe(host, port)
     elif action == "transcribe":
-        result = await transcribe(host, port, args[0], int(args[1]) if len(args) > 1 else 1024)
+        chunk = int(args[1]) if len(args) > 1 else 1024
+        convert = tuple(int(a) for a in args[2:5]) if len(args) >= 5 else None
+        result = await transcribe(host, port, args[0], chunk, convert)
     elif action == "synthesize":
         result = await synthesize(host, port, args[0], args[1], args[2] if len(args) > 2 else None)
     elif action == "stream":

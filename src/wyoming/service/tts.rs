@@ -29,6 +29,11 @@ use crate::tts::Tts;
 /// Samples per `audio-chunk` (wyoming-piper's default).
 pub const SAMPLES_PER_CHUNK: usize = 1024;
 
+/// Most text one `synthesize` (or one stream) may ask for: about ten
+/// minutes of speech, far past any spoken answer, so a runaway client
+/// cannot hold a voice for hours.
+pub const MAX_TEXT_CHARS: usize = 10_000;
+
 /// One voice a client may ask for by name.
 pub struct Voice {
     /// The name in `info` and in `synthesize {voice: {name}}`.
@@ -139,6 +144,8 @@ fn wyoming_language(tag: &str) -> String {
 pub struct TextStream {
     voice: Option<Value>,
     splitter: SentenceSplitter,
+    /// Characters received so far (bounded by [`MAX_TEXT_CHARS`]).
+    chars: usize,
 }
 
 /// Handle one TTS event.
@@ -155,6 +162,9 @@ pub fn on_event(
                 return Ok(Flow::Continue);
             }
             let text = event.str("text").unwrap_or_default();
+            if text.chars().count() > MAX_TEXT_CHARS {
+                return too_long(out);
+            }
             let parts = sentences::split(text);
             if parts.is_empty() {
                 out.send(&error_event(
@@ -173,6 +183,7 @@ pub fn on_event(
             *stream = Some(TextStream {
                 voice: event.data.get("voice").cloned(),
                 splitter: SentenceSplitter::new(),
+                chars: 0,
             });
             Ok(Flow::Continue)
         }
@@ -181,7 +192,13 @@ pub fn on_event(
                 tracing::debug!("wyoming: synthesize-chunk outside a stream; ignored");
                 return Ok(Flow::Continue);
             };
-            let done = s.splitter.push(event.str("text").unwrap_or_default());
+            let text = event.str("text").unwrap_or_default();
+            s.chars += text.chars().count();
+            if s.chars > MAX_TEXT_CHARS {
+                *stream = None;
+                return too_long(out);
+            }
+            let done = s.splitter.push(text);
             if done.is_empty() {
                 return Ok(Flow::Continue);
             }
@@ -209,6 +226,16 @@ pub fn on_event(
         }
         _ => Ok(Flow::Continue),
     }
+}
+
+/// The text is over [`MAX_TEXT_CHARS`]: say so and hang up.
+fn too_long(out: &EventWriter) -> Result<Flow, ProtocolError> {
+    tracing::warn!("wyoming: text to synthesize over {MAX_TEXT_CHARS} characters; refused");
+    out.send(&error_event(
+        &format!("text longer than {MAX_TEXT_CHARS} characters; send it in smaller requests"),
+        "text-too-long",
+    ))?;
+    Ok(Flow::Close)
 }
 
 fn no_voice(voices: &Voices, out: &EventWriter) -> Result<Flow, ProtocolError> {
