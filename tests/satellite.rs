@@ -162,10 +162,16 @@ fn wait_listening(port: u16, limit: Duration) -> bool {
 
 /// "What time is it?" spoken by earshot's own Piper voice, as 16 kHz mono.
 fn spoken_request(dir: &Path) -> Vec<i16> {
-    let wav = dir.join("request.wav");
+    spoken(dir, "What time is it?")
+}
+
+/// `text` spoken by earshot's own Piper voice, as 16 kHz mono.
+fn spoken(dir: &Path, text: &str) -> Vec<i16> {
+    let name: String = text.chars().filter(char::is_ascii_alphanumeric).collect();
+    let wav = dir.join(format!("{name}.wav"));
     let out = common::run(
         common::earshot(dir)
-            .args(["say", "What time is it?", "--engine", "piper", "--out"])
+            .args(["say", text, "--engine", "piper", "--out"])
             .arg(&wav),
     );
     assert!(out.status.success(), "say failed: {}", common::stderr(&out));
@@ -555,4 +561,255 @@ fn no_microphone_and_no_satellite_is_refused_with_the_fix() {
         err.contains("wyoming.satellites") && err.contains("audio.input"),
         "{err}"
     );
+}
+
+/// One Wyoming event read by the scripted satellite.
+#[derive(Debug)]
+struct Frame {
+    kind: String,
+    data: serde_json::Value,
+    payload: Vec<u8>,
+}
+
+/// Read one frame: header line, additional data merged over `data`, then
+/// the payload. `None` at EOF.
+fn read_frame(r: &mut impl BufRead) -> Option<Frame> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let header: serde_json::Value = serde_json::from_str(line.trim()).expect("header JSON");
+    let mut data = header
+        .get("data")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(n) = header.get("data_length").and_then(|v| v.as_u64()) {
+        let mut buf = vec![0u8; n as usize];
+        r.read_exact(&mut buf).ok()?;
+        let extra: serde_json::Value = serde_json::from_slice(&buf).expect("data JSON");
+        for (k, v) in extra.as_object().unwrap() {
+            data[k] = v.clone();
+        }
+    }
+    let mut payload = Vec::new();
+    if let Some(n) = header.get("payload_length").and_then(|v| v.as_u64()) {
+        payload = vec![0u8; n as usize];
+        r.read_exact(&mut payload).ok()?;
+    }
+    Some(Frame {
+        kind: header["type"].as_str().unwrap().to_string(),
+        data,
+        payload,
+    })
+}
+
+/// The scripted satellite's view of earshot: frames as they arrive.
+struct Peer {
+    stream: TcpStream,
+    rx: mpsc::Receiver<Frame>,
+    seen: Vec<String>,
+}
+
+impl Peer {
+    fn send(&mut self, kind: &str, data: serde_json::Value, payload: &[u8]) {
+        self.stream.write_all(&frame(kind, data, payload)).unwrap();
+    }
+
+    /// Stream 16 kHz audio as a satellite does (1024-sample chunks),
+    /// unpaced: earshot must not depend on real time.
+    fn send_audio(&mut self, samples: &[i16]) {
+        let fmt = serde_json::json!({"rate": 16000, "width": 2, "channels": 1});
+        let mut bytes = Vec::new();
+        for piece in samples.chunks(1024) {
+            bytes.extend(frame("audio-chunk", fmt.clone(), &le_bytes(piece)));
+        }
+        self.stream.write_all(&bytes).unwrap();
+    }
+
+    /// The next frame that is not an `audio-chunk` (chunks are appended
+    /// to `audio`).
+    fn next(&mut self, limit: Duration, audio: &mut Vec<u8>) -> Frame {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| panic!("no event from earshot; so far: {:?}", self.seen));
+            let f = self
+                .rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no event from earshot; so far: {:?}", self.seen));
+            if f.kind == "audio-chunk" {
+                audio.extend_from_slice(&f.payload);
+                continue;
+            }
+            self.seen.push(format!("{} {}", f.kind, f.data));
+            return f;
+        }
+    }
+
+    /// One request's events, in the order a satellite must see them;
+    /// returns (transcript, answer text, answer audio bytes, audio rate).
+    fn expect_turn(&mut self) -> (String, String, Vec<u8>, u64) {
+        let limit = Duration::from_secs(120);
+        let mut audio = Vec::new();
+        let kinds: Vec<Frame> = (0..6).map(|_| self.next(limit, &mut audio)).collect();
+        let order: Vec<&str> = kinds.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "voice-started",
+                "voice-stopped",
+                "transcript",
+                "synthesize",
+                "audio-start",
+                "audio-stop"
+            ],
+            "{:?}",
+            self.seen
+        );
+        let rate = kinds[4].data["rate"].as_u64().unwrap();
+        assert_eq!(kinds[4].data["width"], 2);
+        assert_eq!(kinds[4].data["channels"], 1);
+        (
+            kinds[2].data["text"].as_str().unwrap().to_lowercase(),
+            kinds[3].data["text"].as_str().unwrap().to_string(),
+            audio,
+            rate,
+        )
+    }
+}
+
+/// The events newer satellites and Home Assistant use, scripted byte for
+/// byte against the real binary: `audio-stop` ends a request with no
+/// trailing silence, `played` ends the wait for playback at once (the next
+/// request, sent right after it, is heard), `pause-satellite` makes
+/// earshot drop audio until the satellite runs again, and the answer comes
+/// as voice-started, voice-stopped, transcript, synthesize, audio-start,
+/// audio-chunks, audio-stop.
+#[test]
+fn scripted_satellite_audio_stop_played_and_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let time = spoken(d, "What time is it?");
+    let day = spoken(d, "What day is it?");
+    let paused = spoken(d, "Tell me the time.");
+    let date = spoken(d, "What's the date today?");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!("[wyoming]\nsatellites = [\"tcp://127.0.0.1:{port}\"]\n"),
+    )
+    .unwrap();
+    let mut earshot = Reaper(Some(
+        common::earshot(d)
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "--input", "none", "--output"])
+            .arg(d.join("local.wav"))
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+    let (stream, _) = listener.accept().unwrap();
+    let reader = stream.try_clone().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(reader);
+        while let Some(f) = read_frame(&mut r) {
+            if tx.send(f).is_err() {
+                return;
+            }
+        }
+    });
+    let mut peer = Peer {
+        stream,
+        rx,
+        seen: Vec::new(),
+    };
+    let mut ignored = Vec::new();
+    // earshot asks who we are, then tells us to run.
+    let first = peer.next(Duration::from_secs(120), &mut ignored);
+    assert_eq!(first.kind, "describe", "{:?}", peer.seen);
+    assert_eq!(
+        peer.next(Duration::from_secs(5), &mut ignored).kind,
+        "run-satellite"
+    );
+
+    // 1. Local wake word heard: the request, then audio-stop at once.
+    peer.send(
+        "run-pipeline",
+        serde_json::json!({"start_stage": "asr", "end_stage": "tts"}),
+        &[],
+    );
+    peer.send_audio(&time);
+    peer.send("audio-stop", serde_json::json!({}), &[]);
+    let (heard, answer, audio, rate) = peer.expect_turn();
+    assert!(heard.contains("what time"), "{heard}");
+    assert_eq!(clock_in(&answer), Some((3, 27)), "{answer}");
+    // About the length the answer takes to say (a second or more).
+    assert!(
+        audio.len() as u64 > rate * 2,
+        "{} bytes at {rate} Hz",
+        audio.len()
+    );
+
+    // 2. `played` right away, then the next request immediately: heard.
+    peer.send("played", serde_json::json!({}), &[]);
+    peer.send(
+        "run-pipeline",
+        serde_json::json!({"start_stage": "asr", "end_stage": "tts"}),
+        &[],
+    );
+    peer.send_audio(&day);
+    peer.send("audio-stop", serde_json::json!({}), &[]);
+    let (heard, _, audio, _) = peer.expect_turn();
+    assert!(heard.contains("day"), "{heard}");
+    assert!(!audio.is_empty());
+    peer.send("played", serde_json::json!({}), &[]);
+
+    // 3. Paused: a request (with trailing silence, so it would end) is
+    // dropped; after run-pipeline the next one is the one heard.
+    peer.send("pause-satellite", serde_json::json!({}), &[]);
+    let mut with_silence = paused.clone();
+    with_silence.extend(std::iter::repeat_n(0i16, 16_000 * 2));
+    peer.send_audio(&with_silence);
+    peer.send("audio-stop", serde_json::json!({}), &[]);
+    peer.send(
+        "run-pipeline",
+        serde_json::json!({"start_stage": "asr", "end_stage": "tts"}),
+        &[],
+    );
+    peer.send_audio(&date);
+    peer.send("audio-stop", serde_json::json!({}), &[]);
+    let (heard, _, _, _) = peer.expect_turn();
+    assert!(
+        heard.contains("date") && !heard.contains("tell"),
+        "heard {heard:?} after the pause"
+    );
+
+    // 4. Shutdown: earshot tells the satellite to pause, then hangs up.
+    sigterm(earshot.child());
+    let bye = peer.next(Duration::from_secs(30), &mut ignored);
+    assert_eq!(bye.kind, "pause-satellite", "{:?}", peer.seen);
+    let status = wait_exit(earshot.child(), Duration::from_secs(30));
+    log.drain();
+    let status = status.unwrap_or_else(|| panic!("no exit; log:\n{}", log.text()));
+    assert!(status.success(), "{status:?}; log:\n{}", log.text());
+    // Three turns, one conversation (the satellite's).
+    let db = rusqlite::Connection::open(d.join("earshot.db")).unwrap();
+    let (turns, conversations): (i64, i64) = db
+        .query_row(
+            "SELECT COUNT(*), COUNT(DISTINCT conversation_id) FROM turn_log WHERE source = 'wyoming'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((turns, conversations), (3, 1), "{}", log.text());
 }

@@ -165,6 +165,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
         resampler: None,
         dropped_ms: 0,
         vad: ctx.services.config.audio.vad.clone(),
+        played: false,
     };
     let end = loop {
         if ctx.shutdown.is_cancelled() {
@@ -233,6 +234,8 @@ struct Session {
     dropped_ms: u64,
     /// `audio.vad`, for a fresh endpointer per request.
     vad: VadConfig,
+    /// `played` arrived while the worker was still finishing.
+    played: bool,
 }
 
 impl Session {
@@ -289,9 +292,15 @@ impl Session {
                 Ok(())
             }
             "played" => {
-                if matches!(self.phase, Phase::Playing { .. }) {
-                    tracing::debug!("satellite {}: answer played", self.label);
-                    self.listen_again(endpointer);
+                match self.phase {
+                    Phase::Playing { .. } => {
+                        tracing::debug!("satellite {}: answer played", self.label);
+                        self.listen_again(endpointer);
+                    }
+                    // Our worker sent audio-stop and the satellite played
+                    // it before the session saw the worker finish.
+                    Phase::Busy { .. } => self.played = true,
+                    Phase::Listening => {}
                 }
                 Ok(())
             }
@@ -408,6 +417,7 @@ impl Session {
             .spawn(move || job.run(utterance))
             .map_err(|e| format!("cannot start a turn thread: {e}"))?;
         self.dropped_ms = 0;
+        self.played = false;
         self.phase = Phase::Busy { worker, cancel };
         Ok(())
     }
@@ -433,7 +443,7 @@ impl Session {
                     return Some(lost);
                 }
                 match playback_end(&outcome.answer) {
-                    Some(until) if until > Instant::now() => {
+                    Some(until) if until > Instant::now() && !self.played => {
                         self.phase = Phase::Playing { until };
                     }
                     _ => self.listen_again(endpointer),
