@@ -12,6 +12,7 @@ export EARSHOT_MODELS_DIR=${EARSHOT_MODELS_DIR:-"$PWD/models"}
 echo "== Wyoming peers (virtualenvs)"
 "$here/venv-wyoming-client.sh"
 "$here/venv-wyoming-services.sh"
+"$here/venv-wyoming-satellite.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
