@@ -541,7 +541,7 @@ fn earshot_client_rejects_malformed_frames_from_a_raw_server() {
 }
 
 #[test]
-fn sigterm_stops_the_server_cleanly_and_a_bad_uri_is_one_line() {
+fn sigterm_finishes_in_flight_requests_then_exits_0_and_a_bad_uri_is_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = common::run(common::earshot(dir.path()).args([
         "wyoming",
@@ -555,26 +555,61 @@ fn sigterm_stops_the_server_cleanly_and_a_bad_uri_is_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
     let (mut child, port) = start_server(dir.path());
-    // An open, idle connection does not hold the shutdown up.
+    // An open, idle connection does not hold the shutdown up…
     let idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let started = Instant::now();
+    // …and a request whose audio was sent before the signal is finished.
+    let name = "sense_and_sensibility_01_austen_64kb-0880.wav";
+    let samples: Vec<i16> = hound::WavReader::open(common::data(&format!("speech/{name}")))
+        .unwrap()
+        .into_samples::<i16>()
+        .map(Result::unwrap)
+        .collect();
+    let uri = WyomingUri::parse(&format!("tcp://127.0.0.1:{port}")).unwrap();
+    let busy = Connection::connect(&uri, Duration::from_secs(2), Limits::default()).unwrap();
+    busy.send(&Event::new("transcribe")).unwrap();
+    busy.send(&earshot::wyoming::audio::audio_start(
+        earshot::wyoming::audio::AudioFormat::EARSHOT,
+        None,
+    ))
+    .unwrap();
+    for chunk in samples.chunks(1024) {
+        busy.send(&earshot::wyoming::audio::audio_chunk_i16(
+            16000, chunk, None,
+        ))
+        .unwrap();
+    }
+    busy.send(&earshot::wyoming::audio::audio_stop(None))
+        .unwrap();
     // SAFETY: plain kill(2) on our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let transcript = busy
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap()
+        .expect("the in-flight transcription is answered");
+    assert_eq!(transcript.kind, "transcript", "{transcript:?}");
+    let text = transcript.str("text").unwrap_or_default();
+    assert!(recall(&expected_transcript(name), text) >= 0.75, "{text:?}");
+    assert!(matches!(
+        busy.recv_timeout(Duration::from_secs(10)),
+        Err(ProtocolError::Closed)
+    ));
+    // Then the process exits 0 (the drain waits at most 20 s).
+    let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("earshot wyoming serve ignored SIGTERM");
+            panic!("earshot wyoming serve did not exit after SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // A new peer is no longer accepted.
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
     drop(idle);
     let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap();
     assert!(log.contains("wyoming: stopped"), "{log}");

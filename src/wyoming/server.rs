@@ -16,8 +16,9 @@
 //!   [`WRITE_TIMEOUT`] so a peer that stops reading cannot wedge a thread.
 //!
 //! Stopping (SIGTERM) stops accepting at once; connections finish the
-//! request they are in (a transcription, a turn) and close, and
-//! [`Server::run`] waits for them up to [`DRAIN_TIMEOUT`].
+//! request they are in (a transcription, a turn) and the events the peer
+//! had already sent, then close; [`Server::run`] waits for them up to
+//! [`DRAIN_TIMEOUT`].
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +41,8 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often idle loops look at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
+/// On stop, a connection closes after this long without an event.
+const QUIET_ON_STOP: Duration = Duration::from_millis(300);
 
 /// What a connection does after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,11 +294,16 @@ fn serve_connection<H: Handler>(
     let mut session = handler.open(peer);
     let mut last_event = Instant::now();
     loop {
-        if stop.is_cancelled() {
-            tracing::debug!(%peer, "wyoming: closing on shutdown");
-            return;
-        }
-        match conn.recv_timeout(TICK) {
+        // On shutdown, finish what the peer has already sent (the end of an
+        // utterance, a transcript to handle): close once it has been
+        // quiet for [`QUIET_ON_STOP`].
+        let stopping = stop.is_cancelled();
+        let wait = if stopping { QUIET_ON_STOP } else { TICK };
+        match conn.recv_timeout(wait) {
+            Ok(None) if stopping => {
+                tracing::debug!(%peer, "wyoming: closing on shutdown");
+                return;
+            }
             Ok(None) => {
                 if last_event.elapsed() >= IDLE_TIMEOUT {
                     tracing::info!(
