@@ -218,10 +218,7 @@ impl VoiceLoop {
     /// utterance is under way. A detection opens the [`WAKE_WINDOW`]; a
     /// window that ends without speech closes the gate again.
     fn waiting_for_wake_word(&mut self, awake_until: &mut Option<Instant>) -> bool {
-        let Some(wake) = self.wake.as_mut() else {
-            return false;
-        };
-        if self.endpointer.is_speaking() {
+        if self.wake.is_none() || self.endpointer.is_speaking() {
             return false;
         }
         if let Some(until) = *awake_until {
@@ -230,12 +227,22 @@ impl VoiceLoop {
             }
             tracing::info!("no request after the wake word; waiting for it again");
             *awake_until = None;
-            self.endpointer.reset();
-            wake.rearm();
+            self.reset_endpointer();
+            if let Some(wake) = self.wake.as_mut() {
+                wake.rearm();
+            }
         }
+        let Some(wake) = self.wake.as_mut() else {
+            return false;
+        };
         if let Some(detection) = wake.poll() {
-            tracing::info!(word = %detection.name, "wake word heard: listening");
-            self.endpointer.reset();
+            tracing::info!(
+                word = %detection.name,
+                heard_at_ms = detection.timestamp_ms,
+                now_ms = wake.position_ms(),
+                "wake word heard: listening"
+            );
+            self.reset_endpointer();
             *awake_until = Some(Instant::now() + WAKE_WINDOW);
             return false;
         }
@@ -247,7 +254,7 @@ impl VoiceLoop {
     /// longest utterance allowed) is the request.
     fn push_to_talk_capture(&mut self, tick: &mut dyn FnMut()) -> Option<Utterance> {
         self.source.flush();
-        self.endpointer.reset();
+        self.reset_endpointer();
         let max_ms = u64::from(self.services.config.audio.vad.max_utterance_ms.max(1000));
         let max = (max_ms * u64::from(SAMPLE_RATE) / 1000) as usize;
         let mut samples: Vec<i16> = Vec::new();
@@ -542,10 +549,25 @@ impl VoiceLoop {
             .unwrap_or_default())
     }
 
+    /// A clean endpointer (no speech in progress, no pre-roll). Built anew
+    /// rather than `Endpointer::reset`: that calls webrtc-vad's
+    /// `fvad_reset`, which also puts the VAD back to 8 kHz and its default
+    /// mode, after which no 16 kHz frame is ever voiced (the loop went deaf
+    /// after its first turn).
+    fn reset_endpointer(&mut self) {
+        match Endpointer::new(&self.services.config.audio.vad) {
+            Ok(fresh) => self.endpointer = fresh,
+            Err(e) => {
+                tracing::warn!("audio.vad settings: {e}; keeping the endpointer");
+                self.endpointer.reset();
+            }
+        }
+    }
+
     /// Our own voice must not become the next request.
     fn after_speaking(&mut self) {
         self.source.flush();
-        self.endpointer.reset();
+        self.reset_endpointer();
     }
 
     fn wait_speech(&mut self, tick: &mut dyn FnMut()) {
@@ -581,7 +603,7 @@ impl VoiceLoop {
                 Ok(source) => {
                     tracing::info!(input = %source.describe(), "microphone back");
                     self.source = source;
-                    self.endpointer.reset();
+                    self.reset_endpointer();
                     return true;
                 }
                 Err(e) => {
