@@ -262,7 +262,9 @@ impl Transcript {
         }
     }
 
-    fn no_speech(engine: &str, path: &str, reason: String, audio_ms: u64) -> Transcript {
+    /// An empty transcript made by `engine` (also the base other engines
+    /// fill in, e.g. the Wyoming client).
+    pub(crate) fn no_speech(engine: &str, path: &str, reason: String, audio_ms: u64) -> Transcript {
         Transcript {
             text: String::new(),
             no_speech: true,

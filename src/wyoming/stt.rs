@@ -24,7 +24,7 @@ use super::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
 use super::client::{Connection, WyomingUri};
 use super::protocol::{Event, Limits, ProtocolError};
 use super::WyomingConfig;
-use crate::stt::{SttError, SttTimings, Transcriber, Transcript};
+use crate::stt::{SttError, Transcriber, Transcript};
 
 /// Samples per `audio-chunk` sent (64 ms at 16 kHz: what satellites send).
 const CHUNK_SAMPLES: usize = 1024;
@@ -139,21 +139,16 @@ impl Transcriber for WyomingStt {
             Ok(text) => {
                 self.backoff.succeeded();
                 let stt_ms = started.elapsed().as_millis() as u64;
-                Ok(Transcript {
-                    no_speech: text.is_empty(),
-                    text,
-                    engine: "wyoming".into(),
-                    path: "service".into(),
-                    reason: format!("Wyoming ASR at {}", self.uri),
-                    timings: SttTimings {
-                        stt_ms,
-                        audio_ms,
-                        ..Default::default()
-                    },
-                    audio_ctx: None,
-                    avg_logprob: None,
-                    fallbacks: Vec::new(),
-                })
+                let mut t = Transcript::no_speech(
+                    "wyoming",
+                    "service",
+                    format!("Wyoming ASR at {}", self.uri),
+                    audio_ms,
+                );
+                t.no_speech = text.is_empty();
+                t.text = text;
+                t.timings.stt_ms = stt_ms;
+                Ok(t)
             }
             Err(reason) => {
                 let retry = self.backoff.failed();
