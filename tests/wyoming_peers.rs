@@ -563,3 +563,56 @@ fn voice_loop_answers_only_after_the_wake_word_and_without_one_while_the_service
         "{lines:?}"
     );
 }
+
+#[test]
+fn earshot_run_with_its_wake_service_down_still_answers_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = format!("tcp://127.0.0.1:{}", free_port());
+    std::fs::write(
+        dir.path().join("earshot.toml"),
+        format!("[wyoming]\nwake_uri = \"{dead}\"\nwake_words = [\"hey_jarvis\"]\n"),
+    )
+    .unwrap();
+    let input = dir.path().join("request.wav");
+    let mut wav = hound::WavWriter::create(
+        &input,
+        hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        },
+    )
+    .unwrap();
+    let mut samples = vec![0i16; 8_000];
+    samples.extend(earshot::audio::to_i16(&piper_16k("What time is it?")));
+    samples.extend(vec![0i16; 16_000]);
+    for s in samples {
+        wav.write_sample(s).unwrap();
+    }
+    wav.finalize().unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["run", "--json", "--input"])
+            .arg(&input)
+            .args(["--output"])
+            .arg(dir.path().join("answer.wav"))
+            .env("EARSHOT_CONFIG", dir.path().join("earshot.toml"))
+            .env("LLM_BASE_URL", "http://127.0.0.1:9"),
+    );
+    let err = common::stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let turn: serde_json::Value = serde_json::from_str(common::stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{err}", common::stdout(&out)));
+    assert_eq!(
+        words(turn["text"].as_str().unwrap()),
+        "what time is it",
+        "{turn}"
+    );
+    assert!(
+        err.lines().any(|l| l.contains("WARN")
+            && l.contains(&format!("wake-word service at {dead}"))
+            && l.contains("listening without a wake word")),
+        "{err}"
+    );
+}
