@@ -251,6 +251,10 @@ impl Session {
         endpointer: &mut Endpointer,
         event: Event,
     ) -> Result<(), String> {
+        // Events queued behind the worker's end see the phase after it.
+        if let Some(lost) = self.poll_phase(ctx, endpointer) {
+            return Err(lost);
+        }
         match event.kind.as_str() {
             "audio-chunk" => self.on_audio(ctx, endpointer, &event),
             "audio-start" => {
@@ -297,9 +301,18 @@ impl Session {
                         tracing::debug!("satellite {}: answer played", self.label);
                         self.listen_again(endpointer);
                     }
-                    // Our worker sent audio-stop and the satellite played
-                    // it before the session saw the worker finish.
-                    Phase::Busy { .. } => self.played = true,
+                    // The satellite played the answer before the session
+                    // saw the worker finish: once audio-stop went out the
+                    // worker has no more I/O, so join it and listen now
+                    // (the next request may already be on its way).
+                    Phase::Busy { .. } => {
+                        self.played = true;
+                        if self.sink.answer_sent() {
+                            if let Some(lost) = self.finish_worker(ctx, endpointer) {
+                                return Err(lost);
+                            }
+                        }
+                    }
                     Phase::Listening => {}
                 }
                 Ok(())
@@ -400,6 +413,9 @@ impl Session {
             json!({ "timestamp": utterance.end_ms() }),
         ))?;
         let cancel = CancelToken::new();
+        // A fresh answer (before the worker starts, so a late `played`
+        // can't mistake the previous answer's end for this one's).
+        self.sink.begin();
         let job = Job {
             label: self.label.clone(),
             services: ctx.services.clone(),
@@ -426,29 +442,7 @@ impl Session {
     fn poll_phase(&mut self, ctx: &mut Ctx<'_>, endpointer: &mut Endpointer) -> Option<String> {
         match &self.phase {
             Phase::Busy { worker, .. } if worker.is_finished() => {
-                let Phase::Busy { worker, .. } =
-                    std::mem::replace(&mut self.phase, Phase::Listening)
-                else {
-                    return None;
-                };
-                let outcome = worker.join().unwrap_or_else(|_| Outcome {
-                    conversation_id: None,
-                    answer: AnswerStats::default(),
-                    lost: None,
-                });
-                if outcome.conversation_id.is_some() {
-                    *ctx.conversation = outcome.conversation_id;
-                }
-                if let Some(lost) = outcome.lost {
-                    return Some(lost);
-                }
-                match playback_end(&outcome.answer) {
-                    Some(until) if until > Instant::now() && !self.played => {
-                        self.phase = Phase::Playing { until };
-                    }
-                    _ => self.listen_again(endpointer),
-                }
-                None
+                self.finish_worker(ctx, endpointer)
             }
             Phase::Playing { until } if Instant::now() >= *until => {
                 self.listen_again(endpointer);
@@ -456,6 +450,33 @@ impl Session {
             }
             _ => None,
         }
+    }
+
+    /// Join the worker (finished, or past its last write) and go on to
+    /// playing or listening. Returns why the connection is lost, if it is.
+    fn finish_worker(&mut self, ctx: &mut Ctx<'_>, endpointer: &mut Endpointer) -> Option<String> {
+        let Phase::Busy { worker, .. } = std::mem::replace(&mut self.phase, Phase::Listening)
+        else {
+            return None;
+        };
+        let outcome = worker.join().unwrap_or_else(|_| Outcome {
+            conversation_id: None,
+            answer: AnswerStats::default(),
+            lost: None,
+        });
+        if outcome.conversation_id.is_some() {
+            *ctx.conversation = outcome.conversation_id;
+        }
+        if let Some(lost) = outcome.lost {
+            return Some(lost);
+        }
+        match playback_end(&outcome.answer) {
+            Some(until) if until > Instant::now() && !self.played => {
+                self.phase = Phase::Playing { until };
+            }
+            _ => self.listen_again(endpointer),
+        }
+        None
     }
 
     /// Back to listening: forget audio heard while answering.
@@ -551,7 +572,6 @@ impl Job {
                     .err()
                     .map(|e| format!("cannot send error: {e}"));
                 if outcome.lost.is_none() && self.speaks {
-                    self.sink.begin();
                     self.speaker.say(sentence);
                     self.speaker.wait_done(&self.cancel, ANSWER_LIMIT);
                     outcome.answer = self.sink.finish();
@@ -590,7 +610,6 @@ impl Job {
             .extra
             .insert("satellite".into(), json!(self.label.clone()));
 
-        self.sink.begin();
         let turn_started = Instant::now();
         let mut speech = SatelliteSpeech {
             inner: TurnSpeech::new(&self.speaker),

@@ -111,6 +111,12 @@ impl SatelliteSink {
         }
     }
 
+    /// The answer is closed (`finish` ran: `audio-stop` sent, or nothing
+    /// was ever going to be).
+    pub fn answer_sent(&self) -> bool {
+        self.state.lock().map(|s| s.stopped).unwrap_or(true)
+    }
+
     /// Close the answer: `audio-stop` if any audio went out. Returns what
     /// was sent.
     pub fn finish(&self) -> AnswerStats {
