@@ -41,8 +41,10 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often idle loops look at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
-/// On stop, a connection closes after this long without an event.
-const QUIET_ON_STOP: Duration = Duration::from_millis(300);
+/// On stop, a connection outside a request closes after this long
+/// without an event (long enough for what the peer sent just before the
+/// signal to be read on a busy machine).
+const QUIET_ON_STOP: Duration = Duration::from_secs(1);
 
 /// What a connection does after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +63,14 @@ pub trait Handler: Send + Sync + 'static {
 
     /// A peer connected.
     fn open(&self, peer: SocketAddr) -> Self::Session;
+
+    /// Whether the session is in the middle of a request whose rest the
+    /// peer is still sending (an utterance before its `audio-stop`): on
+    /// shutdown the connection then waits for it instead of closing after
+    /// a quiet moment. Default: never.
+    fn in_request(&self, _session: &Self::Session) -> bool {
+        false
+    }
 
     /// One well-formed event from the peer; replies go to `out`. A write
     /// error means the peer is gone and ends the connection.
@@ -300,7 +310,7 @@ fn serve_connection<H: Handler>(
         let stopping = stop.is_cancelled();
         let wait = if stopping { QUIET_ON_STOP } else { TICK };
         match conn.recv_timeout(wait) {
-            Ok(None) if stopping => {
+            Ok(None) if stopping && !handler.in_request(&session) => {
                 tracing::debug!(%peer, "wyoming: closing on shutdown");
                 return;
             }

@@ -28,11 +28,19 @@ pub struct Capture {
     rate: Option<u32>,
     /// `language` asked by `transcribe`, echoed in the transcript.
     language: Option<String>,
+    /// A `transcribe` or audio arrived and `audio-stop` has not yet.
+    open: bool,
 }
 
 impl Capture {
     fn reset(&mut self) {
         *self = Capture::default();
+    }
+
+    /// Whether an utterance is being received (shutdown waits for its
+    /// `audio-stop` and answers it).
+    pub fn is_open(&self) -> bool {
+        self.open
     }
 }
 
@@ -48,12 +56,14 @@ pub fn on_event(
         "transcribe" => {
             capture.reset();
             capture.language = event.str("language").map(str::to_string);
+            capture.open = true;
             Ok(Flow::Continue)
         }
         "audio-start" => {
             let language = capture.language.take();
             capture.reset();
             capture.language = language;
+            capture.open = true;
             match AudioFormat::from_event(event) {
                 Ok(format) => {
                     capture.rate = Some(format.rate);
@@ -93,6 +103,7 @@ pub fn on_event(
                 );
             }
             capture.samples.extend_from_slice(&mono);
+            capture.open = true;
             Ok(Flow::Continue)
         }
         "audio-stop" => {

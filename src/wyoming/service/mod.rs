@@ -100,6 +100,10 @@ impl Handler for Service {
         }
     }
 
+    fn in_request(&self, session: &Session) -> bool {
+        session.audio.is_open() || session.stream.is_some()
+    }
+
     fn event(
         &self,
         session: &mut Session,
