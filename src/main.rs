@@ -188,6 +188,8 @@ enum EvalWhat {
 enum BenchWhat {
     /// Local STT vs whisper.cpp's default decoding, clip by clip.
     Stt(earshot::cli::bench_stt::BenchSttArgs),
+    /// First complete sentence → first audio queued, through the real speaker.
+    Speak(earshot::cli::bench_speak::BenchSpeakArgs),
 }
 
 #[derive(Subcommand)]
@@ -288,6 +290,7 @@ fn main() -> ExitCode {
         Command::Export(args) => earshot::cli::export::run(config, args),
         Command::Bench { what } => match what {
             BenchWhat::Stt(args) => earshot::cli::bench_stt::run(config, args),
+            BenchWhat::Speak(args) => earshot::cli::bench_speak::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {

@@ -5,6 +5,13 @@
 //! `whisper-cli` program (`--whisper-cli`, built by
 //! scripts/build-whisper-cli.sh). Inference time only: the model is loaded
 //! and warmed up before any clip is timed.
+//!
+//! With `--whisper-cli` a parity column is added (issue 6.7, "no overhead
+//! of ours"): earshot's whisper engine decoding with exactly whisper-cli's
+//! default settings (full context, beam 5, temperature fallback and
+//! thresholds, same threads, flash attention as whisper-cli) against the
+//! CLI's own inference time (`total - load` from its report) on the same
+//! clip, plus the real-time factor of each.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -165,7 +172,9 @@ fn run_cli(cli: &Path, model: &Path, wav: &Path, threads: usize) -> Result<(f64,
         .arg(model)
         .arg("-f")
         .arg(wav)
-        .args(["-t", &threads.to_string(), "-l", "en", "-nt"])
+        // No `-nt`: that flag changes decoding (no timestamp tokens); the
+        // defaults print "[from --> to]   text" lines, stripped below.
+        .args(["-t", &threads.to_string(), "-l", "en"])
         .output()
         .with_context(|| format!("cannot run {}", cli.display()))?;
     if !o.status.success() {
@@ -189,10 +198,32 @@ fn run_cli(cli: &Path, model: &Path, wav: &Path, threads: usize) -> Result<(f64,
     let total =
         grab("total time").ok_or_else(|| anyhow!("no 'total time' in whisper-cli output"))?;
     let load = grab("load time").unwrap_or(0.0);
-    Ok((
-        total - load,
-        String::from_utf8_lossy(&o.stdout).trim().to_string(),
-    ))
+    Ok((total - load, cli_text(&String::from_utf8_lossy(&o.stdout))))
+}
+
+/// The words of whisper-cli's stdout: each `[00:00:00.000 --> …]   text`
+/// line without its timestamps, joined.
+fn cli_text(stdout: &str) -> String {
+    stdout
+        .lines()
+        .map(|l| {
+            let l = l.trim();
+            match (l.starts_with('['), l.find(']')) {
+                (true, Some(end)) => l[end + 1..].trim(),
+                _ => l,
+            }
+        })
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Per-clip whisper-cli figures.
+struct CliFigures {
+    cli_ms: f64,
+    cli_text: String,
+    parity_ms: f64,
+    parity_text: String,
 }
 
 /// Run the benchmark; `Ok(true)` when every target was met.
@@ -218,23 +249,30 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
     let threads = engine.threads();
     if !args.json {
         println!(
-            "model {} · {} threads · {} run(s) per clip (median) · beam_size {} · whisper.cpp {}",
+            "model {} · {} threads · {} run(s) per clip (median) · beam_size {} · flash_attn {} · whisper.cpp {}",
             model.display(),
             threads,
             runs,
             config.stt.beam_size,
+            engine.flash_attn(),
             whisper_rs::WHISPER_CPP_VERSION
         );
     }
     let mut short_ratios = Vec::new();
     let mut worst_ratio = 0.0f64;
     let mut wer_worse = Vec::new();
+    let mut parity_ratios = Vec::new();
     for clip in &clips {
         let dur_s = clip.samples.len() as f64 / f64::from(SAMPLE_RATE);
         let mut base_ms = Vec::new();
         let mut ours_ms = Vec::new();
+        let mut parity_ms = Vec::new();
+        let mut cli_ms = Vec::new();
         let mut base_text = String::new();
+        let mut parity_text = String::new();
+        let mut cli_text = String::new();
         let mut ours = None;
+        // Interleaved per run, so load changes hit every column alike.
         for _ in 0..runs {
             let d = engine.decode_library_default(&clip.samples)?;
             base_ms.push(d.elapsed.as_secs_f64() * 1000.0);
@@ -243,6 +281,14 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
             let t = stt.transcribe(&clip.samples)?;
             ours_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
             ours = Some(t);
+            if let Some(cli) = &args.whisper_cli {
+                let p = engine.decode_cli_default(&clip.samples)?;
+                parity_ms.push(p.elapsed.as_secs_f64() * 1000.0);
+                parity_text = p.text;
+                let (ms, t) = run_cli(cli, &model, &clip.wav, threads)?;
+                cli_ms.push(ms);
+                cli_text = t;
+            }
         }
         let Some(ours) = ours else { continue };
         let (base, mine) = (median(base_ms), median(ours_ms));
@@ -256,19 +302,16 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
         if wer_ours > wer_base + 1e-9 {
             wer_worse.push(clip.name.clone());
         }
-        let cli = match &args.whisper_cli {
-            Some(cli) => {
-                let mut times = Vec::new();
-                let mut text_cli = String::new();
-                for _ in 0..runs {
-                    let (ms, t) = run_cli(cli, &model, &clip.wav, threads)?;
-                    times.push(ms);
-                    text_cli = t;
-                }
-                Some((median(times), text_cli))
-            }
-            None => None,
-        };
+        let cli = args.whisper_cli.as_ref().map(|_| CliFigures {
+            cli_ms: median(cli_ms),
+            cli_text,
+            parity_ms: median(parity_ms),
+            parity_text,
+        });
+        if let Some(c) = &cli {
+            parity_ratios.push(c.parity_ms / c.cli_ms);
+        }
+        let audio_ms = dur_s * 1000.0;
         if args.json {
             super::print_json(&json!({
                 "clip": clip.name, "seconds": dur_s,
@@ -276,8 +319,15 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
                 "default_text": base_text, "earshot_text": ours.text,
                 "wer_default": wer_base, "wer_earshot": wer_ours,
                 "path": ours.path, "reason": ours.reason, "audio_ctx": ours.audio_ctx,
-                "cli_ms": cli.as_ref().map(|c| c.0), "cli_text": cli.as_ref().map(|c| c.1.clone()),
-                "wer_cli": cli.as_ref().map(|c| text::wer(&clip.reference, &c.1)),
+                "rtf_default": base / audio_ms, "rtf_earshot": mine / audio_ms,
+                "cli_ms": cli.as_ref().map(|c| c.cli_ms), "cli_text": cli.as_ref().map(|c| c.cli_text.clone()),
+                "wer_cli": cli.as_ref().map(|c| text::wer(&clip.reference, &c.cli_text)),
+                "rtf_cli": cli.as_ref().map(|c| c.cli_ms / audio_ms),
+                "parity_ms": cli.as_ref().map(|c| c.parity_ms),
+                "parity_text": cli.as_ref().map(|c| c.parity_text.clone()),
+                "wer_parity": cli.as_ref().map(|c| text::wer(&clip.reference, &c.parity_text)),
+                "parity_ratio": cli.as_ref().map(|c| c.parity_ms / c.cli_ms),
+                "rtf_parity": cli.as_ref().map(|c| c.parity_ms / audio_ms),
                 "reference": clip.reference,
             }));
         } else {
@@ -287,12 +337,22 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
             );
             println!("    default: {base_text}");
             println!("    earshot: {}", ours.display_text());
-            if let Some((ms, t)) = &cli {
+            if let Some(c) = &cli {
                 println!(
-                    "    whisper-cli: {:.0} ms (earshot/cli {:.2}), WER {:.1}%: {t}",
-                    ms,
-                    mine / ms,
-                    text::wer(&clip.reference, t) * 100.0
+                    "    whisper-cli: {:.0} ms (RTF {:.3}; earshot/cli {:.2}), WER {:.1}%: {}",
+                    c.cli_ms,
+                    c.cli_ms / audio_ms,
+                    mine / c.cli_ms,
+                    text::wer(&clip.reference, &c.cli_text) * 100.0,
+                    c.cli_text
+                );
+                println!(
+                    "    parity (earshot engine, whisper-cli's settings): {:.0} ms (RTF {:.3}; parity/cli {:.2}), WER {:.1}%: {}",
+                    c.parity_ms,
+                    c.parity_ms / audio_ms,
+                    c.parity_ms / c.cli_ms,
+                    text::wer(&clip.reference, &c.parity_text) * 100.0,
+                    c.parity_text
                 );
             }
         }
@@ -301,11 +361,19 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
     let ok_median = median_short <= 0.35;
     let ok_worst = worst_ratio <= 1.2;
     let ok_wer = wer_worse.is_empty();
+    let parity = (!parity_ratios.is_empty()).then(|| {
+        let worst = parity_ratios.iter().copied().fold(0.0f64, f64::max);
+        (median(parity_ratios.clone()), worst)
+    });
+    let ok_parity = parity.is_none_or(|(m, _)| m <= 1.05);
     if args.json {
         super::print_json(&json!({
             "summary": true, "median_ratio_le_5s": median_short, "clips_le_5s": short_ratios.len(),
             "worst_ratio": worst_ratio, "wer_worse_on": wer_worse,
-            "targets": {"median_le_0_35": ok_median, "worst_le_1_2": ok_worst, "wer_not_worse": ok_wer},
+            "parity_median_ratio": parity.map(|p| p.0), "parity_worst_ratio": parity.map(|p| p.1),
+            "flash_attn": engine.flash_attn(),
+            "targets": {"median_le_0_35": ok_median, "worst_le_1_2": ok_worst, "wer_not_worse": ok_wer,
+                        "parity_le_1_05": parity.map(|_| ok_parity)},
         }));
     } else {
         println!(
@@ -314,6 +382,13 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
             if ok_worst { "met" } else { "MISSED" },
             if ok_wer { "none (met)".to_string() } else { wer_worse.join(", ") }
         );
+        if let Some((m, w)) = parity {
+            println!(
+                "parity (same settings as whisper-cli, inference only): median ratio earshot/whisper-cli {m:.2} (target ≤ 1.05: {}) · worst {w:.2} · whisper.cpp {} (earshot) vs whisper-cli's own build",
+                if ok_parity { "met" } else { "MISSED" },
+                whisper_rs::WHISPER_CPP_VERSION
+            );
+        }
     }
-    Ok(ok_median && ok_worst && ok_wer)
+    Ok(ok_median && ok_worst && ok_wer && ok_parity)
 }

@@ -182,6 +182,8 @@ impl Transcriber for GroqStt {
             },
             audio_ctx: None,
             avg_logprob: None,
+            min_logprob: None,
+            weakest_token: None,
             fallbacks: Vec::new(),
         })
     }

@@ -42,6 +42,9 @@ pub struct SttConfig {
     pub threads: usize,
     /// 1 = greedy; more = beam search.
     pub beam_size: usize,
+    /// Flash attention in whisper.cpp (its own default; whisper-rs turns
+    /// it off unless asked).
+    pub flash_attn: bool,
     /// `STT_BASE_URL`
     pub cloud_base_url: String,
     /// `GROQ_STT_MODEL`
@@ -68,6 +71,7 @@ impl Default for SttConfig {
             threads: 0,
             // Beam 5: greedy mishears one shared clip ("old-sposed"); see notes/stt.md.
             beam_size: 5,
+            flash_attn: true,
             cloud_base_url: "https://api.groq.com/openai/v1".into(),
             cloud_model: "whisper-large-v3".into(),
             cloud_api_key: String::new(),
@@ -105,10 +109,21 @@ pub struct FastConfig {
     pub max_repeats: u32,
     /// Wall-time cap of the full pass (never hang on pathological input).
     pub full_max_wall_ms: u32,
-    /// Let the fast pass emit timestamp tokens: a timestamp at the end of
-    /// the audio is what stops whisper's decoder on a shrunken context
-    /// (without them it tends to repeat the sentence until the cap).
+    /// Let the fast pass emit timestamp tokens. Off by default: measured
+    /// here, with timestamps the fast pass dropped a first word and, with
+    /// lead silence, misheard short commands; without them (and with the
+    /// loop trim) it neither loops nor drops words on the benchmark clips.
     pub timestamps: bool,
+    /// Silence prepended to the audio on the fast pass (ms): on a shrunken
+    /// context whisper often drops a word that starts at the first frame.
+    pub lead_ms: u32,
+    /// A rejected fast pass is retried with this many times its context
+    /// before the full 30 s context is tried (≤ 1 = straight to full).
+    pub wide_scale: f32,
+    /// The wider pass is accepted down to this average log-probability
+    /// (whisper's own `logprob_thold`); below it, or on a loop or a hit
+    /// cap, the full context runs.
+    pub wide_min_avg_logprob: f32,
 }
 
 impl Default for FastConfig {
@@ -121,12 +136,18 @@ impl Default for FastConfig {
             tokens_per_sec: 6.0,
             token_slack: 12,
             max_wall_ms: 3_000,
-            // Measured: right fast passes -0.08…-0.16, the misheard
-            // "old-sposed" clip -0.46…-0.59 (notes/stt.md).
+            // Measured with timestamps: right fast passes -0.08…-0.16, the
+            // misheard "old-sposed" -0.46…-0.59 (notes/stt.md).
             min_avg_logprob: -0.45,
             max_repeats: 3,
             full_max_wall_ms: 60_000,
-            timestamps: true,
+            // Measured (notes/stt.md): without timestamp tokens and with
+            // 300 ms of lead silence every benchmark clip is right on the
+            // fast pass; with timestamps 0870 lost its first word.
+            timestamps: false,
+            lead_ms: 300,
+            wide_scale: 2.0,
+            wide_min_avg_logprob: -1.0,
         }
     }
 }
@@ -224,6 +245,9 @@ pub struct SttTimings {
     pub audio_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fast_ms: Option<u64>,
+    /// The wider-context retry after a rejected fast pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wide_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +271,11 @@ pub struct Transcript {
     pub audio_ctx: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avg_logprob: Option<f32>,
+    /// Log-probability of the least likely text token, and that token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_logprob: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weakest_token: Option<String>,
     /// Engines that failed before this one, with one-line reasons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
@@ -277,6 +306,8 @@ impl Transcript {
             },
             audio_ctx: None,
             avg_logprob: None,
+            min_logprob: None,
+            weakest_token: None,
             fallbacks: Vec::new(),
         }
     }

@@ -46,6 +46,9 @@ pub struct Plan {
     /// our own fallback is cheaper and more predictable).
     pub temperature_fallback: bool,
     pub wall_cap: Duration,
+    /// Silence prepended to the audio (ms): whisper on a shrunken context
+    /// tends to drop a word that starts at the very first frame.
+    pub lead_ms: u32,
 }
 
 /// What a pass produced.
@@ -55,6 +58,10 @@ pub struct Decoded {
     /// Text tokens (timestamps and specials excluded).
     pub tokens: usize,
     pub avg_logprob: f32,
+    /// The least likely text token's log-probability and its text: one
+    /// misheard word hides in an average over a sentence.
+    pub min_logprob: f32,
+    pub weakest: String,
     pub no_speech_prob: f32,
     pub aborted: bool,
     pub elapsed: Duration,
@@ -93,11 +100,15 @@ impl WhisperStt {
             path: path.display().to_string(),
             reason: "the path is not UTF-8".into(),
         })?;
-        let ctx = WhisperContext::new_with_params(path_str, WhisperContextParameters::default())
-            .map_err(|e| SttError::ModelCorrupt {
+        let mut params = WhisperContextParameters::default();
+        // whisper.cpp's own default (whisper-rs turns it off); see notes/stt.md.
+        params.flash_attn(cfg.flash_attn);
+        let ctx = WhisperContext::new_with_params(path_str, params).map_err(|e| {
+            SttError::ModelCorrupt {
                 path: path.display().to_string(),
                 reason: format!("whisper.cpp: {e}"),
-            })?;
+            }
+        })?;
         let state = ctx.create_state().map_err(|e| SttError::ModelCorrupt {
             path: path.display().to_string(),
             reason: format!("cannot allocate whisper state: {e}"),
@@ -125,6 +136,11 @@ impl WhisperStt {
         self.threads
     }
 
+    /// Whether the context was created with flash attention (`stt.flash_attn`).
+    pub fn flash_attn(&self) -> bool {
+        self.cfg.flash_attn
+    }
+
     /// The fast-path plan for `samples` of audio (16 kHz), or `None` when
     /// the full context is used directly (fast path off, or too long).
     pub fn fast_plan(&self, samples: usize) -> Option<Plan> {
@@ -133,7 +149,7 @@ impl WhisperStt {
         if !f.enabled || audio_ms > u64::from(f.max_audio_ms) {
             return None;
         }
-        let ctx = audio_ctx_for(audio_ms, f).min(self.model_ctx);
+        let ctx = audio_ctx_for(audio_ms + u64::from(f.lead_ms), f).min(self.model_ctx);
         if ctx >= self.model_ctx {
             return None;
         }
@@ -144,6 +160,7 @@ impl WhisperStt {
             no_timestamps: !f.timestamps,
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
+            lead_ms: f.lead_ms,
         })
     }
 
@@ -160,6 +177,7 @@ impl WhisperStt {
             no_timestamps: false,
             temperature_fallback: true,
             wall_cap: Duration::from_millis(u64::from(f.full_max_wall_ms)),
+            lead_ms: 0,
         }
     }
 
@@ -209,10 +227,14 @@ impl WhisperStt {
             }
         });
 
+        let lead = plan.lead_ms as usize * SAMPLE_RATE as usize / 1000;
         let padded;
-        let input = if audio.len() < MIN_SAMPLES {
-            let mut v = audio.to_vec();
-            v.resize(MIN_SAMPLES, 0.0);
+        let input = if lead > 0 || audio.len() < MIN_SAMPLES {
+            let mut v = vec![0.0f32; lead];
+            v.extend_from_slice(audio);
+            if v.len() < MIN_SAMPLES {
+                v.resize(MIN_SAMPLES, 0.0);
+            }
             padded = v;
             &padded[..]
         } else {
@@ -231,6 +253,8 @@ impl WhisperStt {
         }
         let mut text_out = String::new();
         let mut logprob_sum = 0.0f32;
+        let mut min_logprob = 0.0f32;
+        let mut weakest = String::new();
         let mut tokens = 0usize;
         let mut no_speech_prob = 0.0f32;
         for seg in state.as_iter() {
@@ -246,6 +270,13 @@ impl WhisperStt {
                     }
                     logprob_sum += data.plog;
                     tokens += 1;
+                    if data.plog < min_logprob {
+                        min_logprob = data.plog;
+                        weakest = tok
+                            .to_str_lossy()
+                            .map(|t| t.to_string())
+                            .unwrap_or_default();
+                    }
                 }
             }
         }
@@ -257,6 +288,8 @@ impl WhisperStt {
             } else {
                 0.0
             },
+            min_logprob,
+            weakest,
             no_speech_prob,
             aborted: was_aborted,
             elapsed: started.elapsed(),
@@ -268,7 +301,32 @@ impl WhisperStt {
     /// timestamps, temperature fallback), with only threads, language and
     /// printing set — on the same loaded model and state as earshot's path.
     pub fn decode_library_default(&self, audio: &[f32]) -> Result<Decoded, SttError> {
-        let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 5 });
+        self.decode_reference(audio, SamplingStrategy::Greedy { best_of: 5 })
+    }
+
+    /// whisper-cli's default decoding, for the side-by-side overhead check
+    /// (issue 6.7): beam search 5 over the full context with timestamps,
+    /// temperature fallback +0.2, entropy 2.4 / logprob -1.0 / no-speech 0.6
+    /// thresholds (all the library defaults whisper-cli keeps), our threads.
+    /// One difference whisper-rs 0.16 can't remove: whisper-cli also sets
+    /// `greedy.best_of = 5`, which whisper.cpp only uses when its
+    /// temperature fallback fires (then 5 sampled decoders instead of 1).
+    pub fn decode_cli_default(&self, audio: &[f32]) -> Result<Decoded, SttError> {
+        self.decode_reference(
+            audio,
+            SamplingStrategy::BeamSearch {
+                beam_size: 5,
+                patience: -1.0,
+            },
+        )
+    }
+
+    fn decode_reference(
+        &self,
+        audio: &[f32],
+        strategy: SamplingStrategy,
+    ) -> Result<Decoded, SttError> {
+        let mut params = FullParams::new(strategy);
         params.set_n_threads(self.threads as i32);
         params.set_language(Some("en"));
         params.set_print_progress(false);
@@ -292,14 +350,56 @@ impl WhisperStt {
             text: text_out.trim().to_string(),
             tokens: 0,
             avg_logprob: 0.0,
+            min_logprob: 0.0,
+            weakest: String::new(),
             no_speech_prob: 0.0,
             aborted: false,
             elapsed,
         })
     }
 
+    /// One pass with `plan`; a decoder that said the whole utterance and
+    /// then started over keeps its first saying (the loop, not the words,
+    /// is what a small context gets wrong). Returns the note for `reason`.
+    fn pass(&self, audio: &[f32], plan: &Plan) -> Result<(Decoded, String), SttError> {
+        let mut d = self.decode(audio, plan)?;
+        let mut note = String::new();
+        if !d.aborted {
+            if let Some(once) = text::periodic_prefix(&d.text) {
+                note = format!("; trimmed a repeat loop after {once:?}");
+                d.text = once;
+                d.tokens = 0;
+            }
+        }
+        Ok((d, note))
+    }
+
+    /// The retry after a rejected fast pass: `wide_scale` × its context,
+    /// or `None` when that reaches the model's full context (then the full
+    /// pass runs directly) or the retry is off (`wide_scale` ≤ 1).
+    pub fn wide_plan(&self, fast: &Plan) -> Option<Plan> {
+        let scale = self.cfg.fast.wide_scale;
+        if !(scale > 1.0) {
+            return None;
+        }
+        let ctx = ((fast.audio_ctx as f32 * scale).ceil() as u32).div_ceil(8) * 8;
+        if ctx >= self.model_ctx {
+            return None;
+        }
+        Some(Plan {
+            audio_ctx: ctx,
+            ..*fast
+        })
+    }
+
     /// Why a fast pass should be redone with the full context, if it should.
-    fn suspicious(&self, d: &Decoded, plan: &Plan, audio_ms: u64) -> Option<String> {
+    fn suspicious(
+        &self,
+        d: &Decoded,
+        plan: &Plan,
+        audio_ms: u64,
+        min_avg_logprob: f32,
+    ) -> Option<String> {
         let f = &self.cfg.fast;
         if d.aborted {
             return Some(format!(
@@ -313,10 +413,10 @@ impl WhisperStt {
         if let Some(rep) = text::repetition(&d.text, f.max_repeats) {
             return Some(format!("fast pass repeated {rep}"));
         }
-        if d.tokens > 0 && d.avg_logprob < f.min_avg_logprob {
+        if d.tokens > 0 && d.avg_logprob < min_avg_logprob {
             return Some(format!(
                 "fast pass avg logprob {:.2} < {:.2}",
-                d.avg_logprob, f.min_avg_logprob
+                d.avg_logprob, min_avg_logprob
             ));
         }
         if text::clean(&d.text).is_empty() && audio_ms >= 1000 {
@@ -377,20 +477,9 @@ impl Transcriber for WhisperStt {
         let fast = self.fast_plan(audio.len());
         let decoded = match fast {
             Some(plan) => {
-                let mut d = self.decode(audio, &plan)?;
+                let (d, trimmed) = self.pass(audio, &plan)?;
                 timings.fast_ms = Some(d.elapsed.as_millis() as u64);
-                // A decoder that said the whole utterance and then started
-                // over: keep the first saying (the loop, not the words, is
-                // what the small context gets wrong).
-                let mut trimmed = None;
-                if !d.aborted {
-                    if let Some(once) = text::periodic_prefix(&d.text) {
-                        trimmed = Some(format!("; trimmed a repeat loop after {:?}", once));
-                        d.text = once;
-                        d.tokens = 0;
-                    }
-                }
-                match self.suspicious(&d, &plan, audio_ms) {
+                match self.suspicious(&d, &plan, audio_ms, self.cfg.fast.min_avg_logprob) {
                     None => {
                         path = "fast";
                         reason = format!(
@@ -401,29 +490,75 @@ impl Transcriber for WhisperStt {
                             plan.max_tokens
                         );
                         audio_ctx = Some(plan.audio_ctx);
-                        if let Some(t) = trimmed {
-                            reason.push_str(&t);
-                        }
+                        reason.push_str(&trimmed);
                         d
                     }
                     Some(why) => {
-                        tracing::info!(reason = %why, fast_text = %d.text, "STT fast pass rejected; full context");
-                        path = "fast+full";
+                        tracing::info!(reason = %why, fast_text = %d.text, "STT fast pass rejected");
                         reason = why;
-                        // Same bounded decoding, full context: in-distribution
-                        // for the model, still one segment and a token cap.
-                        let full = Plan {
-                            audio_ctx: 0,
-                            no_timestamps: true,
-                            temperature_fallback: true,
-                            wall_cap: Duration::from_millis(u64::from(
-                                self.cfg.fast.full_max_wall_ms,
-                            )),
-                            ..plan
+                        // First a wider (still partial) context: most
+                        // rejected fast passes are fixed by it at a fraction
+                        // of the full encoder's cost.
+                        let wide = match self.wide_plan(&plan) {
+                            Some(wide) => {
+                                let (w, trimmed) = self.pass(audio, &wide)?;
+                                timings.wide_ms = Some(w.elapsed.as_millis() as u64);
+                                let verdict = self.suspicious(
+                                    &w,
+                                    &wide,
+                                    audio_ms,
+                                    self.cfg.fast.wide_min_avg_logprob,
+                                );
+                                match verdict {
+                                    None => {
+                                        reason.push_str(&format!(
+                                            "; audio_ctx {} accepted{trimmed}",
+                                            wide.audio_ctx
+                                        ));
+                                        audio_ctx = Some(wide.audio_ctx);
+                                        Some(w)
+                                    }
+                                    Some(why) => {
+                                        tracing::info!(reason = %why, wide_text = %w.text, "STT wide pass rejected; full context");
+                                        reason.push_str(&format!(
+                                            "; audio_ctx {}: {}",
+                                            wide.audio_ctx,
+                                            why.trim_start_matches("fast pass ")
+                                        ));
+                                        None
+                                    }
+                                }
+                            }
+                            None => None,
                         };
-                        let d = self.decode(audio, &full)?;
-                        timings.full_ms = Some(d.elapsed.as_millis() as u64);
-                        d
+                        match wide {
+                            Some(w) => {
+                                path = "fast+wide";
+                                w
+                            }
+                            None => {
+                                path = if timings.wide_ms.is_some() {
+                                    "fast+wide+full"
+                                } else {
+                                    "fast+full"
+                                };
+                                // Same bounded decoding, full context:
+                                // in-distribution for the model, still one
+                                // segment and a token cap.
+                                let full = Plan {
+                                    audio_ctx: 0,
+                                    no_timestamps: true,
+                                    temperature_fallback: true,
+                                    wall_cap: Duration::from_millis(u64::from(
+                                        self.cfg.fast.full_max_wall_ms,
+                                    )),
+                                    ..plan
+                                };
+                                let d = self.decode(audio, &full)?;
+                                timings.full_ms = Some(d.elapsed.as_millis() as u64);
+                                d
+                            }
+                        }
                     }
                 }
             }
@@ -462,6 +597,8 @@ impl Transcriber for WhisperStt {
             timings,
             audio_ctx,
             avg_logprob: Some(decoded.avg_logprob),
+            min_logprob: Some(decoded.min_logprob),
+            weakest_token: Some(decoded.weakest.trim().to_string()),
             fallbacks: Vec::new(),
         })
     }
