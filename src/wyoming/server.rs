@@ -207,7 +207,6 @@ impl<H: Handler> Server<H> {
         stop: &CancelToken,
         threads: &mut Vec<JoinHandle<()>>,
     ) {
-        let _ = stream.set_nonblocking(false);
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let _ = stream.set_nodelay(true);
         let now = active.load(Ordering::SeqCst);

@@ -273,18 +273,20 @@ fn speak(voice: &Voice, parts: &[String], out: &EventWriter) -> Result<(), Proto
                 return Ok(());
             }
         };
-        let stream_rate = *rate.get_or_insert_with(|| {
-            let r = clip.sample_rate;
-            let _ = out.send(&audio_start(
-                AudioFormat {
-                    rate: r,
-                    width: 2,
-                    channels: 1,
-                },
-                None,
-            ));
-            r
-        });
+        let stream_rate = match rate {
+            Some(r) => r,
+            None => {
+                out.send(&audio_start(
+                    AudioFormat {
+                        rate: clip.sample_rate,
+                        width: 2,
+                        channels: 1,
+                    },
+                    None,
+                ))?;
+                *rate.insert(clip.sample_rate)
+            }
+        };
         let samples = if clip.sample_rate == stream_rate {
             clip.samples
         } else {
