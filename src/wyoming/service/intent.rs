@@ -166,3 +166,26 @@ pub fn handle(
     out.send(&Event::with_data(kind, data))?;
     Ok(Flow::Continue)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entities_are_what_the_tree_actions_parse() {
+        assert_eq!(
+            entities("todo_add", "add milk to my shopping list"),
+            vec![json!({"name": "item", "value": "milk"})]
+        );
+        assert_eq!(
+            entities("memory_remember", "remember that my sister is called Ana"),
+            vec![json!({"name": "fact", "value": "my sister is called Ana"})]
+        );
+        let calc = entities("calculate", "what is two plus three");
+        assert_eq!(calc.len(), 1, "{calc:?}");
+        assert_eq!(calc[0]["name"], "expression");
+        assert!(entities("time_now", "what time is it").is_empty());
+        // Nothing parsed: no empty entity.
+        assert!(entities("calculate", "do some maths").is_empty());
+    }
+}

@@ -335,6 +335,40 @@ mod tests {
     }
 
     #[test]
+    fn a_voice_is_picked_by_name_else_the_default() {
+        let voice = |name: &str| Voice {
+            name: name.into(),
+            engine: "espeak",
+            description: String::new(),
+            languages: vec!["en_US".into()],
+            tts: Mutex::new(Tts::with_engines(Vec::new())),
+        };
+        let voices = Voices {
+            list: vec![voice("first"), voice("second")],
+            unavailable: String::new(),
+        };
+        let pick = |v: serde_json::Value| voices.pick(Some(&v)).map(|v| v.name.clone());
+        assert_eq!(
+            pick(serde_json::json!({"name": "second"})).as_deref(),
+            Some("second")
+        );
+        assert_eq!(
+            pick(serde_json::json!({"name": "nope"})).as_deref(),
+            Some("first")
+        );
+        assert_eq!(
+            pick(serde_json::json!({"language": "en"})).as_deref(),
+            Some("first")
+        );
+        assert_eq!(voices.pick(None).map(|v| v.name.as_str()), Some("first"));
+        let none = Voices {
+            list: Vec::new(),
+            unavailable: "x".into(),
+        };
+        assert!(none.pick(None).is_none());
+    }
+
+    #[test]
     fn linear_resample_keeps_duration_and_shape() {
         let ramp: Vec<f32> = (0..1000).map(|i| i as f32 / 1000.0).collect();
         let out = linear_resample(&ramp, 16_000, 22_050);
