@@ -618,9 +618,21 @@ impl Peer {
     /// Stream 16 kHz audio as a satellite does (1024-sample chunks),
     /// unpaced: earshot must not depend on real time.
     fn send_audio(&mut self, samples: &[i16]) {
-        let fmt = serde_json::json!({"rate": 16000, "width": 2, "channels": 1});
+        self.send_audio_as(samples, 16_000, 1);
+    }
+
+    /// The same audio declared as `rate` Hz with `channels` interleaved
+    /// channels (from 16 kHz mono by repeating samples: a crude but
+    /// honest upsampling that earshot must resample back).
+    fn send_audio_as(&mut self, samples: &[i16], rate: u32, channels: u16) {
+        let factor = (rate / 16_000) as usize;
+        let fmt = serde_json::json!({"rate": rate, "width": 2, "channels": channels});
+        let wide: Vec<i16> = samples
+            .iter()
+            .flat_map(|&s| std::iter::repeat_n(s, factor * usize::from(channels)))
+            .collect();
         let mut bytes = Vec::new();
-        for piece in samples.chunks(1024) {
+        for piece in wide.chunks(1024 * usize::from(channels)) {
             bytes.extend(frame("audio-chunk", fmt.clone(), &le_bytes(piece)));
         }
         self.stream.write_all(&bytes).unwrap();
@@ -760,14 +772,15 @@ fn scripted_satellite_audio_stop_played_and_pause() {
         audio.len()
     );
 
-    // 2. `played` right away, then the next request immediately: heard.
+    // 2. `played` right away, then the next request immediately: heard
+    // (sent as 48 kHz stereo, which earshot converts to 16 kHz mono).
     peer.send("played", serde_json::json!({}), &[]);
     peer.send(
         "run-pipeline",
         serde_json::json!({"start_stage": "asr", "end_stage": "tts"}),
         &[],
     );
-    peer.send_audio(&day);
+    peer.send_audio_as(&day, 48_000, 2);
     peer.send("audio-stop", serde_json::json!({}), &[]);
     let (heard, _, audio, _) = peer.expect_turn();
     assert!(heard.contains("day"), "{heard}");

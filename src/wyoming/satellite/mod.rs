@@ -270,3 +270,26 @@ fn wait(shutdown: &CancelToken, d: Duration) -> bool {
         std::thread::sleep(left.min(Duration::from_millis(50)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn none_means_no_local_microphone() {
+        assert!(is_no_input("none"));
+        assert!(is_no_input(" None "));
+        assert!(!is_no_input("default"));
+        assert!(!is_no_input("none.wav"));
+    }
+
+    #[test]
+    fn waiting_ends_early_on_shutdown() {
+        let stop = CancelToken::new();
+        assert!(wait(&stop, Duration::from_millis(10)));
+        stop.cancel();
+        let t = Instant::now();
+        assert!(!wait(&stop, Duration::from_secs(30)));
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+}

@@ -209,3 +209,119 @@ pub fn playback_end(stats: &AnswerStats) -> Option<Instant> {
     let first = stats.first_audio_at?;
     Some(first + Duration::from_secs_f64(stats.audio_seconds) + Duration::from_millis(300))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wyoming::client::Connection;
+    use crate::wyoming::protocol::{Event, Limits};
+    use std::net::{TcpListener, TcpStream};
+
+    /// A sink writing to one end of a loopback connection, the other end
+    /// to read what it sent, and our end (dropping it closes the socket).
+    fn pair() -> (SatelliteSink, Connection, Connection) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (theirs, _) = listener.accept().unwrap();
+        let ours = Connection::from_stream(ours, Limits::default()).unwrap();
+        let theirs = Connection::from_stream(theirs, Limits::default()).unwrap();
+        let sink = SatelliteSink::new(ours.writer(), "test".into());
+        (sink, theirs, ours)
+    }
+
+    fn next(conn: &Connection) -> Event {
+        conn.recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .expect("an event")
+    }
+
+    #[test]
+    fn an_answer_is_audio_start_chunks_of_1024_samples_and_audio_stop() {
+        let (sink, peer, _ours) = pair();
+        sink.begin();
+        assert!(!sink.answer_sent());
+        sink.play(&Clip::new(vec![0.5; 2500], 22_050)).unwrap();
+        sink.play(&Clip::new(vec![-0.5; 100], 22_050)).unwrap();
+        let stats = sink.finish();
+        assert!(sink.answer_sent());
+        assert!(stats.error.is_none());
+        assert!(stats.first_audio_at.is_some());
+        assert!((stats.audio_seconds - 2600.0 / 22_050.0).abs() < 1e-9);
+
+        let start = next(&peer);
+        assert_eq!(start.kind, "audio-start");
+        assert_eq!(
+            AudioFormat::from_event(&start).unwrap(),
+            AudioFormat {
+                rate: 22_050,
+                width: 2,
+                channels: 1
+            }
+        );
+        let sizes: Vec<usize> = (0..4)
+            .map(|_| {
+                let c = next(&peer);
+                assert_eq!(c.kind, "audio-chunk");
+                assert_eq!(c.u64("rate"), Some(22_050));
+                c.payload.map(|p| p.len()).unwrap_or(0)
+            })
+            .collect();
+        // 2500 samples → 1024 + 1024 + 452, then the second clip's 100.
+        assert_eq!(sizes, vec![2048, 2048, 904, 200]);
+        assert_eq!(next(&peer).kind, "audio-stop");
+        // Nothing more: finishing again sends nothing.
+        let _ = sink.finish();
+        assert!(peer
+            .recv_timeout(Duration::from_millis(100))
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_stop_closes_the_stream_once_and_drops_the_rest() {
+        let (sink, peer, _ours) = pair();
+        sink.begin();
+        sink.play(&Clip::new(vec![0.1; 1024], 16_000)).unwrap();
+        sink.stop();
+        sink.play(&Clip::new(vec![0.1; 1024], 16_000)).unwrap();
+        let _ = sink.finish();
+        let kinds: Vec<String> = (0..3).map(|_| next(&peer).kind).collect();
+        assert_eq!(kinds, ["audio-start", "audio-chunk", "audio-stop"]);
+        assert!(peer
+            .recv_timeout(Duration::from_millis(100))
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn no_audio_sends_nothing_and_a_dead_peer_is_an_error_not_a_panic() {
+        let (sink, peer, _ours) = pair();
+        sink.begin();
+        let stats = sink.finish();
+        assert!(stats.first_audio_at.is_none() && stats.error.is_none());
+        assert!(peer
+            .recv_timeout(Duration::from_millis(100))
+            .unwrap()
+            .is_none());
+
+        peer.close();
+        drop(peer);
+        sink.begin();
+        // The first writes may still land in the kernel buffer; keep
+        // playing until the broken pipe shows.
+        let mut failed = None;
+        for _ in 0..200 {
+            if let Err(e) = sink.play(&Clip::new(vec![0.1; 4096], 16_000)) {
+                failed = Some(e.to_string());
+                break;
+            }
+        }
+        let failed = failed.expect("writes to a closed peer fail");
+        assert!(failed.contains("cannot send"), "{failed}");
+        // Later clips of the answer fail fast with the same error…
+        let again = sink.play(&Clip::new(vec![0.1; 10], 16_000)).unwrap_err();
+        assert_eq!(again.to_string(), failed);
+        // …and the session learns it from the answer's stats.
+        assert_eq!(sink.finish().error.as_deref(), Some(failed.as_str()));
+    }
+}
