@@ -535,7 +535,7 @@ fn voice_loop_answers_only_after_the_wake_word_and_without_one_while_the_service
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let heard = voice_loop_heard(mic.clone(), gate);
+    let heard = voice_loop_heard(mic, gate);
     // One turn, the request after the wake word (tiny.en under load has
     // produced "time is it what" for it).
     assert!(
@@ -543,17 +543,20 @@ fn voice_loop_answers_only_after_the_wake_word_and_without_one_while_the_service
         "with the wake word: {heard:?}"
     );
 
-    // No service at all: the device is not deaf, it takes both requests.
+    // No service at all: the device is not deaf, the request without a
+    // wake word is taken. (Only one: while a turn is transcribed and
+    // answered the microphone is discarded, and on this loaded box that can
+    // take longer than any pause we would put between two requests.)
+    let mut mic = silence(1.0);
+    mic.extend(pcm("Add milk to my shopping list."));
+    mic.extend(silence(2.5));
     let dead = WyomingUri::parse(&format!("tcp://127.0.0.1:{}", free_port())).unwrap();
     let gate = WakeGate::start(dead.clone(), vec!["hey_jarvis".into()], &wyoming_config()).unwrap();
     let heard = voice_loop_heard(mic, gate);
-    // ("hey jarvis" may be its own request or the start of the next one.)
-    assert!(heard.len() >= 2, "without the wake service: {heard:?}");
     // (tiny.en sometimes hears "add" as "and".)
-    assert!(heard[0].ends_with("milk to my shopping list"), "{heard:?}");
     assert!(
-        heard[heard.len() - 1].ends_with("what time is it"),
-        "{heard:?}"
+        heard.len() == 1 && heard[0].ends_with("milk to my shopping list"),
+        "without the wake service: {heard:?}"
     );
     let lines = logged(&format!("wake-word service at {dead}"));
     assert!(
