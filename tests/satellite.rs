@@ -539,6 +539,37 @@ request_timeout_ms = 2000
         );
     }
 
+    // Each satellite that spoke has its own conversation.
+    let db = rusqlite::Connection::open(d.join("earshot.db")).unwrap();
+    let mut q = db
+        .prepare(
+            "SELECT json_extract(extra_json, '$.satellite'), COUNT(DISTINCT conversation_id)
+             FROM turn_log WHERE source = 'wyoming' GROUP BY 1 ORDER BY 1",
+        )
+        .unwrap();
+    let per_satellite: Vec<(String, i64)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let names: Vec<&str> = per_satellite.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(
+        names.contains(&real.as_str()) && names.contains(&stalled.as_str()),
+        "{per_satellite:?}"
+    );
+    assert!(
+        per_satellite.iter().all(|(_, n)| *n == 1),
+        "{per_satellite:?}"
+    );
+    let conversations: i64 = db
+        .query_row(
+            "SELECT COUNT(DISTINCT conversation_id) FROM turn_log WHERE source = 'wyoming'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(conversations as usize, per_satellite.len());
+
     // The stalled satellite was dropped by its write timeout and retried,
     // without holding up the real satellite's turn.
     assert!(
