@@ -547,7 +547,7 @@ fn earshot_client_rejects_malformed_frames_from_a_raw_server() {
 }
 
 #[test]
-fn sigterm_finishes_in_flight_requests_then_exits_0_and_a_bad_uri_is_one_line() {
+fn sigterm_finishes_in_flight_requests_then_exits_0_and_start_errors_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let out = common::run(common::earshot(dir.path()).args([
         "wyoming",
@@ -558,6 +558,15 @@ fn sigterm_finishes_in_flight_requests_then_exits_0_and_a_bad_uri_is_one_line() 
     assert_eq!(out.status.code(), Some(2));
     let err = common::stderr(&out);
     assert!(err.contains("tcp://HOST:PORT"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A taken port is reported at once (before loading any model), in one
+    // line naming the address.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("tcp://{}", taken.local_addr().unwrap());
+    let out = common::run(common::earshot(dir.path()).args(["wyoming", "serve", "--uri", &uri]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(err.contains(&uri) && err.contains("cannot listen"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
     let (mut child, port) = start_server(dir.path());

@@ -57,15 +57,15 @@ fn serve(config: Option<&Path>, uri: Option<String>, max_connections: usize) -> 
     let limits = config.wyoming.limits();
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);
+    // Bind before the slow model load, so a taken port fails at once.
+    let server = Server::bind(&uri, limits, max_connections)?;
+    let addr = server.local_addr();
 
     let service = Arc::new(Service::build(config)?);
     // Summaries, memory extraction and index upserts of handled turns run
     // beside the server, never inside a request.
     let _background = crate::memory::start_background(service.services());
-    let warm = service.warm_up();
-    let server = Server::bind(&uri, service, limits, max_connections)?;
-    let addr = server.local_addr();
-    if let Some(warm) = warm {
+    if let Some(warm) = service.warm_up() {
         let _ = warm.join();
     }
     {
@@ -76,7 +76,7 @@ fn serve(config: Option<&Path>, uri: Option<String>, max_connections: usize) -> 
     notifier.ready();
     notifier.status(&format!("serving Wyoming on tcp://{addr}"));
     let mut heartbeat = Heartbeat::new(&notifier);
-    server.run(&shutdown, &mut || {
+    server.run(service, &shutdown, &mut || {
         heartbeat.beat();
     });
     notifier.stopping();

@@ -87,23 +87,19 @@ pub fn error_event(text: &str, code: &str) -> Event {
     Event::with_data("error", json!({"text": text, "code": code}))
 }
 
-/// A bound listener plus the handler every connection runs.
-pub struct Server<H: Handler> {
+/// A bound listener with its limits. Binding is separate from
+/// [`Server::run`] so a taken port is reported before the (slow) model
+/// load; peers connecting meanwhile wait in the listen backlog.
+pub struct Server {
     listener: TcpListener,
     addr: SocketAddr,
-    handler: Arc<H>,
     limits: Limits,
     max_connections: usize,
 }
 
-impl<H: Handler> Server<H> {
+impl Server {
     /// Bind `uri` (port 0 picks a free port; see [`Server::local_addr`]).
-    pub fn bind(
-        uri: &WyomingUri,
-        handler: Arc<H>,
-        limits: Limits,
-        max_connections: usize,
-    ) -> Result<Server<H>> {
+    pub fn bind(uri: &WyomingUri, limits: Limits, max_connections: usize) -> Result<Server> {
         let authority = uri.authority();
         let addrs: Vec<SocketAddr> = authority
             .to_socket_addrs()
@@ -118,7 +114,6 @@ impl<H: Handler> Server<H> {
         Ok(Server {
             listener,
             addr,
-            handler,
             limits,
             max_connections: max_connections.max(1),
         })
@@ -129,14 +124,15 @@ impl<H: Handler> Server<H> {
         self.addr
     }
 
-    /// Accept connections until `stop` is cancelled, calling `tick`
+    /// Serve every connection with `handler` until `stop` is cancelled,
+    /// calling `tick`
     /// about every 100 ms (the systemd watchdog). Then wait for in-flight
     /// connections up to [`DRAIN_TIMEOUT`].
     ///
     /// A thread blocks in `accept` (a new peer is served at once, no
     /// polling delay) and hands connections over a channel; on stop a
     /// connection to ourselves wakes it so it can end.
-    pub fn run(&self, stop: &CancelToken, tick: &mut dyn FnMut()) {
+    pub fn run<H: Handler>(&self, handler: Arc<H>, stop: &CancelToken, tick: &mut dyn FnMut()) {
         let active = Arc::new(AtomicUsize::new(0));
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let (tx, rx) = crossbeam_channel::bounded::<(TcpStream, SocketAddr)>(self.max_connections);
@@ -158,7 +154,9 @@ impl<H: Handler> Server<H> {
             tick();
             threads.retain(|t| !t.is_finished());
             match rx.recv_timeout(TICK) {
-                Ok((stream, peer)) => self.admit(stream, peer, &active, stop, &mut threads),
+                Ok((stream, peer)) => {
+                    self.admit(&handler, stream, peer, &active, stop, &mut threads)
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                     tracing::error!("wyoming: the accept thread ended; stopping");
@@ -199,8 +197,9 @@ impl<H: Handler> Server<H> {
         }
     }
 
-    fn admit(
+    fn admit<H: Handler>(
         &self,
+        handler: &Arc<H>,
         stream: TcpStream,
         peer: SocketAddr,
         active: &Arc<AtomicUsize>,
@@ -228,7 +227,7 @@ impl<H: Handler> Server<H> {
         };
         active.fetch_add(1, Ordering::SeqCst);
         let guard = ActiveGuard(active.clone());
-        let handler = self.handler.clone();
+        let handler = handler.clone();
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("wyoming {peer}"))
@@ -390,11 +389,12 @@ mod tests {
             seen: Mutex::new(Vec::new()),
         });
         let uri = WyomingUri::parse("tcp://127.0.0.1:0").unwrap();
-        let server = Server::bind(&uri, echo.clone(), Limits::default(), cap).unwrap();
+        let server = Server::bind(&uri, Limits::default(), cap).unwrap();
         let addr = server.local_addr();
         let stop = CancelToken::new();
         let s2 = stop.clone();
-        let t = std::thread::spawn(move || server.run(&s2, &mut || {}));
+        let handler = echo.clone();
+        let t = std::thread::spawn(move || server.run(handler, &s2, &mut || {}));
         (addr, stop, echo, t)
     }
 
