@@ -202,10 +202,11 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
             };
         }
     };
-    s.stop_answer();
-    // Joins the worker if one is still running (its writes fail fast on
-    // the closed socket).
+    // Close first, so the cancelled answer's last writes fail fast instead
+    // of waiting on a satellite that stopped reading; then wait for the
+    // worker (a transcription in progress finishes first).
     conn.close();
+    s.stop_answer();
     if let Phase::Busy { worker, .. } = std::mem::replace(&mut s.phase, Phase::Listening) {
         if let Ok(outcome) = worker.join() {
             if outcome.conversation_id.is_some() {
