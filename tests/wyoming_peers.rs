@@ -255,6 +255,21 @@ fn stt_from_wyoming_faster_whisper_then_local_whisper_when_it_is_killed() {
     assert_eq!(t.engine, "wyoming");
     assert!(words(&t.text).contains(expected), "{:?}", t.text);
 
+    // Slower than request_timeout_ms: an error naming the service.
+    let impatient = WyomingStt::new(
+        peer.uri(),
+        "en",
+        &WyomingConfig {
+            request_timeout_ms: 300,
+            ..wyoming_config()
+        },
+    );
+    let e = impatient.transcribe(&jfk).unwrap_err().to_string();
+    assert!(
+        e.contains(&peer.uri) && e.contains("request_timeout_ms = 300"),
+        "{e}"
+    );
+
     // Through the configured chain: the service first, whisper behind it.
     let mut config = base_config();
     config.wyoming = wyoming_config();
@@ -310,6 +325,26 @@ fn tts_from_wyoming_piper_heard_back_then_local_piper_when_it_is_killed() {
         words(&heard.text),
         "please add bread and butter to my shopping list",
         "{heard:?}"
+    );
+
+    // Slower than request_timeout_ms: an error naming the service.
+    let mut impatient = WyomingTts::new(
+        peer.uri(),
+        "en_US-joe-medium",
+        &WyomingConfig {
+            request_timeout_ms: 60,
+            ..wyoming_config()
+        },
+    );
+    let e = format!(
+        "{:#}",
+        impatient
+            .synthesize("Tomorrow will be mostly sunny with a high of twenty two degrees and a light breeze from the west in the afternoon.")
+            .unwrap_err()
+    );
+    assert!(
+        e.contains(&peer.uri) && e.contains("request_timeout_ms = 60"),
+        "{e}"
     );
 
     // `tts.order = ["wyoming", "piper"]`: the service speaks while it is up…
