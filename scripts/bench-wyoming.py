@@ -216,7 +216,7 @@ def main():
         f"[stt]\norder = \"local-only\"\nthreads = {args.threads}\nbeam_size = {args.beam}\n"
         f"[tts]\norder = [\"piper\"]\npiper_threads = {args.threads}\n"
     )
-    env = dict(os.environ, EARSHOT_MODELS_DIR=env_models, EARSHOT_STATE_DIR=str(work), EARSHOT_LOG="warn")
+    env = dict(os.environ, EARSHOT_MODELS_DIR=env_models, EARSHOT_STATE_DIR=str(work), EARSHOT_LOG="info")
 
     # Short commands, spoken once by earshot's Piper (inputs, not measured).
     clips = []
@@ -282,6 +282,7 @@ def main():
     finally:
         for s in services.values():
             s.stop()
+    attach_earshot_paths(rows, Path(services["earshot"].log.name))
     report(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -337,6 +338,21 @@ def print_row(row):
         )
 
 
+def attach_earshot_paths(rows, log: Path):
+    """earshot logs each transcription with its whisper path (`fast`, or
+    `fast+full` when the fast pass fell back) and its own inference time;
+    requests are sequential, so the log lines follow the requests (after
+    the one warm-up)."""
+    found = re.findall(r"wyoming: transcribed .*?stt_ms=(\d+).*?path=(\S+)", log.read_text(errors="replace"))
+    asr = [r for r in rows if r["kind"] == "asr"]
+    if len(found) != len(asr) + 1:
+        print(f"# note: {len(found)} transcriptions in earshot's log for {len(asr)} requests + 1 warm-up; paths not shown")
+        return
+    for row, (stt_ms, path) in zip(asr, found[1:]):
+        row["earshot"]["path"] = path
+        row["earshot"]["server_stt_ms"] = int(stt_ms)
+
+
 def report(rows):
     print()
     print("## medians over runs (earshot / peer = ratio; < 1 means earshot is faster)")
@@ -344,7 +360,7 @@ def report(rows):
     for r in rows:
         if (r["kind"], r["item"]) not in items:
             items.append((r["kind"], r["item"]))
-    print("| kind | item | audio s | earshot | peer | ratio | earshot RTF | peer RTF | WER e/p |")
+    print("| kind | item | audio s | earshot | peer | ratio | earshot RTF | peer RTF | WER e/p, notes |")
     print("|---|---|---|---|---|---|---|---|---|")
     all_ratio = {"asr": [], "tts": []}
     for kind, item in items:
@@ -358,6 +374,9 @@ def report(rows):
         if kind == "asr":
             audio = rs[0]["audio_s"]
             extra = f"{med([r['earshot']['wer'] for r in rs]):.2f} / {med([r['peer']['wer'] for r in rs]):.2f}"
+            paths = [r["earshot"].get("path") for r in rs if r["earshot"].get("path")]
+            if paths:
+                extra += " | earshot path " + ", ".join(f"{p}×{paths.count(p)}" for p in sorted(set(paths)))
         else:
             audio = med([r["earshot"]["audio_s"] for r in rs])
             fe = med([r["earshot"]["first_audio_ms"] for r in rs])
