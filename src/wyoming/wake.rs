@@ -40,6 +40,8 @@ use crate::audio::SAMPLE_RATE;
 const QUEUE_CHUNKS: usize = 256;
 /// How often an idle connection is checked with `describe`.
 const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// How long dropping a gate waits for its thread to wind down.
+const DROP_WAIT: Duration = Duration::from_millis(500);
 /// A connection that lasted less than this does not reset the backoff (a
 /// service that accepts and then drops at once is still down).
 const STABLE_AFTER: Duration = Duration::from_secs(10);
@@ -202,10 +204,19 @@ impl WakeGate {
 
 impl Drop for WakeGate {
     fn drop(&mut self) {
-        // Closing the audio channel ends the thread (and its connection).
+        // Closing the audio channel ends the thread (and its connection) as
+        // soon as it next looks. Give it a moment for a tidy exit, but never
+        // hold up shutdown on a connect or describe that is still waiting
+        // for a hung service: after that the thread is left to finish alone.
         self.audio = None;
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let deadline = Instant::now() + DROP_WAIT;
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -539,6 +550,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(1));
         assert!(!gate.is_connected());
         assert_eq!(gate.poll(), None);
-        drop(gate); // joins the thread: it must notice
+        let started = Instant::now();
+        drop(gate);
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }
