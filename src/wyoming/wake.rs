@@ -535,6 +535,31 @@ mod tests {
     }
 
     #[test]
+    fn a_service_that_never_answers_describe_is_given_up_on_and_retried() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let uri = WyomingUri::parse(&format!("tcp://{}", listener.local_addr().unwrap())).unwrap();
+        let cfg = WyomingConfig {
+            request_timeout_ms: 200,
+            ..config()
+        };
+        let gate = WakeGate::start(uri, vec![], &cfg).unwrap();
+        // Accept, read the describe, say nothing; the gate must hang up and
+        // come back (a second connection) without ever counting as up.
+        let (first, _) = listener.accept().unwrap();
+        let mut r = BufReader::new(first);
+        assert_eq!(
+            read_event(&mut r, &Limits::default()).unwrap().kind,
+            "describe"
+        );
+        let (_second, _) = listener.accept().unwrap();
+        assert!(!gate.is_connected());
+        assert!(matches!(
+            read_event(&mut r, &Limits::default()),
+            Err(ProtocolError::Closed)
+        ));
+    }
+
+    #[test]
     fn a_service_that_is_not_there_is_retried_and_never_blocks_feeding() {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
