@@ -189,6 +189,17 @@ struct Speech {
     silence_ms: u32,
 }
 
+/// A 16 kHz webrtc-vad detector at the configured aggressiveness.
+fn new_vad(aggressiveness: u8) -> Vad {
+    let mode = match aggressiveness {
+        0 => VadMode::Quality,
+        1 => VadMode::LowBitrate,
+        2 => VadMode::Aggressive,
+        _ => VadMode::VeryAggressive,
+    };
+    Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode)
+}
+
 fn ms(samples: u64) -> u64 {
     samples * 1000 / u64::from(SAMPLE_RATE)
 }
@@ -197,13 +208,7 @@ impl Endpointer {
     /// A fresh endpointer; fails only on an invalid config.
     pub fn new(cfg: &VadConfig) -> Result<Self, String> {
         cfg.validate()?;
-        let mode = match cfg.aggressiveness {
-            0 => VadMode::Quality,
-            1 => VadMode::LowBitrate,
-            2 => VadMode::Aggressive,
-            _ => VadMode::VeryAggressive,
-        };
-        let vad = Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode);
+        let vad = new_vad(cfg.aggressiveness);
         let frame_len = cfg.frame_len();
         let preroll_cap =
             (SAMPLE_RATE * cfg.preroll_ms / 1000) as usize + frame_len * cfg.start_window as usize;
@@ -239,7 +244,10 @@ impl Endpointer {
         self.window.clear();
         self.speaking = None;
         self.queued.clear();
-        self.vad.reset();
+        // A fresh detector, not `Vad::reset`: fvad_reset also puts the
+        // sample rate back to 8 kHz, after which no 16 kHz frame is ever
+        // speech (the loop went deaf after its first turn).
+        self.vad = new_vad(self.cfg.aggressiveness);
     }
 
     /// Feed 16 kHz mono samples; returns what they completed.
@@ -488,5 +496,29 @@ mod tests {
             assert_eq!(a.samples, b.samples);
             assert_eq!(a.start_ms, b.start_ms);
         }
+    }
+
+    #[test]
+    fn hears_speech_again_after_a_reset() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let mut sig = vec![0i16; 8000];
+        sig.extend(crate::audio::to_i16(&speech));
+        sig.extend(vec![0i16; 16_000]);
+        let mut ep = Endpointer::new(&VadConfig::default()).unwrap();
+        let count = |ep: &mut Endpointer| {
+            let mut n = 0;
+            for e in ep.push(&sig) {
+                if let VadEvent::Utterance(_) = e {
+                    n += 1;
+                }
+            }
+            n + usize::from(ep.finish().is_some())
+        };
+        let first = count(&mut ep);
+        assert!(first > 0, "no utterance in real speech");
+        ep.reset();
+        assert_eq!(count(&mut ep), first, "deaf after reset");
     }
 }
