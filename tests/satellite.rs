@@ -4,7 +4,9 @@
 //! microphone and speaker commands: one full spoken turn whose played
 //! answer transcribes back to the time, while a dead satellite is retried
 //! with doubling waits and a satellite that stops reading is dropped on its
-//! own, then a clean exit on SIGTERM.
+//! own, then a clean exit on SIGTERM; a scripted satellite for the events
+//! 1.0.0 doesn't send; and the local microphone answering beside failing
+//! satellites.
 
 mod common;
 
@@ -122,6 +124,11 @@ impl Log {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return pred(&self.seen),
             }
         }
+    }
+
+    /// Read until the stream ends (the child exited), at most `limit`.
+    fn read_to_end(&mut self, limit: Duration) {
+        self.wait_until(limit, |_| false);
     }
 
     fn drain(&mut self) {
@@ -856,4 +863,82 @@ fn scripted_satellite_audio_stop_played_and_pause() {
         )
         .unwrap();
     assert_eq!((turns, conversations), (3, 1), "{}", log.text());
+}
+
+/// The local microphone keeps working beside satellites that fail: with a
+/// dead satellite and one that never reads configured, `earshot run
+/// --input request.wav` answers the spoken request locally and stops
+/// cleanly at the end of its input, the satellite threads retrying on
+/// their own meanwhile.
+#[test]
+fn the_local_microphone_answers_beside_a_dead_and_a_stalled_satellite() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let request = spoken_request(d);
+    let stall = StallingSatellite::start(request.clone());
+    let mut input: Vec<i16> = vec![0; 8_000];
+    input.extend(&request);
+    input.extend(std::iter::repeat_n(0, 16_000 * 2));
+    let local_wav = d.join("local.wav");
+    write_wav(&local_wav, 16_000, &le_bytes(&input));
+    let dead = format!("tcp://127.0.0.1:{}", free_port());
+    let stalled = format!("tcp://127.0.0.1:{}", stall.port);
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[wyoming]\nsatellites = [\"{dead}\", \"{stalled}\"]\nreconnect_min_ms = 100\nreconnect_max_ms = 800\nrequest_timeout_ms = 2000\n"
+        ),
+    )
+    .unwrap();
+    let mut earshot = Reaper(Some(
+        common::earshot(d)
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "--json", "--no-barge-in", "--input"])
+            .arg(&local_wav)
+            .arg("--output")
+            .arg(d.join("answer.wav"))
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut out = Log::new(lines(earshot.child().stdout.take().unwrap()));
+    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+    // The run ends by itself at the end of the WAV input.
+    let status = wait_exit(earshot.child(), Duration::from_secs(240));
+    log.read_to_end(Duration::from_secs(5));
+    out.read_to_end(Duration::from_secs(5));
+    let all = log.text();
+    let status = status.unwrap_or_else(|| panic!("no exit at the end of input; log:\n{all}"));
+    assert!(status.success(), "{status:?}; log:\n{all}");
+    assert!(all.contains("voice loop stopped"), "{all}");
+    // The local turn's line has no "source" (satellite turns say
+    // "source":"wyoming").
+    let turn = out
+        .seen
+        .iter()
+        .find(|l| l.contains("\"answer\"") && !l.contains("\"source\":\"wyoming\""))
+        .unwrap_or_else(|| panic!("no local turn; stdout:\n{}\nlog:\n{all}", out.text()));
+    let turn: serde_json::Value = serde_json::from_str(turn).unwrap();
+    assert_eq!(turn["intent"], "time_now", "{turn}");
+    assert_eq!(
+        clock_in(turn["answer"].as_str().unwrap()),
+        Some((3, 27)),
+        "{turn}"
+    );
+    // The satellites were being driven (and failing) in the same run.
+    assert!(
+        all.contains(&format!("satellite {dead}: cannot connect")),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!("satellite {stalled}: connected")),
+        "{all}"
+    );
+    assert!(stall.accepted.load(Ordering::SeqCst) >= 1);
 }
