@@ -1,4 +1,5 @@
-//! `earshot wyoming serve [--uri tcp://HOST:PORT] [--max-connections N]`:
+//! `earshot wyoming serve [--uri tcp://HOST:PORT] [--max-connections N]
+//! [--drain-secs S]`:
 //! earshot's ASR, TTS, intent recognition and agent as a Wyoming service
 //! Home Assistant adds with its Wyoming Protocol integration.
 //!
@@ -35,6 +36,11 @@ pub enum WyomingCommand {
         /// `busy` error.
         #[arg(long, default_value_t = 16, value_name = "N")]
         max_connections: usize,
+        /// On SIGTERM, how long requests in progress get to finish before
+        /// the process exits anyway (keep it under systemd's
+        /// TimeoutStopSec).
+        #[arg(long, default_value_t = 20, value_name = "SECONDS")]
+        drain_secs: u64,
     },
 }
 
@@ -44,11 +50,22 @@ pub fn run(config: Option<&Path>, command: WyomingCommand) -> Result<bool> {
         WyomingCommand::Serve {
             uri,
             max_connections,
-        } => serve(config, uri, max_connections),
+            drain_secs,
+        } => serve(
+            config,
+            uri,
+            max_connections,
+            std::time::Duration::from_secs(drain_secs),
+        ),
     }
 }
 
-fn serve(config: Option<&Path>, uri: Option<String>, max_connections: usize) -> Result<bool> {
+fn serve(
+    config: Option<&Path>,
+    uri: Option<String>,
+    max_connections: usize,
+    drain: std::time::Duration,
+) -> Result<bool> {
     let notifier = Notifier::from_env();
     notifier.status("loading config and models");
     let config = super::load_config(config)?.config;
@@ -58,7 +75,7 @@ fn serve(config: Option<&Path>, uri: Option<String>, max_connections: usize) -> 
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);
     // Bind before the slow model load, so a taken port fails at once.
-    let server = Server::bind(&uri, limits, max_connections)?;
+    let server = Server::bind(&uri, limits, max_connections)?.drain(drain);
     let addr = server.local_addr();
 
     let service = Arc::new(Service::build(config)?);

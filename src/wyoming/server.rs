@@ -18,7 +18,7 @@
 //! Stopping (SIGTERM) stops accepting at once; connections finish the
 //! request they are in (a transcription, a turn) and the events the peer
 //! had already sent, then close; [`Server::run`] waits for them up to
-//! [`DRAIN_TIMEOUT`].
+//! the drain time ([`DRAIN_TIMEOUT`] unless [`Server::drain`] says).
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,7 +37,8 @@ use crate::cancel::CancelToken;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// A write the peer does not drain within this long fails the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// On stop, how long in-flight requests get to finish.
+/// On stop, how long in-flight requests get to finish by default (under
+/// the 30 s `TimeoutStopSec` of earshot's systemd units).
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often idle loops look at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
@@ -95,6 +96,7 @@ pub struct Server {
     addr: SocketAddr,
     limits: Limits,
     max_connections: usize,
+    drain: Duration,
 }
 
 impl Server {
@@ -116,7 +118,15 @@ impl Server {
             addr,
             limits,
             max_connections: max_connections.max(1),
+            drain: DRAIN_TIMEOUT,
         })
+    }
+
+    /// How long in-flight requests get after a stop before [`Server::run`]
+    /// returns anyway.
+    pub fn drain(mut self, drain: Duration) -> Server {
+        self.drain = drain;
+        self
     }
 
     /// The address actually bound (the real port when 0 was asked).
@@ -127,7 +137,7 @@ impl Server {
     /// Serve every connection with `handler` until `stop` is cancelled,
     /// calling `tick`
     /// about every 100 ms (the systemd watchdog). Then wait for in-flight
-    /// connections up to [`DRAIN_TIMEOUT`].
+    /// connections up to the drain time.
     ///
     /// A thread blocks in `accept` (a new peer is served at once, no
     /// polling delay) and hands connections over a channel; on stop a
@@ -135,7 +145,9 @@ impl Server {
     pub fn run<H: Handler>(&self, handler: Arc<H>, stop: &CancelToken, tick: &mut dyn FnMut()) {
         let active = Arc::new(AtomicUsize::new(0));
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
-        let (tx, rx) = crossbeam_channel::bounded::<(TcpStream, SocketAddr)>(self.max_connections);
+        // Unbounded: the acceptor never blocks on us, even while we stop; the
+        // cap is enforced in `admit`, which is quick.
+        let (tx, rx) = crossbeam_channel::unbounded::<(TcpStream, SocketAddr)>();
         let acceptor = match self.listener.try_clone() {
             Ok(listener) => {
                 let stop = stop.clone();
@@ -176,7 +188,17 @@ impl Server {
                 let _ = acceptor.join();
             }
         }
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        // Peers whose connection the kernel completed before the stop may
+        // already have sent a request: serve them too (the waker among
+        // them just closes), then stop for good.
+        let _ = self.listener.set_nonblocking(true);
+        while let Ok((stream, peer)) = rx.try_recv() {
+            self.admit(&handler, stream, peer, &active, stop, &mut threads);
+        }
+        while let Ok((stream, peer)) = self.listener.accept() {
+            self.admit(&handler, stream, peer, &active, stop, &mut threads);
+        }
+        let deadline = Instant::now() + self.drain;
         threads.retain(|t| !t.is_finished());
         if !threads.is_empty() {
             tracing::info!(
@@ -192,7 +214,7 @@ impl Server {
             tracing::warn!(
                 connections = threads.len(),
                 "wyoming: connections still busy after {} s; exiting anyway",
-                DRAIN_TIMEOUT.as_secs()
+                self.drain.as_secs()
             );
         }
     }
@@ -206,6 +228,9 @@ impl Server {
         stop: &CancelToken,
         threads: &mut Vec<JoinHandle<()>>,
     ) {
+        // Blocking I/O whatever the listener's mode (it turns non-blocking
+        // for the final drain on stop).
+        let _ = stream.set_nonblocking(false);
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let _ = stream.set_nodelay(true);
         let now = active.load(Ordering::SeqCst);
@@ -252,7 +277,7 @@ fn accept_loop(
     loop {
         match listener.accept() {
             Ok(pair) => {
-                if stop.is_cancelled() || tx.send(pair).is_err() {
+                if tx.send(pair).is_err() || stop.is_cancelled() {
                     return;
                 }
             }
