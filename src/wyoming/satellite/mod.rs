@@ -4,8 +4,9 @@
 //! A satellite (wyoming-satellite on a Pi Zero, an ESP32 board) is a
 //! Wyoming *server*; earshot connects to it as Home Assistant would, sends
 //! `run-satellite`, hears its microphone, runs the turn and sends the
-//! spoken answer back. [`session`] is one connection's event flow;
-//! [`speech`] is the answer's way back.
+//! spoken answer back. [`session`] is one connection's event flow,
+//! `worker` one request's STT, turn and speech on its own thread,
+//! [`speech`] the answer's audio back.
 //!
 //! Each satellite has its own thread, connection, endpointer, speaker and
 //! conversation, so a slow, dead or reconnecting satellite never stalls
@@ -27,6 +28,7 @@
 
 pub mod session;
 pub mod speech;
+mod worker;
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::thread::JoinHandle;
