@@ -602,6 +602,32 @@ fn doctor_reports_each_part_with_a_fix_and_an_exit_code() {
 }
 
 #[test]
+fn doctor_accepts_a_satellite_only_host_and_refuses_one_with_nothing_to_hear() {
+    let state = tempfile::tempdir().unwrap();
+    let (_, report, _) = doctor(state.path(), &[], "[audio]\ninput = \"none\"\n");
+    let mic = check(&report, "microphone");
+    assert_eq!(mic["status"], "fail", "{report}");
+    assert!(
+        mic["fix"].as_str().unwrap().contains("wyoming.satellites"),
+        "{mic}"
+    );
+    let (_, report, _) = doctor(
+        state.path(),
+        &[],
+        "[audio]\ninput = \"none\"\n[wyoming]\nsatellites = [\"tcp://127.0.0.1:10700\"]\n",
+    );
+    let mic = check(&report, "microphone");
+    assert_eq!(mic["status"], "ok", "{report}");
+    assert!(
+        mic["detail"]
+            .as_str()
+            .unwrap()
+            .contains("1 Wyoming satellite"),
+        "{mic}"
+    );
+}
+
+#[test]
 fn doctor_text_output_has_a_verdict_per_line() {
     let state = tempfile::tempdir().unwrap();
     let mut cmd = common::earshot(state.path());

@@ -41,7 +41,9 @@ pub const SAMPLE_RATE: u32 = 16_000;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AudioConfig {
-    /// Input device name (`earshot devices`), `default`, or a WAV path.
+    /// Input device name (`earshot devices`), `default`, a WAV path, or
+    /// `none` for a host that only listens through Wyoming satellites
+    /// (`wyoming.satellites`).
     pub input: String,
     /// Output device name, `default`, or a WAV path.
     pub output: String,

@@ -288,6 +288,22 @@ fn default_device(input: bool) -> Result<String, String> {
 }
 
 fn microphone(config: &Config) -> Check {
+    if crate::wyoming::satellite::is_no_input(&config.audio.input) {
+        let n = config.wyoming.satellites.len();
+        return if n > 0 {
+            Check::ok(
+                "microphone",
+                format!("no local microphone (audio.input = \"none\"); listening through {n} Wyoming satellite(s)"),
+            )
+        } else {
+            Check::new(
+                "microphone",
+                Status::Fail,
+                "audio.input is \"none\" and wyoming.satellites is empty: nothing to listen to",
+                "set audio.input to a name from `earshot devices`, or list satellites in wyoming.satellites",
+            )
+        };
+    }
     audio_check("microphone", &config.audio.input, true)
 }
 
