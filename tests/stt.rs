@@ -91,7 +91,33 @@ fn jfk_word_for_word_and_every_clip_within_10_percent() {
         assert!(wer <= 0.10, "{name}: WER {wer:.3}: {}", t.text);
         assert_eq!(t.engine, "whisper");
         assert!(t.timings.stt_ms > 0);
+        // Issue 9.4: no slow path on these clips (0880 used to need the
+        // full context after a wrong fast pass).
+        assert_eq!(t.path, "fast", "{name}: {}", t.reason);
     }
+}
+
+#[test]
+fn a_pass_does_not_depend_on_what_was_transcribed_before() {
+    // whisper.cpp 1.8.3 + flash attention leaks padded cross-attention
+    // frames from one pass into the next; each pass gets a clean state.
+    let w = whisper();
+    let stt = stt();
+    let (hard, _) = audio::wav::read_16k_mono(
+        &speech("sense_and_sensibility_01_austen_64kb-0880.wav"),
+        None,
+    )
+    .unwrap();
+    let (jfk, _) = audio::wav::read_16k_mono(&speech("jfk.wav"), None).unwrap();
+    let first = stt.transcribe(&hard).unwrap();
+    // A full-context pass of another length in between.
+    w.decode_library_default(&jfk).unwrap();
+    let again = stt.transcribe(&hard).unwrap();
+    assert_eq!(first.text, again.text);
+    assert_eq!(
+        text::normalise(&again.text),
+        text::normalise(&reference("sense_and_sensibility_01_austen_64kb-0880.wav"))
+    );
 }
 
 #[test]
@@ -243,11 +269,34 @@ fn fast_path_is_used_and_reported_for_short_commands() {
     )
     .unwrap();
     let t = stt().transcribe(&samples).unwrap();
-    assert!(t.path == "fast" || t.path == "fast+full", "{}", t.path);
-    assert!(!t.reason.is_empty());
-    if t.path == "fast" {
-        assert!(t.audio_ctx.unwrap() < 1500);
-    }
+    assert_eq!(t.path, "fast", "{}", t.reason);
+    assert!(t.reason.contains("audio_ctx"), "{}", t.reason);
+    assert!(t.audio_ctx.unwrap() < 1500);
+    assert!(t.timings.fast_ms.is_some() && t.timings.full_ms.is_none());
+    // The lead silence keeps a word that starts at the first sample.
+    assert_eq!(
+        text::normalise(&t.text).first().map(String::as_str),
+        Some("and"),
+        "{}",
+        t.text
+    );
+
+    // The retry after a rejected fast pass: twice its context, never the
+    // full context (that is the last resort).
+    let w = whisper();
+    let plan = w.fast_plan(3 * SAMPLE_RATE as usize).unwrap();
+    assert_eq!(
+        plan.audio_ctx, 216,
+        "(3 s + 300 ms lead + 1 s margin) × 50/s, to 8"
+    );
+    assert!(plan.no_timestamps && plan.single_segment);
+    assert_eq!(w.wide_plan(&plan).map(|p| p.audio_ctx), Some(432));
+    let long = w.fast_plan(14 * SAMPLE_RATE as usize).unwrap();
+    assert!(
+        w.wide_plan(&long).is_none(),
+        "2 × {} ≥ 1500: straight to full",
+        long.audio_ctx
+    );
 }
 
 fn wav_tmp(
@@ -542,4 +591,36 @@ fn cpal_capture_through_alsa_file_plugin_equals_the_file() {
     let err = common::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("earshot devices"), "{err}");
+}
+
+#[test]
+fn bench_speak_times_first_sentence_to_first_audio_with_piper() {
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("speak.wav");
+    let out = common::run(
+        common::earshot(dir.path())
+            .args([
+                "bench", "speak", "--engine", "piper", "--runs", "1", "--limit", "1",
+            ])
+            .args(["--json", "--out"])
+            .arg(&wav),
+    );
+    let lines: Vec<serde_json::Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", common::stderr(&out));
+    assert_eq!(lines[0]["engine"], "piper");
+    assert_eq!(lines[0]["first_sentence"], "It's 6:05 PM.");
+    let ms = lines[0]["first_audio_ms"].as_f64().unwrap();
+    // Synthesis of the first sentence happens inside the measured span.
+    assert!(
+        ms >= lines[0]["synth_ms"].as_f64().unwrap() * 0.9 && ms < 5000.0,
+        "{ms}"
+    );
+    assert_eq!(lines[1]["summary"], true);
+    assert_eq!(lines[1]["first_audio_p50_ms"].as_f64(), Some(ms));
+    // The paced output really played the reply: > 1 s of audio.
+    let played = hound::WavReader::open(&wav).unwrap();
+    assert!(played.duration() as f64 / played.spec().sample_rate as f64 > 1.0);
 }

@@ -42,6 +42,9 @@ pub struct BenchSpeakArgs {
     /// Runs over the reply set (the figures cover every reply of every run).
     #[arg(long, default_value_t = 2)]
     pub runs: usize,
+    /// Only the first N replies of the set (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: usize,
     /// Simulated LLM stream rate, words per second.
     #[arg(long, default_value_t = 30.0)]
     pub words_per_sec: f64,
@@ -142,8 +145,13 @@ pub fn run(config_path: Option<&Path>, args: BenchSpeakArgs) -> Result<bool> {
     measure_one(&speaker, "Ready.", Duration::ZERO)?;
     let gap = Duration::from_secs_f64(1.0 / args.words_per_sec);
     let mut all = Vec::new();
+    let take = if args.limit == 0 {
+        REPLIES.len()
+    } else {
+        args.limit
+    };
     for _ in 0..args.runs.max(1) {
-        for (i, reply) in REPLIES.iter().enumerate() {
+        for (i, reply) in REPLIES.iter().enumerate().take(take) {
             let (ms, first_sentence, engine, synth_ms) = measure_one(&speaker, reply, gap)?;
             let m = Measured {
                 reply: i,

@@ -392,3 +392,22 @@ pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
     }
     Ok(ok_median && ok_worst && ok_wer && ok_parity)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_text_drops_timestamps_and_joins_segments() {
+        let out = "\n[00:00:00.000 --> 00:00:03.000]   He was not an ill-disposed young man.\n[00:00:03.000 --> 00:00:05.000]   Stop.\n";
+        assert_eq!(cli_text(out), "He was not an ill-disposed young man. Stop.");
+        assert_eq!(cli_text(" plain text \n"), "plain text");
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
+}

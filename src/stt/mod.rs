@@ -45,6 +45,10 @@ pub struct SttConfig {
     /// Flash attention in whisper.cpp (its own default; whisper-rs turns
     /// it off unless asked).
     pub flash_attn: bool,
+    /// A clean whisper.cpp state for every pass (built in the background
+    /// between turns) instead of one reused state: whisper.cpp 1.8.3 lets
+    /// leftovers of an earlier pass change the words (see whisper.rs).
+    pub fresh_state: bool,
     /// `STT_BASE_URL`
     pub cloud_base_url: String,
     /// `GROQ_STT_MODEL`
@@ -72,6 +76,7 @@ impl Default for SttConfig {
             // Beam 5: greedy mishears one shared clip ("old-sposed"); see notes/stt.md.
             beam_size: 5,
             flash_attn: true,
+            fresh_state: true,
             cloud_base_url: "https://api.groq.com/openai/v1".into(),
             cloud_model: "whisper-large-v3".into(),
             cloud_api_key: String::new(),

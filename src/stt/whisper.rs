@@ -73,11 +73,72 @@ pub struct WhisperStt {
     threads: usize,
     model_ctx: u32,
     eot: i32,
-    state: Mutex<WhisperState>,
-    // Keeps the weights alive for the state (the state holds an Arc too;
-    // kept here so `model_path` and the context's lifetime are explicit).
-    _ctx: WhisperContext,
+    states: Arc<States>,
+    /// One pass at a time: a device hears one utterance at a time, and two
+    /// passes would only share the same cores.
+    run: Mutex<()>,
     model_path: PathBuf,
+}
+
+/// The weights plus whisper.cpp states (KV caches and compute buffers).
+///
+/// whisper.cpp 1.8.3 with flash attention writes the cross-attention K/V
+/// of `audio_ctx` frames but reads them padded to a multiple of 256 with
+/// no mask, so frames left over from an earlier pass of another length
+/// leak into the next one: measured here, the same clip gave different
+/// words depending on what was transcribed before. A clean state per
+/// pass (`stt.fresh_state`, default on) makes every pass reproducible;
+/// the next clean state is built in the background (~20 ms) while the
+/// device listens, so a turn doesn't wait for it.
+struct States {
+    ctx: WhisperContext,
+    spare: Mutex<Option<WhisperState>>,
+    refilling: AtomicBool,
+}
+
+impl States {
+    fn create(&self) -> Result<WhisperState, SttError> {
+        self.ctx
+            .create_state()
+            .map_err(|e| SttError::Local(format!("cannot allocate a whisper state: {e}")))
+    }
+
+    fn take(&self) -> Result<WhisperState, SttError> {
+        let spare = self.spare.lock().ok().and_then(|mut s| s.take());
+        match spare {
+            Some(s) => Ok(s),
+            None => self.create(),
+        }
+    }
+
+    /// Build the next clean state on a background thread (and drop the
+    /// used one there), unless one is being built already.
+    fn refill(self: &Arc<Self>, used: Option<WhisperState>) {
+        if self.refilling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("whisper-state".into())
+            .spawn(move || {
+                drop(used);
+                match me.create() {
+                    Ok(state) => {
+                        if let Ok(mut spare) = me.spare.lock() {
+                            spare.get_or_insert(state);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not prepare the next whisper state")
+                    }
+                }
+                me.refilling.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            // The next pass builds its state itself.
+            self.refilling.store(false, Ordering::SeqCst);
+        }
+    }
 }
 
 /// Route whisper.cpp's chatty stderr logging into `tracing` (once).
@@ -120,10 +181,38 @@ impl WhisperStt {
             cfg: cfg.clone(),
             model_ctx,
             eot,
-            state: Mutex::new(state),
-            _ctx: ctx,
+            states: Arc::new(States {
+                ctx,
+                spare: Mutex::new(Some(state)),
+                refilling: AtomicBool::new(false),
+            }),
+            run: Mutex::new(()),
             model_path: path.to_path_buf(),
         })
+    }
+
+    /// Run whisper.cpp on `input` with a state lent for this pass (one
+    /// pass at a time), then read the segments with `read`. Afterwards
+    /// the state is kept for the next pass, or replaced by a clean one
+    /// built in the background (`stt.fresh_state`).
+    fn run_pass<T>(
+        &self,
+        params: FullParams,
+        input: &[f32],
+        read: impl FnOnce(Result<(), whisper_rs::WhisperError>, &WhisperState) -> T,
+    ) -> Result<T, SttError> {
+        let _one_at_a_time = self.run.lock().map_err(|_| {
+            SttError::Local("the whisper engine was poisoned by an earlier panic".into())
+        })?;
+        let mut state = self.states.take()?;
+        let result = state.full(params, input);
+        let out = read(result, &state);
+        if self.cfg.fresh_state {
+            self.states.refill(Some(state));
+        } else if let Ok(mut spare) = self.states.spare.lock() {
+            *spare = Some(state);
+        }
+        Ok(out)
     }
 
     /// The model file this engine runs.
@@ -241,43 +330,52 @@ impl WhisperStt {
             audio
         };
 
-        let mut state = self.state.lock().map_err(|_| {
-            SttError::Local("the whisper state was poisoned by an earlier panic".into())
-        })?;
-        let result = state.full(params, input);
+        let eot = self.eot;
+        let (result, text_out, logprob_sum, min_logprob, weakest, tokens, no_speech_prob) = self
+            .run_pass(params, input, |result, state| {
+                let mut text_out = String::new();
+                let mut logprob_sum = 0.0f32;
+                let mut min_logprob = 0.0f32;
+                let mut weakest = String::new();
+                let mut tokens = 0usize;
+                let mut no_speech_prob = 0.0f32;
+                for seg in state.as_iter() {
+                    no_speech_prob = no_speech_prob.max(seg.no_speech_probability());
+                    if let Ok(s) = seg.to_str_lossy() {
+                        text_out.push_str(&s);
+                    }
+                    for i in 0..seg.n_tokens() {
+                        if let Some(tok) = seg.get_token(i) {
+                            let data = tok.token_data();
+                            if data.id >= eot {
+                                continue; // specials and timestamps
+                            }
+                            logprob_sum += data.plog;
+                            tokens += 1;
+                            if data.plog < min_logprob {
+                                min_logprob = data.plog;
+                                weakest = tok
+                                    .to_str_lossy()
+                                    .map(|t| t.to_string())
+                                    .unwrap_or_default();
+                            }
+                        }
+                    }
+                }
+                (
+                    result,
+                    text_out,
+                    logprob_sum,
+                    min_logprob,
+                    weakest,
+                    tokens,
+                    no_speech_prob,
+                )
+            })?;
         let was_aborted = aborted.load(Ordering::Relaxed);
         if let Err(e) = result {
             if !was_aborted {
                 return Err(SttError::Local(format!("whisper.cpp failed: {e}")));
-            }
-        }
-        let mut text_out = String::new();
-        let mut logprob_sum = 0.0f32;
-        let mut min_logprob = 0.0f32;
-        let mut weakest = String::new();
-        let mut tokens = 0usize;
-        let mut no_speech_prob = 0.0f32;
-        for seg in state.as_iter() {
-            no_speech_prob = no_speech_prob.max(seg.no_speech_probability());
-            if let Ok(s) = seg.to_str_lossy() {
-                text_out.push_str(&s);
-            }
-            for i in 0..seg.n_tokens() {
-                if let Some(tok) = seg.get_token(i) {
-                    let data = tok.token_data();
-                    if data.id >= self.eot {
-                        continue; // specials and timestamps
-                    }
-                    logprob_sum += data.plog;
-                    tokens += 1;
-                    if data.plog < min_logprob {
-                        min_logprob = data.plog;
-                        weakest = tok
-                            .to_str_lossy()
-                            .map(|t| t.to_string())
-                            .unwrap_or_default();
-                    }
-                }
             }
         }
         Ok(Decoded {
@@ -333,19 +431,17 @@ impl WhisperStt {
         params.set_print_realtime(false);
         params.set_print_timestamps(false);
         let started = Instant::now();
-        let mut state = self.state.lock().map_err(|_| {
-            SttError::Local("the whisper state was poisoned by an earlier panic".into())
-        })?;
-        state
-            .full(params, audio)
-            .map_err(|e| SttError::Local(format!("whisper.cpp failed: {e}")))?;
-        let elapsed = started.elapsed();
-        let mut text_out = String::new();
-        for seg in state.as_iter() {
-            if let Ok(s) = seg.to_str_lossy() {
-                text_out.push_str(&s);
+        let (result, text_out) = self.run_pass(params, audio, |result, state| {
+            let mut text_out = String::new();
+            for seg in state.as_iter() {
+                if let Ok(s) = seg.to_str_lossy() {
+                    text_out.push_str(&s);
+                }
             }
-        }
+            (result, text_out)
+        })?;
+        result.map_err(|e| SttError::Local(format!("whisper.cpp failed: {e}")))?;
+        let elapsed = started.elapsed();
         Ok(Decoded {
             text: text_out.trim().to_string(),
             tokens: 0,
