@@ -475,7 +475,7 @@ impl WhisperStt {
     /// pass runs directly) or the retry is off (`wide_scale` ≤ 1).
     pub fn wide_plan(&self, fast: &Plan) -> Option<Plan> {
         let scale = self.cfg.fast.wide_scale;
-        if !(scale > 1.0) {
+        if scale.is_nan() || scale <= 1.0 {
             return None;
         }
         let ctx = ((fast.audio_ctx as f32 * scale).ceil() as u32).div_ceil(8) * 8;
