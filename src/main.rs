@@ -298,9 +298,9 @@ fn main() -> ExitCode {
             }
         },
     };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+    let code: u8 = match result {
+        Ok(true) => 0,
+        Ok(false) => 1,
         Err(e) => {
             // One line: the outermost context and its cause.
             let mut message = e.to_string();
@@ -308,7 +308,27 @@ fn main() -> ExitCode {
                 message = format!("{message}: {cause}");
             }
             eprintln!("earshot: {}", message.replace('\n', " "));
-            ExitCode::from(2)
+            2
         }
-    }
+    };
+    exit_now(code)
+}
+
+/// End the process without running C/C++ static destructors.
+///
+/// Some native work runs on threads nobody joins: whisper.cpp's next clean
+/// state is built in the background after every pass, a speaker thread may
+/// be inside Piper, the memory worker inside ONNX Runtime. When `main`
+/// returns, `exit()` tears down ggml's and ONNX Runtime's globals under
+/// those threads' feet — seen as a SIGSEGV at the very end of `earshot
+/// run` with satellites. Everything that must last is already durable
+/// (SQLite commits each turn; files are renamed into place), and every
+/// command has joined the threads whose work matters, so after flushing
+/// our own output `_exit` is the safe way out.
+fn exit_now(code: u8) -> ExitCode {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` only ends the process; output is flushed above.
+    unsafe { libc::_exit(i32::from(code)) }
 }
