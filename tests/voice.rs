@@ -258,7 +258,8 @@ fn run_through_alsa_files_answers_the_time_out_loud() {
     let extra: serde_json::Value = serde_json::from_str(&extra).unwrap();
     assert_eq!(extra["stt"]["engine"], "whisper", "{extra}");
     assert!(
-        ["fast", "fast+full", "full"].contains(&extra["stt"]["path"].as_str().unwrap_or("")),
+        ["fast", "fast+wide", "fast+wide+full", "fast+full", "full"]
+            .contains(&extra["stt"]["path"].as_str().unwrap_or("")),
         "{extra}"
     );
     // What ALSA played back is the spoken time.
