@@ -80,6 +80,33 @@ impl std::fmt::Display for WyomingUri {
     }
 }
 
+/// Why [`dial`] found no connection.
+#[derive(Debug)]
+pub(crate) enum DialError {
+    /// The name did not resolve (the message names the URI).
+    Resolve(String),
+    /// Every address refused or timed out; the last address's error.
+    Connect(std::io::Error),
+}
+
+/// Open a TCP stream to `uri`, trying each address it resolves to for up
+/// to `timeout` each. Shared by every outgoing connection (services,
+/// satellites), which add their own socket options before wrapping it.
+pub(crate) fn dial(uri: &WyomingUri, timeout: Duration) -> Result<TcpStream, DialError> {
+    let addrs = uri
+        .authority()
+        .to_socket_addrs()
+        .map_err(|e| DialError::Resolve(format!("cannot resolve {uri}: {e}")))?;
+    let mut last = DialError::Resolve(format!("{uri} resolves to no address"));
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = DialError::Connect(e),
+        }
+    }
+    Err(last)
+}
+
 /// Sends events on a connection; cheap to clone and share across threads.
 #[derive(Clone)]
 pub struct EventWriter {
@@ -123,21 +150,12 @@ impl Connection {
         timeout: Duration,
         limits: Limits,
     ) -> Result<Connection, String> {
-        let addrs = uri
-            .authority()
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {uri}: {e}"))?;
-        let mut last = format!("{uri} resolves to no address");
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(stream) => {
-                    return Connection::from_stream(stream, limits)
-                        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))
-                }
-                Err(e) => last = format!("cannot connect to {uri}: {e}"),
-            }
-        }
-        Err(last)
+        let stream = dial(uri, timeout).map_err(|e| match e {
+            DialError::Resolve(m) => m,
+            DialError::Connect(e) => format!("cannot connect to {uri}: {e}"),
+        })?;
+        Connection::from_stream(stream, limits)
+            .map_err(|e| format!("cannot use the connection to {uri}: {e}"))
     }
 
     /// Wrap an accepted (or connected) stream and start its reader thread.

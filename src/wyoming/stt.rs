@@ -14,14 +14,13 @@
 //! `transcribe {language}`, `audio-start`, `audio-chunk`s of 16 kHz 16-bit
 //! mono, `audio-stop`, then wait for `transcript {text}`.
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
-use super::client::{Connection, WyomingUri};
+use super::client::{dial, Connection, DialError, WyomingUri};
 use super::protocol::{Event, Limits, ProtocolError};
 use super::WyomingConfig;
 use crate::stt::{SttError, Transcriber, Transcript};
@@ -186,24 +185,15 @@ pub(crate) fn connect(
     write_timeout: Duration,
     limits: Limits,
 ) -> Result<Connection, String> {
-    let addrs = uri
-        .authority()
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {uri}: {e}"))?;
-    let mut last = format!("{uri} resolves to no address");
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, connect_timeout) {
-            Ok(stream) => {
-                stream
-                    .set_write_timeout(Some(write_timeout))
-                    .map_err(|e| format!("cannot use the connection to {uri}: {e}"))?;
-                return Connection::from_stream(stream, limits)
-                    .map_err(|e| format!("cannot use the connection to {uri}: {e}"));
-            }
-            Err(e) => last = format!("cannot connect: {e}"),
-        }
-    }
-    Err(last)
+    let stream = dial(uri, connect_timeout).map_err(|e| match e {
+        DialError::Resolve(m) => m,
+        DialError::Connect(e) => format!("cannot connect: {e}"),
+    })?;
+    stream
+        .set_write_timeout(Some(write_timeout))
+        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))?;
+    Connection::from_stream(stream, limits)
+        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))
 }
 
 /// After a failure, skip a service for a while (doubling up to a cap) so
@@ -261,7 +251,7 @@ mod tests {
     use super::*;
     use crate::wyoming::protocol::read_event;
     use std::io::{BufReader, Write};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     fn config(timeout_ms: u64) -> WyomingConfig {
         WyomingConfig {

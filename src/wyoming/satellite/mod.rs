@@ -30,7 +30,7 @@ pub mod session;
 pub mod speech;
 mod worker;
 
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ use crate::agent::Services;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::Tts;
-use crate::wyoming::client::{Connection, WyomingUri};
+use crate::wyoming::client::{dial, Connection, DialError, WyomingUri};
 use crate::wyoming::WyomingConfig;
 
 pub use speech::SharedTts;
@@ -186,26 +186,16 @@ impl Host {
     fn connect(&self) -> Result<Connection, String> {
         let timeout = Duration::from_millis(self.cfg.connect_timeout_ms.max(1));
         let write_timeout = Duration::from_millis(self.cfg.request_timeout_ms.max(1));
-        let addrs = self
-            .uri
-            .authority()
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", self.uri))?;
-        let mut last = format!("{} resolves to no address", self.uri);
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(stream) => {
-                    stream
-                        .set_write_timeout(Some(write_timeout))
-                        .map_err(|e| format!("cannot set a write timeout: {e}"))?;
-                    bound_send_buffer(&stream);
-                    return Connection::from_stream(stream, self.cfg.limits())
-                        .map_err(|e| format!("cannot use the connection: {e}"));
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(last)
+        let stream = dial(&self.uri, timeout).map_err(|e| match e {
+            DialError::Resolve(m) => m,
+            DialError::Connect(e) => e.to_string(),
+        })?;
+        stream
+            .set_write_timeout(Some(write_timeout))
+            .map_err(|e| format!("cannot set a write timeout: {e}"))?;
+        bound_send_buffer(&stream);
+        Connection::from_stream(stream, self.cfg.limits())
+            .map_err(|e| format!("cannot use the connection: {e}"))
     }
 }
 
