@@ -257,7 +257,8 @@ fn main() {
     if std::env::args().any(|a| a == "--index-only") {
         return;
     }
-    let embedder = earshot::nlu::load_embedder(&config).expect("MiniLM model in models/");
+    let embedder =
+        earshot::nlu::load_embedder(&config.nlu, &config.paths()).expect("MiniLM model in models/");
     recall_latency(embedder.clone(), 10_000);
     recall_latency(embedder, big);
 }

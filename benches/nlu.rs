@@ -63,8 +63,15 @@ fn parts() -> Parts {
     {
         config.nlu.threads = t;
     }
-    let embedder = load_embedder(&config).expect("embedder (run scripts/fetch-embedder.sh)");
-    let classifier = routes::route_classifier(&config, embedder.clone()).expect("route classifier");
+    let embedder = load_embedder(&config.nlu, &config.paths())
+        .expect("embedder (run scripts/fetch-embedder.sh)");
+    let classifier = routes::route_classifier(
+        &config.nlu,
+        &config.router,
+        &config.paths(),
+        embedder.clone(),
+    )
+    .expect("route classifier");
     let server = http::TestServer::start(|_| {
         http::Reply::json(200, &http::openai_completion("bench", "context"))
     });

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub use crate::llm::LlmConfig;
+pub use crate::nlu::RouterConfig;
+
 /// The whole effective configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -45,87 +48,6 @@ pub struct Config {
     pub device: crate::device::DeviceConfig,
     pub knowledge: crate::knowledge::KnowledgeConfig,
     pub wyoming: crate::wyoming::WyomingConfig,
-}
-
-/// The OpenAI-compatible chat endpoint and its models (R-MODEL).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LlmConfig {
-    /// `LLM_BASE_URL`: Groq by default; llama.cpp's server or Ollama work.
-    pub base_url: String,
-    /// `GROQ_API_KEY`. Empty is fine for local servers.
-    pub api_key: String,
-    /// `GROQ_LLM_MODEL`: router fallback, simple, persona, summaries.
-    pub model: String,
-    /// `GROQ_AGENT_MODEL`: tool calls.
-    pub agent_model: String,
-    pub temperature: f32,
-    pub agent_temperature: f32,
-    pub max_completion_tokens: u32,
-    pub top_p: f32,
-    /// Stream answers token by token (speech starts at the first sentence).
-    pub stream: bool,
-    pub connect_timeout_secs: u64,
-    /// Longest silence between two bytes of a response.
-    pub read_timeout_secs: u64,
-    /// Retries after the first attempt on 429/5xx/connection errors.
-    pub max_retries: u32,
-    /// First backoff; doubles per retry (a `retry-after` header wins).
-    pub retry_backoff_ms: u64,
-    /// Turns (user + assistant pairs) of history sent with each request.
-    pub history_turns: usize,
-}
-
-impl Default for LlmConfig {
-    fn default() -> Self {
-        Self {
-            base_url: "https://api.groq.com/openai/v1".into(),
-            api_key: String::new(),
-            model: "qwen/qwen3.6-27b".into(),
-            agent_model: "openai/gpt-oss-20b".into(),
-            temperature: 0.7,
-            agent_temperature: 0.0,
-            max_completion_tokens: 2048,
-            top_p: 1.0,
-            stream: true,
-            connect_timeout_secs: 5,
-            read_timeout_secs: 30,
-            max_retries: 2,
-            retry_backoff_ms: 500,
-            history_turns: 10,
-        }
-    }
-}
-
-impl LlmConfig {
-    /// A cloud URL with no key cannot work; a local server needs none.
-    pub fn is_usable(&self) -> bool {
-        !self.base_url.trim().is_empty()
-            && (!self.api_key.is_empty() || !self.base_url.contains("api.groq.com"))
-    }
-}
-
-/// The router graph (R-ROUTE).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RouterConfig {
-    /// Whole words/phrases that send a request straight to `context`. The
-    /// 11 seed keywords are always included; these are extra.
-    pub extra_keywords: Vec<String>,
-    /// Below this on-device classifier confidence the LLM is asked.
-    pub classifier_threshold: f32,
-    /// Ask the LLM when the classifier is absent or unsure.
-    pub llm_fallback: bool,
-}
-
-impl Default for RouterConfig {
-    fn default() -> Self {
-        Self {
-            extra_keywords: Vec::new(),
-            classifier_threshold: 0.65,
-            llm_fallback: true,
-        }
-    }
 }
 
 impl Default for Config {
@@ -445,6 +367,15 @@ impl Config {
         }
         self.wyoming.validate().map_err(|e| anyhow!(e))?;
         Ok(())
+    }
+
+    /// The shared paths value every disk-touching constructor takes.
+    pub fn paths(&self) -> crate::paths::Paths {
+        crate::paths::Paths {
+            state_dir: self.state_dir.clone(),
+            models_dir: self.models_dir.clone(),
+            onnxruntime_lib: self.nlu.onnxruntime_lib.clone(),
+        }
     }
 
     /// The SQLite database file.

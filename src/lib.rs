@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod app;
 pub mod audio;
 pub mod cancel;
 pub mod cli;
@@ -27,6 +28,8 @@ pub mod knowledge;
 pub mod llm;
 pub mod memory;
 pub mod nlu;
+pub mod onnx;
+pub mod paths;
 pub mod review;
 pub mod store;
 pub mod stt;

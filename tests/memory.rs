@@ -28,7 +28,7 @@ fn embedder() -> Arc<dyn Embedder> {
             models_dir: common::models_dir(),
             ..Default::default()
         };
-        earshot::nlu::load_embedder(&config)
+        earshot::nlu::load_embedder(&config.nlu, &config.paths())
             .expect("MiniLM model in models/ (scripts/fetch-embedder.sh)")
     })
     .clone()
@@ -47,8 +47,7 @@ fn services(state: &Path, llm_url: &str) -> Services {
     config.memory.worker_poll_ms = 50;
     let store = Store::open(&config.database_path()).unwrap();
     let llm = Arc::new(OpenAiClient::new(&config.llm));
-    let mut s = Services::assemble(config, store, llm, Some(embedder()), None);
-    s.attach_memory();
+    let s = earshot::app::assemble(&config, store, llm, Some(embedder()), None);
     assert!(s.memory.is_some() && s.recall.is_some());
     s
 }

@@ -25,8 +25,10 @@ fn config() -> Config {
 /// slow part).
 fn embedder() -> Arc<dyn Embedder> {
     static E: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
-    E.get_or_init(|| load_embedder(&config()).expect("embedder loads from models/"))
-        .clone()
+    E.get_or_init(|| {
+        load_embedder(&config().nlu, &config().paths()).expect("embedder loads from models/")
+    })
+    .clone()
 }
 
 fn cos(a: &[f32], b: &[f32]) -> f32 {
@@ -178,10 +180,10 @@ fn example_cache_is_reused_and_invalidated() {
 #[test]
 fn bad_model_and_tokenizer_paths_are_one_line_errors_with_the_fix() {
     let config = config();
-    let (model, tokenizer) = earshot::nlu::embedder::model_paths(&config);
+    let (model, tokenizer) = earshot::nlu::embedder::model_paths(&config.nlu, &config.paths());
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.onnx");
-    let err = OnnxEmbedder::load(&config, &missing, &tokenizer)
+    let err = OnnxEmbedder::load(&config.nlu, &config.paths(), &missing, &tokenizer)
         .err()
         .unwrap()
         .to_string();
@@ -191,14 +193,14 @@ fn bad_model_and_tokenizer_paths_are_one_line_errors_with_the_fix() {
     );
     let corrupt = dir.path().join("corrupt.onnx");
     std::fs::write(&corrupt, vec![7u8; 4096]).unwrap();
-    let err = OnnxEmbedder::load(&config, &corrupt, &tokenizer)
+    let err = OnnxEmbedder::load(&config.nlu, &config.paths(), &corrupt, &tokenizer)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("corrupt.onnx") && !err.contains('\n'), "{err}");
     let bad_tok = dir.path().join("tokenizer.json");
     std::fs::write(&bad_tok, b"{\"version\": ").unwrap();
-    let err = OnnxEmbedder::load(&config, &model, &bad_tok)
+    let err = OnnxEmbedder::load(&config.nlu, &config.paths(), &model, &bad_tok)
         .err()
         .unwrap()
         .to_string();
@@ -328,17 +330,28 @@ fn route_classifier_scorers_knn_and_softmax() {
     config.state_dir = state.path().to_path_buf();
     for scorer in ["knn", "softmax"] {
         config.nlu.route_scorer = scorer.into();
-        let c = earshot::nlu::routes::route_classifier(&config, embedder()).unwrap();
+        let c = earshot::nlu::routes::route_classifier(
+            &config.nlu,
+            &config.router,
+            &config.paths(),
+            embedder(),
+        )
+        .unwrap();
         let (label, score) = c.classify("is it going to snow in oslo tomorrow").unwrap();
         assert_eq!(label, "context", "{scorer}: {score}");
         let (label, _) = c.classify("pretend you are a cowboy").unwrap();
         assert_eq!(label, "persona", "{scorer}");
     }
     config.nlu.route_scorer = "magic".into();
-    let err = earshot::nlu::routes::route_classifier(&config, embedder())
-        .err()
-        .unwrap()
-        .to_string();
+    let err = earshot::nlu::routes::route_classifier(
+        &config.nlu,
+        &config.router,
+        &config.paths(),
+        embedder(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(
         err.contains("route_scorer") && err.contains("magic"),
         "{err}"

@@ -592,13 +592,12 @@ fn default_tree_on_held_out_utterances() {
         ..Default::default()
     };
     let store = earshot::store::Store::open_in(dir.path()).unwrap();
-    let env = earshot::tree::actions::ActionEnv {
-        store,
-        user_id: "user-1".into(),
-        memory: None,
-    };
-    let embedder = earshot::nlu::load_embedder(&config).map_err(|e| e.to_string());
-    let engine = earshot::tree::Engine::build(&config, env, embedder).unwrap();
+    let env = earshot::tree::actions::ActionEnv::local(store, "user-1");
+    let embedder =
+        earshot::nlu::load_embedder(&config.nlu, &config.paths()).map_err(|e| e.to_string());
+    let engine =
+        earshot::tree::Engine::build(&config.tree, &config.nlu, &config.paths(), env, embedder)
+            .unwrap();
     engine.classifiers_ready().unwrap();
     let data: Vec<(String, String)> =
         serde_json::from_str(&std::fs::read_to_string(common::data("tree_heldout.json")).unwrap())

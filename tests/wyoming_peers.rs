@@ -507,7 +507,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
     let mut config = base_config();
     config.state_dir = dir.path().to_path_buf();
     config.llm.base_url = "http://127.0.0.1:9".into();
-    let services = earshot::agent::Services::build(config.clone()).unwrap();
+    let services = earshot::app::build(&config).unwrap();
     let speaker = Arc::new(
         earshot::tts::speaker::Speaker::start(
             Tts::with_engines(Vec::new()),

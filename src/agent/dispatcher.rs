@@ -22,7 +22,7 @@ use crate::tree::Engine;
 /// The resolved mode of this turn: the conversation's override, else the
 /// config default. An unresolvable mode falls back to `graph`.
 pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
-    let default = ctx.services.config.mode.as_str();
+    let default = ctx.services.settings.mode.as_str();
     let mode = match ctx.conversation_id {
         Some(id) => match ctx.services.store.conversation(id) {
             Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),
@@ -198,7 +198,7 @@ pub fn run_tree(
         );
     }
     if let Some(c) = &outcome.classification {
-        if c.accepted || ctx.services.config.tree.shadow {
+        if c.accepted || ctx.services.settings.shadow {
             ctx.record.intent = Some(c.intent.clone());
             ctx.record.intent_confidence = Some(c.confidence);
         }
@@ -271,7 +271,7 @@ pub fn run_tree(
 /// Shadow mode: the device intent and its confidence for every turn,
 /// whichever engine answered (R-KNN).
 fn shadow(ctx: &mut TurnContext<'_>) {
-    if !ctx.services.config.tree.shadow || ctx.record.intent.is_some() {
+    if !ctx.services.settings.shadow || ctx.record.intent.is_some() {
         return;
     }
     let Some(engine) = &ctx.services.tree else {

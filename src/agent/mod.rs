@@ -1,11 +1,12 @@
 //! The turn: from a user's text to a stored, spoken answer.
 //!
-//! [`Services`] is everything built once at start (store, LLM client,
-//! classifier, tools, memory); [`turn::run_turn`] runs one turn over them
+//! [`Services`] is everything built once at start by the composition root
+//! ([`crate::app`]: store, LLM client, classifier, tools, memory); [`turn::run_turn`] runs one turn over them
 //! and reports through the R-SSE [`crate::events::Event`] stream. Every
 //! front door (CLI, voice loop, HTTP, Wyoming) calls `run_turn`.
 
-pub mod cleanup;
+/// Speech cleanup lives with speech (`tts`); the turn uses it too.
+pub use crate::tts::cleanup;
 pub mod dispatcher;
 pub mod nodes;
 pub mod prompts;
@@ -14,21 +15,34 @@ pub mod turn;
 
 use std::sync::Arc;
 
-use anyhow::Result;
-
-use crate::config::Config;
-use crate::llm::openai::OpenAiClient;
-use crate::llm::ChatModel;
+use crate::llm::{ChatModel, LlmConfig};
 use crate::memory::Recall;
 use crate::nlu::router::Router;
 use crate::nlu::{Classifier, Embedder};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
-/// Everything a turn needs, built once.
+/// The settings a turn reads, taken from their sections by the
+/// composition root ([`crate::app`]): the turn never sees the whole config.
+#[derive(Debug, Clone)]
+pub struct TurnSettings {
+    /// Whose turn it is (`user_id`).
+    pub user_id: String,
+    /// The default dispatch mode (`mode`): `tree` or `graph`.
+    pub mode: String,
+    /// The chat endpoint, models and history length (`[llm]`).
+    pub llm: LlmConfig,
+    /// Shadow classification on every turn (`tree.shadow`).
+    pub shadow: bool,
+}
+
+/// Everything a turn needs, built once by [`crate::app`] (the composition
+/// root) in one pass.
 #[derive(Clone)]
 pub struct Services {
-    pub config: Arc<Config>,
+    pub settings: Arc<TurnSettings>,
+    /// The whole config, for the front doors not yet given their sections.
+    pub config: Arc<crate::config::Config>,
     pub store: Store,
     pub llm: Arc<dyn ChatModel>,
     pub embedder: Option<Arc<dyn Embedder>>,
@@ -47,121 +61,15 @@ pub struct Services {
     pub tree_error: Option<String>,
 }
 
-impl Services {
-    /// Build from config: open the database, the LLM client and whatever
-    /// on-device parts are available. Missing optional parts are logged and
-    /// left out; only the database is required.
-    pub fn build(config: Config) -> Result<Services> {
-        let store = Store::open(&config.database_path())?;
-        let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
-        // On-device understanding is optional: without ONNX Runtime or the
-        // model the router asks the LLM instead (logged once here).
-        let embedder = match crate::nlu::load_embedder(&config) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                tracing::warn!("on-device embedder unavailable, routing by LLM: {e:#}");
-                None
-            }
-        };
-        let route_classifier = embedder.as_ref().and_then(|e| {
-            crate::nlu::routes::route_classifier(&config, e.clone())
-                .map_err(|err| tracing::warn!("route classifier unavailable: {err:#}"))
-                .ok()
-        });
-        let mut services = Self::assemble(config, store, llm, embedder, route_classifier);
-        services.attach_memory();
-        crate::knowledge::tool::attach(&mut services);
-        services.attach_tree();
-        Ok(services)
+/// The background worker's view of the services.
+impl crate::memory::WorkerParts for Services {
+    fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
+        self.memory.clone()
     }
-
-    /// Build the intent tree over these services (its classifiers use the
-    /// embedder). A failure is logged and leaves `tree` empty: tree mode
-    /// then falls back to the router graph (seed 004's second fail-open).
-    pub fn attach_tree(&mut self) {
-        match crate::tree::engine::for_services(self) {
-            Ok(engine) => {
-                self.tree = Some(Arc::new(engine));
-                self.tree_error = None;
-            }
-            Err(e) => {
-                tracing::warn!("intent tree unavailable, using the router graph: {e}");
-                self.tree = None;
-                self.tree_error = Some(e.to_string());
-            }
-        }
+    fn llm(&self) -> Arc<dyn ChatModel> {
+        self.llm.clone()
     }
-
-    /// Wire the parts together (tests pass their own LLM).
-    pub fn assemble(
-        config: Config,
-        store: Store,
-        llm: Arc<dyn ChatModel>,
-        embedder: Option<Arc<dyn Embedder>>,
-        route_classifier: Option<Arc<dyn Classifier>>,
-    ) -> Services {
-        let router_llm = config
-            .router
-            .llm_fallback
-            .then(|| (llm.clone(), config.llm.model.clone()));
-        let router = Router::new(
-            &config.router.extra_keywords,
-            route_classifier.clone(),
-            config.router.classifier_threshold,
-            router_llm,
-        );
-        // Built once here; `set_conversation_search` rebuilds it when the
-        // memory module supplies its index.
-        let tools = crate::tools::build_registry(&config, &store, None);
-        Services {
-            config: Arc::new(config),
-            store,
-            llm,
-            embedder,
-            route_classifier,
-            router: Arc::new(router),
-            tools: Arc::new(tools),
-            recall: None,
-            memory: None,
-            tree: None,
-            tree_error: Some("the intent tree was not built (Services::attach_tree)".into()),
-        }
-    }
-
-    /// Open long-term memory over the store and the embedder; recall and
-    /// `search_conversations` are wired when the embedder is present.
-    /// Failures are logged: turns go on without memory (R-MEM).
-    pub fn attach_memory(&mut self) {
-        if !self.config.memory.enabled {
-            return;
-        }
-        match crate::memory::Memory::open(
-            self.store.clone(),
-            self.embedder.clone(),
-            self.config.memory.clone(),
-        ) {
-            Ok(memory) => {
-                let memory = Arc::new(memory);
-                if self.embedder.is_some() {
-                    self.recall = Some(memory.clone());
-                    self.set_conversation_search(memory.clone());
-                }
-                self.memory = Some(memory);
-            }
-            Err(e) => tracing::warn!("long-term memory unavailable: {e:#}"),
-        }
-    }
-
-    /// Supply the conversation index (the memory module's vector search)
-    /// and rebuild the tool set so `search_conversations` is offered.
-    pub fn set_conversation_search(
-        &mut self,
-        search: Arc<dyn crate::tools::search_conversations::ConversationSearch>,
-    ) {
-        self.tools = Arc::new(crate::tools::build_registry(
-            &self.config,
-            &self.store,
-            Some(search),
-        ));
+    fn llm_config(&self) -> LlmConfig {
+        self.settings.llm.clone()
     }
 }

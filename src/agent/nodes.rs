@@ -38,7 +38,7 @@ pub fn main_llm(
     route: Route,
     sink: &mut dyn EventSink,
 ) -> Result<NodeAnswer, LlmError> {
-    let cfg = &ctx.services.config.llm;
+    let cfg = &ctx.services.settings.llm;
     let request = ChatRequest {
         model: cfg.model.clone(),
         messages: build_messages(system, ctx),

@@ -43,7 +43,7 @@ pub fn run(
 fn run_agent(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
     let services = ctx.services;
     let tools = services.tools.clone();
-    let cfg = &services.config.llm;
+    let cfg = &services.settings.llm;
     ctx.record.node = Some("context".into());
     let mut messages = build_messages(prompts::agent(&tools.names()), ctx);
     let specs = tools.specs();
@@ -247,7 +247,6 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::agent::Services;
     use crate::cancel::CancelToken;
     use crate::config::Config;
     use crate::events::CollectSink;
@@ -302,7 +301,7 @@ mod tests {
             replies: Mutex::new(replies),
             seen: Mutex::new(Vec::new()),
         });
-        let services = Services::assemble(Config::default(), store, llm.clone(), None, None);
+        let services = crate::app::assemble(&Config::default(), store, llm.clone(), None, None);
         let mut ctx = TurnContext {
             services: &services,
             user_id: "user-1".into(),

@@ -103,7 +103,7 @@ pub fn run_turn(
         text = text.chars().take(MAX_INPUT_CHARS).collect();
         record.note(format!("input cut to {MAX_INPUT_CHARS} characters"));
     }
-    let user_id = services.config.user_id.clone();
+    let user_id = services.settings.user_id.clone();
     let fail = |record: &mut TurnRecord,
                 sink: &mut dyn EventSink,
                 conversation_id: Option<i64>,
@@ -148,7 +148,7 @@ pub fn run_turn(
     let history = match input.conversation_id {
         Some(id) => match services.store.conversation(id) {
             Ok(Some(_)) => {
-                let max = services.config.llm.history_turns * 2;
+                let max = services.settings.llm.history_turns * 2;
                 match services.store.recent_messages(id, max) {
                     Ok(messages) => messages
                         .into_iter()

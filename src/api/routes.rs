@@ -212,7 +212,7 @@ fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
             let list = ctx
                 .services
                 .store
-                .conversations(&ctx.services.config.user_id, 100)
+                .conversations(&ctx.services.settings.user_id, 100)
                 .map_err(|e| {
                     ApiError::new(500, format!("could not read the conversations: {e}"))
                 })?;

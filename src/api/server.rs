@@ -54,15 +54,8 @@ pub fn check_bind(bind: &str, token: &str) -> Result<SocketAddr> {
 }
 
 impl ApiServer {
-    /// Bind and start the workers, loading the speech engines. `services`
-    /// is built once by the caller.
-    pub fn start(services: Services, config: &ApiConfig) -> Result<ApiServer> {
-        let speech = Arc::new(Speech::from_config(&services.config));
-        Self::start_with_speech(services, speech, config)
-    }
-
-    /// As [`ApiServer::start`], sharing speech engines the caller already
-    /// loaded (`earshot run` has them for the voice loop).
+    /// Bind and start the workers over `services` and the speech engines,
+    /// both built once by the caller ([`crate::app`]).
     pub fn start_with_speech(
         services: Services,
         speech: Arc<Speech>,
@@ -189,7 +182,7 @@ mod tests {
         let store = crate::store::Store::open(&config.database_path()).unwrap();
         let llm: std::sync::Arc<dyn crate::llm::ChatModel> =
             std::sync::Arc::new(crate::llm::openai::OpenAiClient::new(&config.llm));
-        let services = Services::assemble(config, store, llm, None, None);
+        let services = crate::app::assemble(&config, store, llm, None, None);
         let speech = Arc::new(Speech::new(
             Err("off in this test".into()),
             crate::tts::Tts::with_engines(Vec::new()),

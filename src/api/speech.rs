@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::ApiError;
-use crate::config::Config;
 use crate::stt::Stt;
 use crate::tts::Tts;
 
@@ -61,21 +60,9 @@ pub enum Heard {
 }
 
 impl Speech {
-    /// Load speech-to-text and text-to-speech as the config says. Failures
-    /// are kept as reasons, not errors: text endpoints still work.
-    pub fn from_config(config: &Config) -> Speech {
-        let stt = Stt::from_config(config).map_err(|e| {
-            tracing::warn!(error = %e, "speech-to-text unavailable for the HTTP API");
-            e.to_string()
-        });
-        Speech {
-            stt,
-            tts: Mutex::new(Tts::from_config(config)),
-        }
-    }
-
-    /// Engines the caller already built (`earshot run` shares its `Stt`,
-    /// whose model is behind an `Arc`).
+    /// Engines the caller built ([`crate::app::speech`]; `earshot run`
+    /// shares its `Stt`, whose model is behind an `Arc`). A failed STT is
+    /// kept as its reason, not an error: text endpoints still work.
     pub fn new(stt: Result<Stt, String>, tts: Tts) -> Speech {
         Speech {
             stt,

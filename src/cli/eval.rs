@@ -152,7 +152,7 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
     if train.is_empty() || test.is_empty() {
         bail!("the train and test sets must not be empty");
     }
-    let embedder = load_embedder(&config)?;
+    let embedder = load_embedder(&config.nlu, &config.paths())?;
     let started = Instant::now();
     let mut examples: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (text, label) in &train {

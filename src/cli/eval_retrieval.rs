@@ -21,7 +21,11 @@ pub fn run(config_path: Option<&Path>, args: RetrievalArgs) -> Result<bool> {
     let config = super::load_config(config_path)?.config;
     let labels = read_labels(&args.labels)?;
     // The eval measures retrieval itself: no LLM rewrite, no network.
-    let kb = KnowledgeBase::from_config(config, None)?;
+    let kb = KnowledgeBase::standalone(
+        crate::app::knowledge_settings(&config, &config.paths()),
+        &config.nlu,
+        None,
+    )?;
     let s = evaluate(&kb, &labels)?;
     if args.json {
         super::print_json(&serde_json::to_value(&s)?);

@@ -45,7 +45,7 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
     let embedder = match mode {
         Mode::Plan => None,
         Mode::Apply => Some(
-            crate::nlu::load_embedder(&config)
+            crate::nlu::load_embedder(&config.nlu, &config.paths())
                 .map_err(|e| anyhow!("ingest needs the on-device embedder: {e:#}"))?,
         ),
     };
@@ -61,11 +61,12 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
     let plan_path = args
         .plan_file
         .clone()
-        .unwrap_or_else(|| config.knowledge.plan_path(&config));
+        .unwrap_or_else(|| config.knowledge.plan_path(&config.paths()));
     let cancel = crate::cancel::CancelToken::new();
     super::install_interrupt(&cancel);
     let ingest = Ingest {
-        config: &config,
+        knowledge: &config.knowledge,
+        user_id: &config.user_id,
         store: &store,
         embedder: embedder.clone(),
         llm,

@@ -69,7 +69,11 @@ pub fn run(config_path: Option<&Path>, command: KnowledgeCommand) -> Result<bool
         } => {
             let llm = (config.knowledge.rewrite_query && config.llm.is_usable())
                 .then(|| Arc::new(OpenAiClient::new(&config.llm)) as Arc<dyn ChatModel>);
-            let kb = KnowledgeBase::from_config(config, llm)?;
+            let kb = KnowledgeBase::standalone(
+                crate::app::knowledge_settings(&config, &config.paths()),
+                &config.nlu,
+                llm,
+            )?;
             let options = SearchOptions {
                 tiers,
                 tags,

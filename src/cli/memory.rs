@@ -61,7 +61,7 @@ fn open(config: Option<&Path>) -> Result<(String, Memory)> {
     let loaded = super::load_config(config)?;
     let config = loaded.config;
     let store = Store::open(&config.database_path())?;
-    let embedder = match crate::nlu::load_embedder(&config) {
+    let embedder = match crate::nlu::load_embedder(&config.nlu, &config.paths()) {
         Ok(e) => Some(e),
         Err(e) => {
             tracing::warn!("on-device embedder unavailable; memories can be listed, added and forgotten by keyword only: {e:#}");

@@ -41,7 +41,7 @@ pub fn load_config(path: Option<&Path>) -> Result<Loaded> {
 /// Load the config and build the services a turn needs.
 pub fn services(path: Option<&Path>) -> Result<Services> {
     let loaded = load_config(path)?;
-    Services::build(loaded.config)
+    crate::app::build(&loaded.config)
 }
 
 /// Print one JSON value on its own line (for `--json` outputs).

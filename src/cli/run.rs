@@ -7,19 +7,11 @@
 //! watchdog every iteration.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::audio::playback::{self, AudioSink, NullSink};
-use crate::audio::vad::Endpointer;
 use crate::cancel::CancelToken;
-use crate::device::button;
-use crate::device::notify::{Heartbeat, Notifier};
-use crate::stt::Stt;
-use crate::tts::speaker::Speaker;
-use crate::tts::Tts;
-use crate::voice_loop::VoiceLoop;
+use crate::device::notify::Notifier;
 
 /// Command-line overrides of `[audio]` and `[device]`.
 #[derive(Debug, Default, Clone)]
@@ -52,156 +44,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     if args.no_barge_in {
         config.audio.barge_in = false;
     }
-    // `audio.input = "none"`: a host whose only microphones are satellites.
-    let no_mic = crate::wyoming::satellite::is_no_input(&config.audio.input);
-    if no_mic && config.wyoming.satellites.is_empty() {
-        anyhow::bail!(
-            "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
-        );
-    }
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);
-
-    // Speaking first: every later failure can then be said out loud.
-    let sink: Arc<dyn AudioSink> = match playback::open_output(&config.audio.output) {
-        Ok(sink) => sink,
-        Err(e) => {
-            tracing::error!("cannot speak: {e:#}; answers will only be logged");
-            Arc::new(NullSink::new(format!("{e:#}")))
-        }
-    };
-    let tts = Tts::from_config(&config);
-    let speaker = Arc::new(Speaker::start(tts, sink)?);
-
-    let endpointer = Endpointer::new(&config.audio.vad)
-        .map_err(|e| anyhow::anyhow!("audio.vad settings: {e}"))?;
-    let stt = match Stt::from_config(&config) {
-        Ok(stt) => stt,
-        Err(e) => {
-            speaker.say(e.user_sentence());
-            let _ = speaker.wait_done(&shutdown, std::time::Duration::from_secs(10));
-            return Err(anyhow::anyhow!("{e}")).context("speech-to-text is unavailable");
-        }
-    };
-    let warm = stt.warm_up_in_background();
-    let input_name = config.audio.input.clone();
-    let opened = if no_mic {
-        Ok(None)
-    } else {
-        crate::audio::open_input(&input_name, &config.audio).map(Some)
-    };
-    let source = match opened {
-        Ok(source) => source,
-        Err(e) => {
-            speaker.say(e.user_sentence());
-            let _ = speaker.wait_done(&shutdown, std::time::Duration::from_secs(10));
-            return Err(anyhow::anyhow!("{e}")).context("cannot listen");
-        }
-    };
-    let reopen: Option<crate::voice_loop::Reopen> = if crate::audio::is_file_name(&input_name) {
-        None
-    } else {
-        let audio = config.audio.clone();
-        Some(Box::new(move || {
-            crate::audio::open_input(&input_name, &audio)
-        }))
-    };
-    let button = match button::open(&config.device.button) {
-        Ok(Some(b)) => {
-            tracing::info!(button = %b.describe(), "button ready");
-            Some(button::spawn(b)?)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            // The loop still works by voice; say why the button doesn't.
-            tracing::error!("button unavailable: {e:#}");
-            None
-        }
-    };
-    if config.audio.push_to_talk && button.is_none() {
-        tracing::error!(
-            "audio.push_to_talk is on but no button works (device.button = {:?}); listening by voice instead",
-            config.device.button
-        );
-        config.audio.push_to_talk = false;
-    }
-    let services = crate::agent::Services::build(config.clone())?;
-    // Summaries, memory extraction and index upserts run beside the loop,
-    // never in it.
-    let _background = crate::memory::start_background(&services);
-    // The HTTP API beside the loop when enabled (`[api] enabled`); the voice
-    // loop keeps the main thread and the watchdog.
-    let api = if config.api.enabled {
-        // Shares the loaded whisper model; the API's TTS is its own.
-        let speech = Arc::new(crate::api::speech::Speech::new(
-            Ok(stt.clone()),
-            Tts::from_config(&config),
-        ));
-        let server =
-            crate::api::ApiServer::start_with_speech(services.clone(), speech, &config.api)?;
-        let stop = shutdown.clone();
-        Some(
-            std::thread::Builder::new()
-                .name("api".into())
-                .spawn(move || server.run_until(|| stop.is_cancelled()))?,
-        )
-    } else {
-        None
-    };
-    let _ = warm.join();
-    // Satellites (`wyoming.satellites`), each on its own thread beside the
-    // local loop.
-    let satellites =
-        crate::wyoming::satellite::SatelliteHosts::start(&services, &stt, &shutdown, args.json)?;
-    let Some(source) = source else {
-        notifier.ready();
-        notifier.status("listening to satellites");
-        let mut heartbeat = Heartbeat::new(&notifier);
-        let summary = crate::wyoming::satellite::run_without_microphone(&shutdown, &mut || {
-            heartbeat.beat();
-        });
-        notifier.stopping();
-        shutdown.cancel();
-        satellites.join();
-        if let Some(api) = api {
-            let _ = api.join();
-        }
-        tracing::info!("stopped ({})", summary.reason);
-        return Ok(true);
-    };
-
-    let mut voice = VoiceLoop {
-        services,
-        stt,
-        speaker,
-        source,
-        reopen,
-        endpointer,
-        button,
-        shutdown: shutdown.clone(),
-        push_to_talk: config.audio.push_to_talk,
-        barge_in: config.audio.barge_in,
-        json: args.json,
-        wake: crate::wyoming::wake::WakeGate::from_config(&config.wyoming)?,
-    };
-    notifier.ready();
-    notifier.status("listening");
-    let mut heartbeat = Heartbeat::new(&notifier);
-    let summary = voice.run(&mut || {
-        heartbeat.beat();
-    })?;
-    notifier.stopping();
-    shutdown.cancel();
-    satellites.join();
-    if let Some(api) = api {
-        // In-flight API turns finish before the process exits.
-        let _ = api.join();
-    }
-    tracing::info!(
-        turns = summary.turns,
-        barge_ins = summary.barge_ins,
-        "stopped ({})",
-        summary.reason
-    );
-    Ok(true)
+    crate::app::device::run(config, shutdown, &notifier, args.json)
 }

@@ -31,10 +31,11 @@ pub fn run(config: Option<&Path>, bind: Option<String>) -> Result<bool> {
     let api = loaded.config.api.clone();
     // Check the address before the (slow) model load.
     crate::api::server::check_bind(&api.bind, &api.token)?;
-    let services = crate::agent::Services::build(loaded.config)?;
+    let services = crate::app::build(&loaded.config)?;
     // Summaries, memory extraction and index upserts run beside the API.
     let _background = crate::memory::start_background(&services);
-    let server = ApiServer::start(services, &api)?;
+    let speech = Arc::new(crate::app::speech(&loaded.config));
+    let server = ApiServer::start_with_speech(services, speech, &api)?;
     let addr = server.local_addr();
     {
         let mut out = std::io::stdout().lock();

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
-use crate::agent::Services;
 use crate::store::Store;
 use crate::tools::{build_registry, ToolError, ToolRegistry};
 
@@ -41,9 +40,10 @@ pub fn run(config_path: Option<&Path>, name: &str, args: Option<&str>) -> Result
     // models and indexes: the same registry the agent uses.
     let registry: Arc<ToolRegistry> = if LIGHT_TOOLS.contains(&name) {
         let store = Store::open(&config.database_path())?;
-        Arc::new(build_registry(&config, &store, None))
+        let todos = crate::tools::todo_backend(&config.tools, &config.user_id, &store);
+        Arc::new(build_registry(&config.tools, &config.user_id, todos, None))
     } else {
-        Services::build(config)?.tools
+        crate::app::build(&config)?.tools
     };
     if registry.get(name).is_none() && registry.unavailable_reason(name).is_none() {
         bail!(

@@ -16,7 +16,6 @@ use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
 use crate::agent::turn::{run_turn, TurnInput};
-use crate::agent::Services;
 use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::telemetry::TurnRecord;
@@ -128,7 +127,7 @@ pub fn run(
     let mut loaded = super::load_config(config_path)?;
     loaded.config.tree.file = file.display().to_string();
     loaded.config.mode = "tree".into();
-    let services = Services::build(loaded.config)?;
+    let services = crate::app::build(&loaded.config)?;
     let Some(engine) = services.tree.clone() else {
         let why = services.tree_error.clone().unwrap_or_default();
         eprintln!("earshot: {why}");

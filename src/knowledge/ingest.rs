@@ -21,7 +21,6 @@ use super::loader::{self, Kind};
 use super::splitter;
 use super::store::{self as kstore, NewDocument};
 use crate::cancel::CancelToken;
-use crate::config::Config;
 use crate::llm::ChatModel;
 use crate::nlu::Embedder;
 use crate::store::Store;
@@ -118,7 +117,9 @@ impl Progress {
 
 /// Everything the batch needs.
 pub struct Ingest<'a> {
-    pub config: &'a Config,
+    pub knowledge: &'a super::KnowledgeConfig,
+    /// Whose documents these are.
+    pub user_id: &'a str,
     pub store: &'a Store,
     /// Required for `Apply`.
     pub embedder: Option<Arc<dyn Embedder>>,
@@ -204,7 +205,7 @@ impl Ingest<'_> {
         llm_calls: &mut usize,
     ) -> FileReport {
         let started = Instant::now();
-        let limit = self.config.knowledge.max_file_mb;
+        let limit = self.knowledge.max_file_mb;
         let Some(kind) = Kind::of(path) else {
             return FileReport::failed(path, "not a txt, md or pdf file; skipped", started);
         };
@@ -276,7 +277,7 @@ impl Ingest<'_> {
             return FileReport::failed(path, "the on-device embedder is not available", started);
         };
         let body = analysis::strip_front_matter(&loaded.text);
-        let pieces = splitter::split(body, analysis.strategy, self.config.knowledge.chunk_chars);
+        let pieces = splitter::split(body, analysis.strategy, self.knowledge.chunk_chars);
         if pieces.is_empty() {
             return FileReport::failed(path, "no text to index after splitting", started);
         }
@@ -299,7 +300,7 @@ impl Ingest<'_> {
             pieces: &pieces,
             embeddings: &embeddings,
             model: &model,
-            user_id: &self.config.user_id,
+            user_id: self.user_id,
         };
         if let Err(e) = kstore::replace_document(self.store, &doc) {
             return FileReport::failed(
@@ -334,7 +335,7 @@ impl Ingest<'_> {
         let Some((llm, model)) = self
             .llm
             .as_ref()
-            .filter(|_| self.config.knowledge.analyse_with_llm)
+            .filter(|_| self.knowledge.analyse_with_llm)
         else {
             return analysis::heuristic(path, text);
         };
@@ -358,7 +359,7 @@ impl Ingest<'_> {
             model,
             path,
             text,
-            self.config.knowledge.analysis_chars,
+            self.knowledge.analysis_chars,
             &self.cancel,
         );
         *last = Some(Instant::now());

@@ -33,9 +33,9 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
 use crate::llm::ChatModel;
 use crate::nlu::Embedder;
+use crate::paths::Paths;
 use crate::store::vector::VectorIndex;
 use crate::store::Store;
 
@@ -108,18 +108,31 @@ impl Default for KnowledgeConfig {
 
 impl KnowledgeConfig {
     /// The plan file for this config.
-    pub fn plan_path(&self, config: &Config) -> std::path::PathBuf {
+    pub fn plan_path(&self, paths: &Paths) -> std::path::PathBuf {
         if self.plan_file.trim().is_empty() {
-            config.state_dir.join("knowledge-plan.json")
+            paths.state_dir.join("knowledge-plan.json")
         } else {
             std::path::PathBuf::from(self.plan_file.trim())
         }
     }
 }
 
+/// What the knowledge base needs beside its own section: where files
+/// live, whose data it is, the model for query rewrite and the ONNX thread
+/// count (`nlu.threads`) for the cross-encoder.
+#[derive(Debug, Clone)]
+pub struct KnowledgeSettings {
+    pub knowledge: KnowledgeConfig,
+    pub paths: Paths,
+    pub user_id: String,
+    /// The LLM model asked to rewrite queries (`llm.model`).
+    pub rewrite_model: String,
+    pub threads: usize,
+}
+
 /// Everything a search needs, built once (embedder, index, reranker).
 pub struct KnowledgeBase {
-    pub config: Arc<Config>,
+    pub settings: KnowledgeSettings,
     pub store: Store,
     pub embedder: Arc<dyn Embedder>,
     pub index: VectorIndex,
@@ -131,22 +144,22 @@ pub struct KnowledgeBase {
 impl KnowledgeBase {
     /// Open the knowledge collection's vector index and pick the reranker.
     pub fn open(
-        config: Arc<Config>,
+        settings: KnowledgeSettings,
         store: Store,
         embedder: Arc<dyn Embedder>,
         llm: Option<Arc<dyn ChatModel>>,
     ) -> Result<KnowledgeBase> {
         let index = VectorIndex::open(
             &store,
-            &config.index_dir(),
+            &settings.paths.index_dir(),
             COLLECTION,
             embedder.dims(),
             &embedder.model_id(),
         )
         .context("cannot open the knowledge index")?;
-        let reranker = rerank::choose(&config);
+        let reranker = rerank::choose(&settings.knowledge, &settings.paths, settings.threads);
         Ok(KnowledgeBase {
-            config,
+            settings,
             store,
             embedder,
             index,
@@ -155,11 +168,16 @@ impl KnowledgeBase {
         })
     }
 
-    /// Open from config alone (CLI commands): loads the embedder.
-    pub fn from_config(config: Config, llm: Option<Arc<dyn ChatModel>>) -> Result<KnowledgeBase> {
-        let store = Store::open(&config.database_path())?;
-        let embedder = crate::nlu::load_embedder(&config)
+    /// Open on its own (CLI commands): opens the database and loads the
+    /// embedder.
+    pub fn standalone(
+        settings: KnowledgeSettings,
+        nlu: &crate::nlu::NluConfig,
+        llm: Option<Arc<dyn ChatModel>>,
+    ) -> Result<KnowledgeBase> {
+        let store = Store::open(&settings.paths.database_path())?;
+        let embedder = crate::nlu::load_embedder(nlu, &settings.paths)
             .context("the knowledge base needs the on-device embedder")?;
-        Self::open(Arc::new(config), store, embedder, llm)
+        Self::open(settings, store, embedder, llm)
     }
 }

@@ -24,7 +24,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::config::Config;
+use super::KnowledgeConfig;
+use crate::paths::Paths;
 
 /// What a reranker sees of one candidate.
 #[derive(Debug, Clone)]
@@ -75,21 +76,22 @@ impl Reranker for Fusion {
 }
 
 /// The model and tokenizer paths for this config.
-pub fn cross_encoder_paths(config: &Config) -> (PathBuf, PathBuf) {
+pub fn cross_encoder_paths(knowledge: &KnowledgeConfig, paths: &Paths) -> (PathBuf, PathBuf) {
     (
-        config.model_path(&config.knowledge.reranker_model),
-        config.model_path(&config.knowledge.reranker_tokenizer),
+        paths.model_path(&knowledge.reranker_model),
+        paths.model_path(&knowledge.reranker_tokenizer),
     )
 }
 
 /// The cross-encoder when its files are installed and load, else the
 /// fusion (a load failure is logged with its reason).
-pub fn choose(config: &Config) -> Box<dyn Reranker> {
-    let (model, tokenizer) = cross_encoder_paths(config);
+/// `threads`: ONNX intra-op threads (`nlu.threads`).
+pub fn choose(knowledge: &KnowledgeConfig, paths: &Paths, threads: usize) -> Box<dyn Reranker> {
+    let (model, tokenizer) = cross_encoder_paths(knowledge, paths);
     if !model.is_file() {
         return Box::new(Fusion);
     }
-    match CrossEncoder::load(config, &model, &tokenizer) {
+    match CrossEncoder::load(paths, threads, &model, &tokenizer) {
         Ok(ce) => Box::new(ce),
         Err(e) => {
             tracing::warn!(
@@ -112,7 +114,7 @@ mod onnx_impl {
     use ort::value::Tensor;
 
     use super::{RerankInput, Reranker};
-    use crate::config::Config;
+    use crate::paths::Paths;
 
     /// Longest pair fed to the model (BERT-style models take 512).
     const MAX_TOKENS: usize = 512;
@@ -126,7 +128,7 @@ mod onnx_impl {
     }
 
     impl CrossEncoder {
-        pub fn load(config: &Config, model: &Path, tokenizer: &Path) -> Result<Self> {
+        pub fn load(paths: &Paths, threads: usize, model: &Path, tokenizer: &Path) -> Result<Self> {
             let mut tokenizer = crate::nlu::embedder::load_tokenizer(tokenizer)?;
             tokenizer
                 .with_truncation(Some(tokenizers::TruncationParams {
@@ -136,7 +138,7 @@ mod onnx_impl {
                 }))
                 .map_err(|e| anyhow!("cannot set up the reranker tokenizer: {e}"))?;
             tokenizer.with_padding(None);
-            let env = crate::nlu::onnx::environment(config)?;
+            let env = crate::onnx::environment(paths)?;
             let bad = |e: ort::Error| {
                 anyhow!(
                     "cannot load the reranker {}: {}",
@@ -146,7 +148,7 @@ mod onnx_impl {
             };
             let session = Session::builder(&env)
                 .map_err(bad)?
-                .with_intra_threads(config.nlu.threads.max(1))
+                .with_intra_threads(threads.max(1))
                 .map_err(|e| bad(e.into()))?
                 .commit_from_file(model)
                 .map_err(bad)?;
@@ -242,7 +244,7 @@ pub struct CrossEncoder;
 
 #[cfg(not(feature = "onnx"))]
 impl CrossEncoder {
-    pub fn load(_: &Config, _: &std::path::Path, _: &std::path::Path) -> Result<Self> {
+    pub fn load(_: &Paths, _: usize, _: &std::path::Path, _: &std::path::Path) -> Result<Self> {
         Err(anyhow::anyhow!("this build has no ONNX Runtime support"))
     }
 }

@@ -174,17 +174,19 @@ pub fn search(
     cancel: &CancelToken,
 ) -> Result<Retrieval> {
     let started = Instant::now();
-    let cfg = &kb.config.knowledge;
+    let cfg = &kb.settings.knowledge;
     let mut t = Tracer { steps: Vec::new() };
     let query = query.trim();
 
     let s = Instant::now();
     let (rewritten, note) = if cfg.rewrite_query && !options.no_rewrite {
         match &kb.llm {
-            Some(llm) => match rewrite_query(llm.as_ref(), &kb.config.llm.model, query, cancel) {
-                Ok(r) => (Some(r), None),
-                Err(e) => (None, Some(format!("rewrite skipped: {e}"))),
-            },
+            Some(llm) => {
+                match rewrite_query(llm.as_ref(), &kb.settings.rewrite_model, query, cancel) {
+                    Ok(r) => (Some(r), None),
+                    Err(e) => (None, Some(format!("rewrite skipped: {e}"))),
+                }
+            }
             None => (None, Some("rewrite skipped: no LLM".into())),
         }
     } else {
@@ -512,7 +514,7 @@ pub fn vector_search(
     filters: &Filters,
     k: usize,
 ) -> Result<Vec<(ChunkRow, f32)>> {
-    let user = &kb.config.user_id;
+    let user = &kb.settings.user_id;
     let unfiltered = filters.tags.is_empty() && [1, 2, 3].iter().all(|t| filters.tiers.contains(t));
     let ask = if unfiltered { k } else { (k * 10).max(300) };
     let hits = kb.index.search(user, query_vec, ask)?;

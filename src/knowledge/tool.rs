@@ -10,9 +10,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::retrieve::{search, SearchOptions};
-use super::KnowledgeBase;
+use super::{KnowledgeBase, KnowledgeSettings};
 use crate::cancel::CancelToken;
-use crate::tools::{Tool, ToolError};
+use crate::llm::ChatModel;
+use crate::nlu::Embedder;
+use crate::store::Store;
+use crate::tools::{Tool, ToolError, ToolRegistry};
 
 pub struct SearchKnowledge {
     kb: Arc<KnowledgeBase>,
@@ -63,17 +66,23 @@ impl Tool for SearchKnowledge {
     }
 }
 
-/// Offer `search_knowledge` to the agent when the embedder is loaded and
+/// Offer `search_knowledge` in `registry` when the embedder is loaded and
 /// at least one document is ingested (an empty knowledge base would only
 /// cost the model a useless call; a service started before the first
-/// `earshot ingest` offers it after a restart). Called by
-/// `Services::build` after the registry is final.
-pub fn attach(services: &mut crate::agent::Services) {
-    let Some(embedder) = services.embedder.clone() else {
+/// `earshot ingest` offers it after a restart). The composition root calls
+/// this once, while it builds the tool set. `llm` is used for query
+/// rewrite when `knowledge.rewrite_query` is on.
+pub fn offer(
+    registry: &mut ToolRegistry,
+    settings: KnowledgeSettings,
+    store: &Store,
+    embedder: Option<Arc<dyn Embedder>>,
+    llm: Arc<dyn ChatModel>,
+) {
+    let Some(embedder) = embedder else {
         return;
     };
-    let documents: i64 = match services
-        .store
+    let documents: i64 = match store
         .with_conn(|c| c.query_row("SELECT COUNT(*) FROM knowledge_documents", [], |r| r.get(0)))
     {
         Ok(n) => n,
@@ -82,30 +91,16 @@ pub fn attach(services: &mut crate::agent::Services) {
             return;
         }
     };
-    let mut registry = (*services.tools).clone();
     if documents == 0 {
         registry.mark_unavailable(
             "search_knowledge",
             "The knowledge base is empty: add documents with `earshot ingest FOLDER`.",
         );
-        services.tools = Arc::new(registry);
         return;
     }
-    let llm = services
-        .config
-        .knowledge
-        .rewrite_query
-        .then(|| services.llm.clone());
-    match KnowledgeBase::open(
-        services.config.clone(),
-        services.store.clone(),
-        embedder,
-        llm,
-    ) {
-        Ok(kb) => {
-            registry.register(Arc::new(SearchKnowledge::new(Arc::new(kb))));
-            services.tools = Arc::new(registry);
-        }
+    let llm = settings.knowledge.rewrite_query.then_some(llm);
+    match KnowledgeBase::open(settings, store.clone(), embedder, llm) {
+        Ok(kb) => registry.register(Arc::new(SearchKnowledge::new(Arc::new(kb)))),
         Err(e) => tracing::warn!("search_knowledge unavailable: {e:#}"),
     }
 }

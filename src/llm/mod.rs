@@ -4,6 +4,7 @@
 //! server and Ollama: provider differences are data (base URL, model
 //! names), not copies of the client. The seam is [`ChatModel`].
 
+mod config;
 pub mod openai;
 pub mod sse;
 pub mod think;
@@ -14,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::cancel::CancelToken;
+
+pub use config::LlmConfig;
 
 /// A message in the chat-completions format.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

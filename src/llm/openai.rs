@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::sse::SseParser;
 use super::think::ThinkFilter;
+use super::LlmConfig;
 use super::{ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall};
 use crate::cancel::CancelToken;
-use crate::config::LlmConfig;
 
 /// Largest error or non-streamed body we read.
 const MAX_BODY: usize = 4 * 1024 * 1024;

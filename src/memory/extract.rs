@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::Memory;
 use crate::cancel::CancelToken;
-use crate::config::LlmConfig;
+use crate::llm::LlmConfig;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// The seed's MEM0_CUSTOM_INSTRUCTIONS: what to keep, by priority, and

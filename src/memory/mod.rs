@@ -18,17 +18,17 @@
 //! failure is logged and the turn goes on.
 
 mod extract;
+pub mod phrases;
 mod recall;
 mod rows;
 mod summary;
-mod tree_ops;
 mod worker;
 
 pub use extract::{parse_facts, parse_operations, MemoryOp, OpEvent, DEFAULT_INSTRUCTIONS};
 pub use recall::{format_block, keep, ScoredMemory, BLOCK_HEADER};
 pub use rows::MemoryItem;
 pub use summary::{parse_summary, Summary};
-pub use worker::{process_pending, start_background, BackgroundHandle, DrainReport};
+pub use worker::{process_pending, start_background, BackgroundHandle, DrainReport, WorkerParts};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -159,18 +159,7 @@ fn embed_text(text: &str) -> &str {
     }
 }
 
-/// Leading "remember (that)" / "please remember" etc. removed.
-pub fn strip_remember(text: &str) -> &str {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(r"(?i)^\s*(?:(?:please|hey|ok(?:ay)?)[ ,]+)?(?:can you |could you )?(?:remember|note|keep in mind|don't forget)(?:\s+that\b|\s*:)?[\s,]*")
-            .expect("static regex")
-    });
-    match re.find(text) {
-        Some(m) => text[m.end()..].trim(),
-        None => text.trim(),
-    }
-}
+pub use phrases::{strip_forget, strip_remember};
 
 /// The explicit-memory request in `text` ("remember that …"), if it is one.
 pub fn explicit_memory(text: &str) -> Option<&str> {
@@ -180,19 +169,6 @@ pub fn explicit_memory(text: &str) -> Option<&str> {
             .trim_matches(|c: char| !c.is_alphanumeric())
             .is_empty())
     .then_some(stripped)
-}
-
-/// Leading "forget (that|about)" removed.
-fn strip_forget(text: &str) -> &str {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(r"(?i)^\s*(?:(?:please|hey|ok(?:ay)?)[ ,]+)?(?:forget|delete the memory|remove the memory)(?:\s+(?:that|about|the fact that)\b)?[\s,]*")
-            .expect("static regex")
-    });
-    match re.find(text) {
-        Some(m) => text[m.end()..].trim(),
-        None => text.trim(),
-    }
 }
 
 impl Memory {

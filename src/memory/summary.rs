@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 
 use super::{Memory, CONVERSATIONS};
 use crate::cancel::CancelToken;
-use crate::config::LlmConfig;
+use crate::llm::LlmConfig;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest};
 use crate::store::vector::{self, VectorHit};
 use crate::store::Store;

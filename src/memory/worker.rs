@@ -21,9 +21,7 @@ use serde_json::Value;
 use super::extract::{self, ExtractError};
 use super::summary::{self, SummaryOutcome};
 use super::{explicit_memory, Memory};
-use crate::agent::Services;
-use crate::config::LlmConfig;
-use crate::llm::ChatModel;
+use crate::llm::{ChatModel, LlmConfig};
 use crate::store::Job;
 
 /// Job kinds this worker runs (enqueued by `run_turn`).
@@ -57,12 +55,21 @@ struct Worker {
     llm_config: LlmConfig,
 }
 
+/// What the worker needs from whoever built the services (the composition
+/// root's `Services` implements it): memory, when enabled, and the LLM that
+/// extracts and summarises.
+pub trait WorkerParts {
+    fn memory(&self) -> Option<Arc<Memory>>;
+    fn llm(&self) -> Arc<dyn ChatModel>;
+    fn llm_config(&self) -> LlmConfig;
+}
+
 impl Worker {
-    fn from_services(services: &Services) -> Option<Worker> {
+    fn from_services(services: &dyn WorkerParts) -> Option<Worker> {
         Some(Worker {
-            memory: services.memory.clone()?,
-            llm: services.llm.clone(),
-            llm_config: services.config.llm.clone(),
+            memory: services.memory()?,
+            llm: services.llm(),
+            llm_config: services.llm_config(),
         })
     }
 
@@ -176,7 +183,7 @@ impl Worker {
 
 /// Run every pending job now, on this thread (for `earshot memory process`
 /// and tests). Stops early when the LLM is unreachable (those jobs stay).
-pub fn process_pending(services: &Services) -> Result<DrainReport> {
+pub fn process_pending(services: &dyn WorkerParts) -> Result<DrainReport> {
     let worker = Worker::from_services(services)
         .ok_or_else(|| anyhow!("memory is disabled ([memory] enabled = false)"))?;
     let mut report = DrainReport::default();
@@ -251,7 +258,7 @@ impl Drop for BackgroundHandle {
 /// Start the worker for these services; `None` when memory is disabled.
 /// Call from the long-running front doors (serve, run, chat's REPL); a
 /// one-shot `earshot chat` leaves its jobs queued for the next start.
-pub fn start_background(services: &Services) -> Option<BackgroundHandle> {
+pub fn start_background(services: &dyn WorkerParts) -> Option<BackgroundHandle> {
     let worker = Worker::from_services(services)?;
     let poll = Duration::from_millis(worker.memory.config().worker_poll_ms.max(50));
     let stop = Arc::new(AtomicBool::new(false));

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use anyhow::{anyhow, Context, Result};
 
 use super::Embedder;
-use crate::config::Config;
+use super::NluConfig;
+use crate::paths::Paths;
 
 /// Tokens per input the model sees (sentence-transformers' max_seq_length).
 pub const MAX_TOKENS: usize = 256;
@@ -23,19 +24,19 @@ pub const MAX_TOKENS: usize = 256;
 pub const MODEL_HINT: &str = "run scripts/fetch-embedder.sh";
 
 /// Model and tokenizer paths from the config (`models_dir` + file names).
-pub fn model_paths(config: &Config) -> (PathBuf, PathBuf) {
+pub fn model_paths(nlu: &NluConfig, paths: &Paths) -> (PathBuf, PathBuf) {
     (
-        config.models_dir.join(&config.nlu.model_file),
-        config.models_dir.join(&config.nlu.tokenizer_file),
+        paths.model_path(&nlu.model_file),
+        paths.model_path(&nlu.tokenizer_file),
     )
 }
 
 /// For `earshot doctor`: whether ONNX Runtime, the model and the tokenizer
 /// are all in place (file checks only, nothing is loaded), as a one-line
 /// summary or a one-line reason with the fix.
-pub fn files_status(config: &Config) -> Result<String, String> {
-    let lib = crate::nlu::onnx::onnxruntime_status(config)?;
-    let (model, tokenizer) = model_paths(config);
+pub fn files_status(nlu: &NluConfig, paths: &Paths) -> Result<String, String> {
+    let lib = crate::onnx::onnxruntime_status(paths)?;
+    let (model, tokenizer) = model_paths(nlu, paths);
     for (what, path) in [("embedding model", &model), ("tokenizer", &tokenizer)] {
         if !path.is_file() {
             return Err(format!("{what} {} not found; {MODEL_HINT}", path.display()));
@@ -213,13 +214,18 @@ mod onnx_impl {
     impl OnnxEmbedder {
         /// Load from the config: library, model, tokenizer; each missing
         /// part is a one-line error with its fix.
-        pub fn from_config(config: &Config) -> Result<Self> {
-            let (model, tokenizer) = model_paths(config);
-            Self::load(config, &model, &tokenizer)
+        pub fn from_config(nlu: &NluConfig, paths: &Paths) -> Result<Self> {
+            let (model, tokenizer) = model_paths(nlu, paths);
+            Self::load(nlu, paths, &model, &tokenizer)
         }
 
-        /// Load a specific model + tokenizer (ONNX Runtime from `config`).
-        pub fn load(config: &Config, model: &Path, tokenizer: &Path) -> Result<Self> {
+        /// Load a specific model + tokenizer (ONNX Runtime from `paths`).
+        pub fn load(
+            nlu: &NluConfig,
+            paths: &Paths,
+            model: &Path,
+            tokenizer: &Path,
+        ) -> Result<Self> {
             if !model.is_file() {
                 return Err(anyhow!(
                     "embedding model {} not found; {MODEL_HINT}",
@@ -227,8 +233,8 @@ mod onnx_impl {
                 ));
             }
             let tokenizer = load_tokenizer(tokenizer)?;
-            let env = crate::nlu::onnx::environment(config)?;
-            let threads = config.nlu.threads.max(1);
+            let env = crate::onnx::environment(paths)?;
+            let threads = nlu.threads.max(1);
             let bad = |e: ort::Error| {
                 anyhow!(
                     "embedding model {} cannot be loaded ({}); {MODEL_HINT}",
@@ -261,7 +267,7 @@ mod onnx_impl {
                     input_names.join(", ")
                 ));
             }
-            let name = config.nlu.embedding_model.trim();
+            let name = nlu.embedding_model.trim();
             let model_id = format!("{name}:{}", file_fingerprint(model)?);
             let embedder = Self {
                 session: Mutex::new(session),
@@ -364,11 +370,11 @@ pub use onnx_impl::OnnxEmbedder;
 /// Runtime and the session are the expensive part), shared by the router,
 /// the intent tree and memory. A failure is remembered too, so a device
 /// without the model does not retry on every turn.
-pub fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
+pub fn load_embedder(nlu: &NluConfig, paths: &Paths) -> Result<Arc<dyn Embedder>> {
     /// Model path → the loaded embedder or why it could not be loaded.
     type Loaded = Vec<(PathBuf, Result<Arc<dyn Embedder>, String>)>;
     static CACHE: OnceLock<Mutex<Loaded>> = OnceLock::new();
-    let (model, _) = model_paths(config);
+    let (model, _) = model_paths(nlu, paths);
     let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
     let mut cache = cache
         .lock()
@@ -376,21 +382,21 @@ pub fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
     if let Some((_, result)) = cache.iter().find(|(p, _)| *p == model) {
         return result.clone().map_err(|e| anyhow!("{e}"));
     }
-    let result = build(config).map_err(|e| format!("{e:#}"));
+    let result = build(nlu, paths).map_err(|e| format!("{e:#}"));
     cache.push((model, result.clone()));
     result.map_err(|e| anyhow!("{e}"))
 }
 
 #[cfg(feature = "onnx")]
-fn build(config: &Config) -> Result<Arc<dyn Embedder>> {
-    Ok(Arc::new(OnnxEmbedder::from_config(config)?))
+fn build(nlu: &NluConfig, paths: &Paths) -> Result<Arc<dyn Embedder>> {
+    Ok(Arc::new(OnnxEmbedder::from_config(nlu, paths)?))
 }
 
 #[cfg(not(feature = "onnx"))]
-fn build(config: &Config) -> Result<Arc<dyn Embedder>> {
+fn build(_nlu: &NluConfig, paths: &Paths) -> Result<Arc<dyn Embedder>> {
     Err(anyhow!(
         "{}",
-        crate::nlu::onnx::onnxruntime_status(config)
+        crate::onnx::onnxruntime_status(paths)
             .err()
             .unwrap_or_else(|| "no ONNX Runtime in this build".into())
     ))

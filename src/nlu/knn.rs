@@ -18,7 +18,7 @@
 //! use earshot::nlu::{knn::KnnClassifier, load_embedder};
 //! let examples = earshot::nlu::examples::parse_examples(
 //!     "## time\nwhat's the time\nwhat time is it\n## stop\nstop\nbe quiet\n", "inline")?;
-//! let knn = KnnClassifier::build(load_embedder(config)?, &examples, Some(&config.state_dir))?;
+//! let knn = KnnClassifier::build(load_embedder(&config.nlu, &config.paths())?, &examples, Some(&config.state_dir))?;
 //! let hit = knn.classify_with_threshold("what's the time now", 0.75); // Some(("time", 0.9…))
 //! # Ok(()) }
 //! ```

@@ -12,7 +12,8 @@ pub mod examples;
 pub mod knn;
 pub mod linalg;
 pub mod linear;
-pub mod onnx;
+/// ONNX Runtime is a leaf of its own (`crate::onnx`); kept here for old paths.
+pub use crate::onnx;
 pub mod router;
 pub mod routes;
 
@@ -58,6 +59,29 @@ impl Default for NluConfig {
             k: 3,
             threads: 1,
             route_scorer: "knn".into(),
+        }
+    }
+}
+
+/// The router graph (R-ROUTE).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterConfig {
+    /// Whole words/phrases that send a request straight to `context`. The
+    /// 11 seed keywords are always included; these are extra.
+    pub extra_keywords: Vec<String>,
+    /// Below this on-device classifier confidence the LLM is asked.
+    pub classifier_threshold: f32,
+    /// Ask the LLM when the classifier is absent or unsure.
+    pub llm_fallback: bool,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            extra_keywords: Vec::new(),
+            classifier_threshold: 0.65,
+            llm_fallback: true,
         }
     }
 }

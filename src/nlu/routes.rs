@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use super::examples::{parse_examples, Examples};
 use super::knn::KnnClassifier;
 use super::linear::{HeadClassifier, SoftmaxHead, TrainOptions};
-use super::{Classifier, Embedder};
-use crate::config::Config;
+use super::{Classifier, Embedder, NluConfig, RouterConfig};
+use crate::paths::Paths;
 
 /// The shipped route examples (≥ 40 per route, written for speech).
 pub const ROUTE_EXAMPLES: &str = include_str!("intents/routes.txt");
@@ -24,11 +24,16 @@ pub fn route_examples() -> Result<Examples> {
 /// Build the route classifier (labels `simple`, `context`, `persona`); the
 /// example matrix is cached under `state_dir/cache`, so after the first run
 /// this costs a file read, not 150 embeddings.
-pub fn route_knn(config: &Config, embedder: Arc<dyn Embedder>) -> Result<KnnClassifier> {
+pub fn route_knn(
+    nlu: &NluConfig,
+    router: &RouterConfig,
+    paths: &Paths,
+    embedder: Arc<dyn Embedder>,
+) -> Result<KnnClassifier> {
     Ok(
-        KnnClassifier::build(embedder, &route_examples()?, Some(&config.state_dir))?
-            .with_k(config.nlu.k)
-            .with_threshold(config.router.classifier_threshold),
+        KnnClassifier::build(embedder, &route_examples()?, Some(&paths.state_dir))?
+            .with_k(nlu.k)
+            .with_threshold(router.classifier_threshold),
     )
 }
 
@@ -37,11 +42,13 @@ pub fn route_knn(config: &Config, embedder: Arc<dyn Embedder>) -> Result<KnnClas
 /// trained on the same cached example embeddings (milliseconds for ~150
 /// examples).
 pub fn route_classifier(
-    config: &Config,
+    nlu: &NluConfig,
+    router: &RouterConfig,
+    paths: &Paths,
     embedder: Arc<dyn Embedder>,
 ) -> Result<Arc<dyn Classifier>> {
-    let knn = route_knn(config, embedder.clone())?;
-    match config.nlu.route_scorer.trim() {
+    let knn = route_knn(nlu, router, paths, embedder.clone())?;
+    match nlu.route_scorer.trim() {
         "" | "knn" => Ok(Arc::new(knn)),
         "softmax" => {
             let (matrix, labels, dims) = knn.examples_matrix();

@@ -15,8 +15,7 @@ use super::search_conversations::{ConversationSearch, SearchConversations};
 use super::todos::{self, LocalTodos, TodoBackend};
 use super::todos_notion::NotionTodos;
 use super::web_search::WebSearch;
-use super::ToolRegistry;
-use crate::config::Config;
+use super::{ToolRegistry, ToolsConfig};
 use crate::store::Store;
 
 /// Every tool name this build knows.
@@ -35,8 +34,7 @@ const TODO_TOOLS: &[&str] = &["add_todo", "list_todos", "complete_todo", "delete
 /// A hash of everything the tool set depends on (tool config incl. keys,
 /// user id, whether a conversation index is supplied). Keys are only
 /// hashed, never stored or logged.
-pub fn fingerprint(config: &Config, has_conversation_search: bool) -> u64 {
-    let t = &config.tools;
+pub fn fingerprint(t: &ToolsConfig, user_id: &str, has_conversation_search: bool) -> u64 {
     let mut h = DefaultHasher::new();
     (
         &t.enabled,
@@ -46,7 +44,7 @@ pub fn fingerprint(config: &Config, has_conversation_search: bool) -> u64 {
         &t.notion_database_id,
         &t.notion_base_url,
         t.timeout_ms,
-        &config.user_id,
+        user_id,
         has_conversation_search,
     )
         .hash(&mut h);
@@ -54,21 +52,21 @@ pub fn fingerprint(config: &Config, has_conversation_search: bool) -> u64 {
 }
 
 /// Whether the Notion backend is configured (both values set).
-pub fn notion_configured(config: &Config) -> bool {
-    !config.tools.notion_api_key.trim().is_empty()
-        && !config.tools.notion_database_id.trim().is_empty()
+pub fn notion_configured(t: &ToolsConfig) -> bool {
+    !t.notion_api_key.trim().is_empty() && !t.notion_database_id.trim().is_empty()
 }
 
 /// The to-do backend the config selects: Notion when both Notion values
 /// are set, else the local list.
-pub fn todo_backend(config: &Config, store: &Store) -> Arc<dyn TodoBackend> {
-    let t = &config.tools;
-    if notion_configured(config) {
+/// Built once by the composition root and shared by the agent's todo tools
+/// and the intent tree's todo actions.
+pub fn todo_backend(t: &ToolsConfig, user_id: &str, store: &Store) -> Arc<dyn TodoBackend> {
+    if notion_configured(t) {
         Arc::new(NotionTodos::new(
             &t.notion_base_url,
             &t.notion_api_key,
             &t.notion_database_id,
-            http_deadline(config),
+            http_deadline(t),
         ))
     } else {
         if !t.notion_api_key.trim().is_empty() || !t.notion_database_id.trim().is_empty() {
@@ -76,26 +74,27 @@ pub fn todo_backend(config: &Config, store: &Store) -> Arc<dyn TodoBackend> {
                 "only one of NOTION_API_KEY and NOTION_DATABASE_ID is set; using the local to-do list"
             );
         }
-        Arc::new(LocalTodos::new(store.clone(), config.user_id.clone()))
+        Arc::new(LocalTodos::new(store.clone(), user_id.to_string()))
     }
 }
 
 /// Each HTTP exchange ends a little before the registry abandons the call,
 /// so the model reads "did not answer in time" rather than a bare timeout.
-fn http_deadline(config: &Config) -> Duration {
-    Duration::from_millis(config.tools.timeout_ms.saturating_sub(250).max(500))
+fn http_deadline(t: &ToolsConfig) -> Duration {
+    Duration::from_millis(t.timeout_ms.saturating_sub(250).max(500))
 }
 
 /// Build the registry: configured, enabled tools are offered; known tools
-/// that are off or unconfigured answer with a sentence saying why.
+/// that are off or unconfigured answer with a sentence saying why. `todos`
+/// is the device's one to-do backend ([`todo_backend`]).
 pub fn build_registry(
-    config: &Config,
-    store: &Store,
+    t: &ToolsConfig,
+    user_id: &str,
+    todos: Arc<dyn TodoBackend>,
     conversations: Option<Arc<dyn ConversationSearch>>,
 ) -> ToolRegistry {
-    let t = &config.tools;
     let mut reg = ToolRegistry::new(Duration::from_millis(t.timeout_ms.max(1)));
-    reg.fingerprint = fingerprint(config, conversations.is_some());
+    reg.fingerprint = fingerprint(t, user_id, conversations.is_some());
     for name in &t.enabled {
         if !KNOWN_TOOLS.contains(&name.as_str()) {
             tracing::warn!(tool = %name, "tools.enabled names an unknown tool; ignored");
@@ -116,12 +115,12 @@ pub fn build_registry(
             reg.register(Arc::new(WebSearch::new(
                 &t.tavily_base_url,
                 t.tavily_api_key.trim(),
-                http_deadline(config),
+                http_deadline(t),
             )));
         }
     }
     if TODO_TOOLS.iter().any(|n| enabled(n)) {
-        for tool in todos::tools(todo_backend(config, store)) {
+        for tool in todos::tools(todos) {
             if enabled(tool.name()) {
                 reg.register(tool);
             }
@@ -131,7 +130,7 @@ pub fn build_registry(
         match conversations {
             Some(search) => reg.register(Arc::new(SearchConversations::new(
                 search,
-                config.user_id.clone(),
+                user_id.to_string(),
             ))),
             None => reg.mark_unavailable(
                 "search_conversations",
@@ -153,15 +152,21 @@ pub fn build_registry(
 /// `current` when the config still matches it, else a freshly built set.
 pub fn rebuild_if_changed(
     current: &Arc<ToolRegistry>,
-    config: &Config,
+    t: &ToolsConfig,
+    user_id: &str,
     store: &Store,
     conversations: Option<Arc<dyn ConversationSearch>>,
 ) -> Arc<ToolRegistry> {
-    if current.fingerprint() == fingerprint(config, conversations.is_some()) {
+    if current.fingerprint() == fingerprint(t, user_id, conversations.is_some()) {
         current.clone()
     } else {
         tracing::info!("tool configuration changed; rebuilding the tool set");
-        Arc::new(build_registry(config, store, conversations))
+        Arc::new(build_registry(
+            t,
+            user_id,
+            todo_backend(t, user_id, store),
+            conversations,
+        ))
     }
 }
 
@@ -169,16 +174,25 @@ pub fn rebuild_if_changed(
 mod tests {
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, Store, Config) {
+    fn setup() -> (tempfile::TempDir, Store, ToolsConfig) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
-        (dir, store, Config::default())
+        (dir, store, ToolsConfig::default())
+    }
+
+    fn build(config: &ToolsConfig, store: &Store) -> ToolRegistry {
+        build_registry(
+            config,
+            "user-1",
+            todo_backend(config, "user-1", store),
+            None,
+        )
     }
 
     #[test]
     fn unconfigured_tools_are_not_offered_and_say_why() {
         let (_dir, store, config) = setup();
-        let reg = build_registry(&config, &store, None);
+        let reg = build(&config, &store);
         let names = reg.names();
         assert!(names.contains(&"calculator".to_string()));
         assert!(names.contains(&"add_todo".to_string()));
@@ -199,18 +213,18 @@ mod tests {
     #[test]
     fn configured_tools_are_offered_and_rebuilt_only_on_change() {
         let (_dir, store, mut config) = setup();
-        config.tools.enabled.retain(|n| n != "delete_todo");
-        let first = Arc::new(build_registry(&config, &store, None));
+        config.enabled.retain(|n| n != "delete_todo");
+        let first = Arc::new(build(&config, &store));
         assert!(!first.names().contains(&"delete_todo".to_string()));
         assert!(first
             .call("delete_todo", r#"{"task":"x"}"#)
             .unwrap_err()
             .to_string()
             .contains("turned off"));
-        let same = rebuild_if_changed(&first, &config, &store, None);
+        let same = rebuild_if_changed(&first, &config, "user-1", &store, None);
         assert!(Arc::ptr_eq(&first, &same));
-        config.tools.tavily_api_key = "tvly-test".into();
-        let changed = rebuild_if_changed(&first, &config, &store, None);
+        config.tavily_api_key = "tvly-test".into();
+        let changed = rebuild_if_changed(&first, &config, "user-1", &store, None);
         assert!(!Arc::ptr_eq(&first, &changed));
         assert!(changed.names().contains(&"web_search".to_string()));
     }

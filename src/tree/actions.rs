@@ -23,15 +23,32 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::store::Store;
+use crate::tools::todos::{LocalTodos, TodoBackend};
 
-/// What an action may use: the database (todos, device state, memories)
-/// and whose data it is.
+/// What an action may use: the database (device state), the to-do list,
+/// memories, and whose data it is.
 #[derive(Clone)]
 pub struct ActionEnv {
     pub store: Store,
     pub user_id: String,
+    /// The device's one to-do backend (local or Notion), the same object
+    /// the agent's todo tools use, so a spoken todo and the agent's
+    /// `add_todo` land in the same list.
+    pub todos: Arc<dyn TodoBackend>,
     /// Long-term memory operations, when the memory module provides them.
     pub memory: Option<Arc<dyn memory::MemoryOps>>,
+}
+
+impl ActionEnv {
+    /// The local to-do list in `store`, no memory (tests, `tree run`).
+    pub fn local(store: Store, user_id: &str) -> ActionEnv {
+        ActionEnv {
+            todos: Arc::new(LocalTodos::new(store.clone(), user_id.to_string())),
+            store,
+            user_id: user_id.to_string(),
+            memory: None,
+        }
+    }
 }
 
 /// One call of an action.
@@ -214,11 +231,7 @@ mod tests {
     #[test]
     fn a_slow_action_times_out_with_a_sentence() {
         let dir = tempfile::tempdir().unwrap();
-        let env = ActionEnv {
-            store: Store::open_in(dir.path()).unwrap(),
-            user_id: "user-1".into(),
-            memory: None,
-        };
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
         let started = std::time::Instant::now();
         let err = run_bounded(
             Arc::new(Slow),

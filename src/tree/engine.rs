@@ -20,10 +20,11 @@ use super::interpreter::{self, Host, WalkError, WalkInput, WalkOutcome};
 use super::model::Tree;
 use super::validate::{self, Issue, Known, Severity};
 use super::{TreeError, DEFAULT_TREE};
-use crate::config::Config;
 use crate::events::EventSink;
 use crate::nlu::examples::{load_examples, parse_examples, Examples};
+use crate::nlu::NluConfig;
 use crate::nlu::{Classifier, Embedder};
+use crate::paths::Paths;
 
 /// The intent sets that ship with the device (usable from any tree).
 pub const BUILTIN_SETS: &[(&str, &str)] = &[
@@ -143,7 +144,8 @@ impl Engine {
     /// intent set the tree uses (its error becomes the fallback reason).
     pub fn new(
         checked: Checked,
-        config: &Config,
+        config: &super::TreeConfig,
+        nlu: &NluConfig,
         env: ActionEnv,
         make: &dyn Fn(&str, &Examples) -> ClassifierSlot,
     ) -> Engine {
@@ -178,9 +180,9 @@ impl Engine {
             classifiers,
             actions: ActionRegistry::device(),
             env,
-            max_steps: config.tree.max_steps.max(1),
-            action_timeout: Duration::from_millis(config.tree.action_timeout_ms.max(1)),
-            default_threshold: config.nlu.threshold,
+            max_steps: config.max_steps.max(1),
+            action_timeout: Duration::from_millis(config.action_timeout_ms.max(1)),
+            default_threshold: nlu.threshold,
             subscribers: Mutex::new(Vec::new()),
             warnings: checked.warnings,
         }
@@ -190,21 +192,23 @@ impl Engine {
     /// `embedder` (its embeddings cached under the state dir). `embedder`
     /// is the embedder or why it could not be loaded.
     pub fn build(
-        config: &Config,
+        config: &super::TreeConfig,
+        nlu: &NluConfig,
+        paths: &Paths,
         env: ActionEnv,
         embedder: Result<Arc<dyn Embedder>, String>,
     ) -> Result<Engine, TreeError> {
-        let (tree, label, base) = read_tree(&config.tree.file)?;
+        let (tree, label, base) = read_tree(&config.file)?;
         let checked = check(tree, &label, base.as_deref())?;
-        let state_dir = config.state_dir.clone();
-        let k = config.nlu.k;
+        let state_dir = paths.state_dir.clone();
+        let k = nlu.k;
         let make = |name: &str, examples: &Examples| -> ClassifierSlot {
             let embedder = embedder.clone()?;
             crate::nlu::knn::KnnClassifier::build(embedder, examples, Some(&state_dir))
                 .map(|c| Arc::new(c.with_k(k)) as Arc<dyn Classifier>)
                 .map_err(|e| format!("intent set '{name}': {e:#}").replace('\n', " "))
         };
-        Ok(Engine::new(checked, config, env, &make))
+        Ok(Engine::new(checked, config, nlu, env, &make))
     }
 
     /// Walk the tree for one utterance.
@@ -287,23 +291,4 @@ impl Engine {
     pub(crate) fn default_threshold(&self) -> f32 {
         self.default_threshold
     }
-}
-
-/// The engine for a running device: the configured tree over the services'
-/// store and embedder (or the reason the embedder is missing).
-pub fn for_services(services: &crate::agent::Services) -> Result<Engine, TreeError> {
-    let config = services.config.as_ref();
-    let embedder = match &services.embedder {
-        Some(e) => Ok(e.clone()),
-        None => Err(match crate::nlu::load_embedder(config) {
-            Ok(_) => "the embedder was not loaded".to_string(),
-            Err(e) => format!("{e:#}").replace('\n', " "),
-        }),
-    };
-    let env = ActionEnv {
-        store: services.store.clone(),
-        user_id: config.user_id.clone(),
-        memory: super::actions::memory::for_services(services),
-    };
-    Engine::build(config, env, embedder)
 }

@@ -704,11 +704,7 @@ mod tests {
         let mut config = Config::default();
         config.tree.max_steps = max_steps;
         config.tree.action_timeout_ms = 2000;
-        let env = ActionEnv {
-            store: store.clone(),
-            user_id: "user-1".into(),
-            memory: None,
-        };
+        let env = ActionEnv::local(store.clone(), "user-1");
         let make = |_: &str, _: &crate::nlu::examples::Examples| -> ClassifierSlot {
             if classifier_ok {
                 Ok(Arc::new(Keywords))
@@ -718,7 +714,7 @@ mod tests {
         };
         Setup {
             _dir: dir,
-            engine: Engine::new(checked, &config, env, &make),
+            engine: Engine::new(checked, &config.tree, &config.nlu, env, &make),
             store,
         }
     }

@@ -7,6 +7,7 @@
 //! [`speaker::Speaker`] synthesises and queues each one as soon as it is
 //! complete, so the first sentence sounds before the LLM has finished.
 
+pub mod cleanup;
 pub mod espeak;
 pub mod groq;
 #[cfg(feature = "onnx")]
@@ -195,7 +196,7 @@ impl Tts {
 
 #[cfg(feature = "onnx")]
 fn build_piper(config: &Config) -> Result<Box<dyn Synthesizer>> {
-    Ok(Box::new(piper::Piper::load(config)?))
+    Ok(Box::new(piper::Piper::load(&config.tts, &config.paths())?))
 }
 
 #[cfg(not(feature = "onnx"))]

@@ -9,7 +9,7 @@
 //! with it (it shapes pauses and intonation).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -18,9 +18,10 @@ use ort::session::Session;
 use ort::value::Tensor;
 use serde::Deserialize;
 
+use super::TtsConfig;
 use super::{espeak, Synthesizer};
 use crate::audio::playback::Clip;
-use crate::config::Config;
+use crate::paths::Paths;
 
 const FETCH_HINT: &str = "run scripts/fetch-piper.sh, or set tts.order without piper";
 
@@ -69,10 +70,8 @@ pub struct Piper {
 
 impl Piper {
     /// Load `models_dir/<tts.piper_voice>.onnx` and its `.onnx.json`.
-    pub fn load(config: &Config) -> Result<Piper> {
-        let model = config
-            .models_dir
-            .join(format!("{}.onnx", config.tts.piper_voice));
+    pub fn load(tts: &TtsConfig, paths: &Paths) -> Result<Piper> {
+        let model = voice_path(tts, paths);
         let json = PathBuf::from(format!("{}.json", model.display()));
         if !model.is_file() {
             bail!("Piper voice {} is missing; {FETCH_HINT}", model.display());
@@ -83,7 +82,7 @@ impl Piper {
                 json.display()
             );
         }
-        espeak::check_program(&config.tts.espeak_program)?;
+        espeak::check_program(&tts.espeak_program)?;
         let voice: VoiceFile = serde_json::from_str(
             &std::fs::read_to_string(&json)
                 .with_context(|| format!("cannot read {}", json.display()))?,
@@ -96,7 +95,7 @@ impl Piper {
         })?;
         let ids = phoneme_ids(&voice.phoneme_id_map)
             .with_context(|| format!("Piper voice settings {}", json.display()))?;
-        let env = crate::nlu::onnx::environment(config)?;
+        let env = crate::onnx::environment(paths)?;
         let bad = |e: ort::Error| {
             anyhow!(
                 "Piper voice {} cannot be loaded ({}); {FETCH_HINT}",
@@ -108,9 +107,9 @@ impl Piper {
             .map_err(bad)?
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(|e| bad(e.into()))?;
-        if config.tts.piper_threads > 0 {
+        if tts.piper_threads > 0 {
             builder = builder
-                .with_intra_threads(config.tts.piper_threads)
+                .with_intra_threads(tts.piper_threads)
                 .map_err(|e| bad(e.into()))?;
         }
         let session = builder.commit_from_file(&model).map_err(bad)?;
@@ -125,13 +124,13 @@ impl Piper {
             }
         }
         let multi_speaker = voice.num_speakers > 1 && names.contains(&"sid");
-        let length_scale = if config.tts.piper_length_scale > 0.0 {
-            config.tts.piper_length_scale
+        let length_scale = if tts.piper_length_scale > 0.0 {
+            tts.piper_length_scale
         } else {
             voice.inference.length_scale
         };
         let espeak_voice = if voice.espeak.voice.is_empty() {
-            config.tts.espeak_voice.clone()
+            tts.espeak_voice.clone()
         } else {
             voice.espeak.voice.clone()
         };
@@ -145,7 +144,7 @@ impl Piper {
                 voice.inference.noise_w,
             ],
             multi_speaker,
-            espeak_program: config.tts.espeak_program.clone(),
+            espeak_program: tts.espeak_program.clone(),
             espeak_voice,
             model,
         };
@@ -324,8 +323,8 @@ fn join_clauses(clauses: &[String], marks: &[char]) -> String {
 }
 
 /// The voice file a config points at (for `earshot doctor` and scripts).
-pub fn voice_path(config: &Config) -> PathBuf {
-    Path::new(&config.models_dir).join(format!("{}.onnx", config.tts.piper_voice))
+pub fn voice_path(tts: &TtsConfig, paths: &Paths) -> PathBuf {
+    paths.model_path(format!("{}.onnx", tts.piper_voice))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! line break. Decimals (`3.5`), times (`6:05`), list numbers (`1. `) and
 //! common abbreviations (`Dr. `) don't end one. A very long sentence is cut
 //! at a comma so the first audio never waits for a rambling paragraph.
-//! Each sentence is cleaned with [`crate::agent::cleanup::for_speech`]
+//! Each sentence is cleaned with [`super::cleanup::for_speech`]
 //! (and action tags like `[[todo.add: milk]]` are dropped) before it is
 //! returned.
 
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::agent::cleanup;
+use super::cleanup;
 
 /// Past this many characters without a sentence end, cut at a comma or
 /// space.

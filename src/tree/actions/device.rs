@@ -152,14 +152,7 @@ mod tests {
     fn env() -> (tempfile::TempDir, ActionEnv) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
-        (
-            dir,
-            ActionEnv {
-                store,
-                user_id: "user-1".into(),
-                memory: None,
-            },
-        )
+        (dir, ActionEnv::local(store, "user-1"))
     }
 
     fn call(text: &str) -> ActionCall {

@@ -43,11 +43,7 @@ mod tests {
     #[test]
     fn answers_refuses_and_declines() {
         let dir = tempfile::tempdir().unwrap();
-        let env = ActionEnv {
-            store: Store::open_in(dir.path()).unwrap(),
-            user_id: "user-1".into(),
-            memory: None,
-        };
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
         let run = |t: &str| {
             Calculate
                 .run(

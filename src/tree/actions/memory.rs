@@ -2,10 +2,6 @@
 //! "remember that …", "forget …". The memory module provides the
 //! operations through [`MemoryOps`]; without it these actions say so.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
-
 use super::{Action, ActionCall, ActionEnv, ActionOutput};
 
 /// The memory operations the tree needs, implemented over the memory
@@ -30,37 +26,11 @@ pub struct MemoryList;
 pub struct MemoryRemember;
 pub struct MemoryForget;
 
-fn strip_lead(cell: &'static OnceLock<Regex>, alternatives: &str, text: &str) -> String {
-    let re = cell.get_or_init(|| {
-        Regex::new(&format!(
-            r"(?i)^(?:(?:please|hey|okay|ok|can you|could you)[\s,]+)*(?:{alternatives})\b[\s,:]*"
-        ))
-        .expect("static regex")
-    });
-    re.replace(text.trim().trim_end_matches(['.', '!', '?']), "")
-        .trim()
-        .to_string()
-}
-
-/// "remember that my sister is called Ana" → "my sister is called Ana".
-pub fn fact_to_remember(text: &str) -> String {
-    static LEAD: OnceLock<Regex> = OnceLock::new();
-    strip_lead(
-        &LEAD,
-        r"remember that|remember this|remember|don't forget that|do not forget that|keep in mind that|note that|make a note that|for future reference",
-        text,
-    )
-}
-
+/// "remember that my sister is called Ana" → "my sister is called Ana"
+/// (one parser for every caller: [`crate::memory::phrases`]).
+pub use crate::memory::phrases::fact_to_remember;
 /// "forget that I like jazz" → "I like jazz".
-pub fn memory_to_forget(text: &str) -> String {
-    static LEAD: OnceLock<Regex> = OnceLock::new();
-    strip_lead(
-        &LEAD,
-        r"forget that|forget about|forget what i said about|forget|delete the memory that|delete the memory about|stop remembering that|stop remembering|erase the memory (?:that|about)",
-        text,
-    )
-}
+pub use crate::memory::phrases::memory_to_forget;
 
 impl Action for MemoryList {
     fn name(&self) -> &'static str {
@@ -141,13 +111,26 @@ impl Action for MemoryForget {
     }
 }
 
-/// The memory operations of a running device, when the memory module
-/// provides them.
-pub fn for_services(services: &crate::agent::Services) -> Option<std::sync::Arc<dyn MemoryOps>> {
-    services
-        .memory
-        .clone()
-        .map(|m| m as std::sync::Arc<dyn MemoryOps>)
+/// The device's memory module fills the seam (the tree sits above memory,
+/// so the implementation lives here and memory knows nothing of the tree).
+impl MemoryOps for crate::memory::Memory {
+    fn list(&self, user_id: &str) -> Result<Vec<String>, String> {
+        crate::memory::Memory::list(self, user_id)
+            .map(|items| items.into_iter().map(|m| m.text).collect())
+            .map_err(|e| format!("I couldn't read my memory: {e:#}"))
+    }
+
+    fn remember(&self, user_id: &str, text: &str) -> Result<String, String> {
+        crate::memory::Memory::remember(self, user_id, text)
+            .map(|r| r.item.text)
+            .map_err(|e| format!("I couldn't remember that: {e:#}"))
+    }
+
+    fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, String> {
+        crate::memory::Memory::forget(self, user_id, query)
+            .map(|item| item.map(|m| m.text))
+            .map_err(|e| format!("I couldn't forget that: {e:#}"))
+    }
 }
 
 #[cfg(test)]
@@ -170,11 +153,7 @@ mod tests {
             "my dentist appointment"
         );
         let dir = tempfile::tempdir().unwrap();
-        let env = ActionEnv {
-            store: Store::open_in(dir.path()).unwrap(),
-            user_id: "user-1".into(),
-            memory: None,
-        };
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
         let out = MemoryList.run(&ActionCall::default(), &env).unwrap();
         assert_eq!(out.say, UNAVAILABLE);
     }

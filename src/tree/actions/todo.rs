@@ -14,7 +14,7 @@ use regex::Regex;
 use serde_json::{json, Value};
 
 use super::{Action, ActionCall, ActionEnv, ActionOutput};
-use crate::tools::todos::{describe_list, LocalTodos, TodoBackend, TodoError};
+use crate::tools::todos::{describe_list, TodoBackend, TodoError};
 
 /// The phase a deletion waits in for the user's yes/no.
 pub const CONFIRM_PHASE: &str = "confirm_delete";
@@ -27,8 +27,8 @@ pub struct TodoComplete;
 pub struct TodoDeleteRequest;
 pub struct TodoDeleteConfirm;
 
-fn backend(env: &ActionEnv) -> LocalTodos {
-    LocalTodos::new(env.store.clone(), env.user_id.clone())
+fn backend(env: &ActionEnv) -> &dyn TodoBackend {
+    env.todos.as_ref()
 }
 
 fn lead_re(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
@@ -268,11 +268,7 @@ mod tests {
     #[test]
     fn delete_asks_first_then_confirms() {
         let dir = tempfile::tempdir().unwrap();
-        let env = ActionEnv {
-            store: Store::open_in(dir.path()).unwrap(),
-            user_id: "user-1".into(),
-            memory: None,
-        };
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
         let call = |text: &str| ActionCall {
             text: text.into(),
             args: json!({}),

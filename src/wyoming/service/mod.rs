@@ -52,7 +52,7 @@ impl Service {
             );
         }
         let voices = tts::Voices::load(&config);
-        let services = Services::build(config)?;
+        let services = crate::app::build(&config)?;
         let info = info::info_event(&services, stt.is_ok(), &voices);
         Ok(Service {
             services,

@@ -3,7 +3,7 @@
 //! ort is built with `load-dynamic`: no library is linked at build time
 //! (its downloader cannot reach the network here, and armv7 has no build at
 //! all). The library is found at run time — `nlu.onnxruntime_lib`
-//! (`ORT_DYLIB_PATH`), then `models_dir/libonnxruntime.so*`, then next to
+//! (`ORT_DYLIB_PATH`, carried in [`Paths::onnxruntime_lib`]), then `models_dir/libonnxruntime.so*`, then next to
 //! the executable and the usual system directories. ort *panics* when the
 //! library is missing, so we check the file ourselves first.
 //!
@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::paths::Paths;
 
 /// The fix we print whenever the library cannot be found or loaded.
 pub const FETCH_HINT: &str =
@@ -20,14 +20,14 @@ pub const FETCH_HINT: &str =
 
 /// Where ONNX Runtime would be loaded from, or a one-line reason it cannot
 /// be (for `earshot doctor` and for every loader before touching ort).
-pub fn onnxruntime_status(config: &Config) -> Result<PathBuf, String> {
+pub fn onnxruntime_status(paths: &Paths) -> Result<PathBuf, String> {
     if !cfg!(feature = "onnx") {
         return Err(
             "this build has no ONNX Runtime support (built without the `onnx` feature, e.g. for armv7, which has no ONNX Runtime build)"
                 .into(),
         );
     }
-    let explicit = config.nlu.onnxruntime_lib.trim();
+    let explicit = paths.onnxruntime_lib.trim();
     if !explicit.is_empty() {
         let path = PathBuf::from(explicit);
         return if path.is_file() {
@@ -39,7 +39,7 @@ pub fn onnxruntime_status(config: &Config) -> Result<PathBuf, String> {
             ))
         };
     }
-    let mut dirs = vec![config.models_dir.clone()];
+    let mut dirs = vec![paths.models_dir.clone()];
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
@@ -63,7 +63,7 @@ pub fn onnxruntime_status(config: &Config) -> Result<PathBuf, String> {
     }
     Err(format!(
         "ONNX Runtime library (libonnxruntime.so*) not found in {}; {FETCH_HINT}",
-        config.models_dir.display()
+        paths.models_dir.display()
     ))
 }
 
@@ -95,11 +95,11 @@ mod env {
         OnceLock::new();
 
     /// The process-wide ort environment, loading ONNX Runtime on first use.
-    /// The first caller's config decides which library is loaded; later
+    /// The first caller's paths decide which library is loaded; later
     /// callers share it (ort cannot load a second one).
-    pub fn environment(config: &Config) -> anyhow::Result<ort::environment::Environment> {
+    pub fn environment(paths: &Paths) -> anyhow::Result<ort::environment::Environment> {
         let result = ENV.get_or_init(|| {
-            let path = onnxruntime_status(config)?;
+            let path = onnxruntime_status(paths)?;
             let builder = ort::init_from(&path).map_err(|e| {
                 format!(
                     "cannot load ONNX Runtime from {}: {e}; {FETCH_HINT}",
@@ -130,9 +130,9 @@ mod tests {
 
     #[test]
     fn explicit_missing_library_names_the_file_and_the_fix() {
-        let mut config = Config::default();
-        config.nlu.onnxruntime_lib = "/nonexistent/libonnxruntime.so.9".into();
-        let err = onnxruntime_status(&config).unwrap_err();
+        let mut paths = Paths::new("state", "models");
+        paths.onnxruntime_lib = "/nonexistent/libonnxruntime.so.9".into();
+        let err = onnxruntime_status(&paths).unwrap_err();
         if cfg!(feature = "onnx") {
             assert!(err.contains("/nonexistent/libonnxruntime.so.9"), "{err}");
             assert!(err.contains("fetch-onnxruntime.sh"), "{err}");

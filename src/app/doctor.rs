@@ -1,0 +1,779 @@
+//! The health probes behind `earshot doctor [--json]`: is this device
+//! ready? Every check ends in
+//! OK / WARN / FAIL with a one-line fix, and the exit code is non-zero when
+//! anything FAILs, so an install script or a support chat can act on it.
+//!
+//! What is checked: config, microphone, speaker, each model file against
+//! its pinned sha256, the ONNX Runtime library, LLM / STT / TTS reachability
+//! with the configured key (`GET {base}/models`, 3 s), free disk space in
+//! the state dir, database integrity, and the button line. The key is sent
+//! but never printed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Loaded};
+
+/// How a check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (empty when OK).
+    pub fix: String,
+}
+
+impl Check {
+    fn new(
+        name: impl Into<String>,
+        status: Status,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            fix: fix.into(),
+        }
+    }
+    fn ok(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check::new(name, Status::Ok, detail, "")
+    }
+}
+
+/// Model files the project ships, with the sha256 `scripts/fetch-models.sh`
+/// verifies (see models/PROVENANCE.md).
+pub const PINNED_MODELS: &[(&str, &str)] = &[
+    (
+        "all-MiniLM-L6-v2-int8.onnx",
+        "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    ),
+    (
+        "all-MiniLM-L6-v2-tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
+    (
+        "en_US-joe-medium.onnx",
+        "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06",
+    ),
+    (
+        "en_US-joe-medium.onnx.json",
+        "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33",
+    ),
+    (
+        "ggml-tiny.en.bin",
+        "30e882a5c44efac779d1c8ddfe1e78a2b83236d385c573f3f98345a778c21d97",
+    ),
+    (
+        "libonnxruntime.so.1.31.1",
+        "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
+    ),
+];
+
+const FETCH_MODELS: &str =
+    "run scripts/fetch-models.sh (or sudo scripts/install.sh) to download and verify it";
+
+/// Every check, in the order a reader fixes things.
+pub fn checks(loaded: &Loaded) -> Vec<Check> {
+    let config = &loaded.config;
+    let mut out = vec![config_check(loaded)];
+    out.push(microphone(config));
+    out.push(speaker(config));
+    out.extend(models(config));
+    out.push(onnxruntime(config));
+    out.extend(reachability(config));
+    out.push(disk(&config.state_dir));
+    out.push(database(config));
+    out.push(button(&config.device.button));
+    out
+}
+
+fn config_check(loaded: &Loaded) -> Check {
+    match &loaded.file {
+        Some(path) => Check::ok("config", format!("{} (valid)", path.display())),
+        None => Check::new(
+            "config",
+            Status::Warn,
+            "no config file found; running on defaults",
+            "copy earshot.example.toml to /etc/earshot/earshot.toml (install.sh does this) and edit it",
+        ),
+    }
+}
+
+// ---- audio ----------------------------------------------------------------
+
+/// ALSA's `null` device swallows audio: present on every machine, useless.
+fn is_null_device(d: &crate::audio::devices::DeviceInfo) -> bool {
+    d.name == "null"
+        || d.description
+            .to_ascii_lowercase()
+            .contains("discard all samples")
+}
+
+fn audio_check(name: &str, wanted: &str, input: bool) -> Check {
+    let key = if input { "audio.input" } else { "audio.output" };
+    let fix_missing = if input {
+        "connect the reSpeaker HAT (and install its driver), then set audio.input to a name from `earshot devices`"
+    } else {
+        "connect a speaker (reSpeaker jack or USB), then set audio.output to a name from `earshot devices`"
+    };
+    if input && crate::audio::is_file_name(wanted) {
+        let path = Path::new(wanted.strip_prefix("file:").unwrap_or(wanted));
+        return if path.is_file() {
+            Check::ok(name, format!("{key} is the file {}", path.display()))
+        } else {
+            Check::new(
+                name,
+                Status::Fail,
+                format!("{key} file {} does not exist", path.display()),
+                format!("fix the path in {key} or set it to \"default\""),
+            )
+        };
+    }
+    if !input && wanted.to_ascii_lowercase().ends_with(".wav") {
+        return Check::ok(name, format!("{key} writes to the file {wanted}"));
+    }
+    let no_card = if Path::new("/dev/snd").exists() {
+        ""
+    } else {
+        " (no /dev/snd: the kernel sees no sound card)"
+    };
+    let side = if input { "capture" } else { "playback" };
+    if wanted == "default" {
+        return match default_device(input) {
+            Ok(detail) => Check::ok(name, detail),
+            Err(reason) => Check::new(
+                name,
+                Status::Fail,
+                format!("no usable default {side} device: {reason}{no_card}"),
+                fix_missing,
+            ),
+        };
+    }
+    let devices = match crate::audio::devices::list() {
+        Ok(d) => d,
+        Err(e) => {
+            return Check::new(
+                name,
+                Status::Fail,
+                format!("cannot list audio devices: {e}"),
+                fix_missing,
+            )
+        }
+    };
+    let usable: Vec<_> = devices
+        .iter()
+        .filter(|d| if input { d.input } else { d.output })
+        .filter(|d| !is_null_device(d))
+        .collect();
+    match usable.iter().find(|d| d.name == wanted) {
+        Some(d) => {
+            let formats = if input {
+                &d.input_formats
+            } else {
+                &d.output_formats
+            };
+            Check::ok(
+                name,
+                format!(
+                    "{} ({}; {})",
+                    d.name,
+                    d.description,
+                    formats
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("formats unknown")
+                ),
+            )
+        }
+        None => Check::new(
+            name,
+            Status::Fail,
+            format!(
+                "{key} = {wanted:?} not found{no_card}; available: {}",
+                if usable.is_empty() {
+                    "none".to_string()
+                } else {
+                    usable
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+            format!("set {key} to one of the available names (`earshot devices`) or \"default\""),
+        ),
+    }
+}
+
+/// Open the backend's default device far enough to read its preferred
+/// format — enumeration alone lists ALSA's `null` sink on a box without a
+/// sound card, and misses a `default` defined only in an ALSA config.
+fn default_device(input: bool) -> Result<String, String> {
+    use cpal::traits::{DeviceTrait, HostTrait};
+    let host = cpal::default_host();
+    let device = if input {
+        host.default_input_device()
+    } else {
+        host.default_output_device()
+    }
+    .ok_or_else(|| "the audio backend has no default device".to_string())?;
+    let config = if input {
+        device.default_input_config()
+    } else {
+        device.default_output_config()
+    }
+    .map_err(|e| e.to_string().replace('\n', " "))?;
+    let id = device
+        .id()
+        .map(|i| i.to_string())
+        .unwrap_or_else(|_| "default".into());
+    Ok(format!(
+        "{} ({} Hz, {} ch, {:?})",
+        crate::audio::devices::config_name(&id),
+        config.sample_rate(),
+        config.channels(),
+        config.sample_format()
+    ))
+}
+
+fn microphone(config: &Config) -> Check {
+    if crate::wyoming::satellite::is_no_input(&config.audio.input) {
+        let n = config.wyoming.satellites.len();
+        return if n > 0 {
+            Check::ok(
+                "microphone",
+                format!("no local microphone (audio.input = \"none\"); listening through {n} Wyoming satellite(s)"),
+            )
+        } else {
+            Check::new(
+                "microphone",
+                Status::Fail,
+                "audio.input is \"none\" and wyoming.satellites is empty: nothing to listen to",
+                "set audio.input to a name from `earshot devices`, or list satellites in wyoming.satellites",
+            )
+        };
+    }
+    audio_check("microphone", &config.audio.input, true)
+}
+
+fn speaker(config: &Config) -> Check {
+    audio_check("speaker", &config.audio.output, false)
+}
+
+// ---- models ---------------------------------------------------------------
+
+/// The model files this config uses, with what goes missing without each.
+fn configured_models(config: &Config) -> Vec<(String, &'static str)> {
+    vec![
+        (
+            config.nlu.model_file.clone(),
+            "on-device routing falls back to the LLM",
+        ),
+        (
+            config.nlu.tokenizer_file.clone(),
+            "on-device routing falls back to the LLM",
+        ),
+        (
+            config.stt.whisper_model.clone(),
+            "speech-to-text needs the cloud",
+        ),
+        (
+            format!("{}.onnx", config.tts.piper_voice),
+            "speech falls back to espeak-ng",
+        ),
+        (
+            format!("{}.onnx.json", config.tts.piper_voice),
+            "speech falls back to espeak-ng",
+        ),
+    ]
+}
+
+fn models(config: &Config) -> Vec<Check> {
+    configured_models(config)
+        .into_iter()
+        .map(|(file, without)| model_check(&config.models_dir, &file, without))
+        .collect()
+}
+
+fn model_check(dir: &Path, file: &str, without: &str) -> Check {
+    let name = format!("model {file}");
+    let path = dir.join(file);
+    if !path.is_file() {
+        return Check::new(
+            name,
+            Status::Warn,
+            format!("{} is missing; {without}", path.display()),
+            FETCH_MODELS,
+        );
+    }
+    let pinned = PINNED_MODELS
+        .iter()
+        .find(|(n, _)| *n == file)
+        .map(|(_, s)| *s);
+    match (sha256_file(&path), pinned) {
+        (Err(e), _) => Check::new(
+            name,
+            Status::Fail,
+            format!("cannot read {}: {e}", path.display()),
+            "check the file's permissions (the service user must read it)",
+        ),
+        (Ok(got), Some(want)) if got == want => {
+            Check::ok(name, format!("{} (sha256 verified)", path.display()))
+        }
+        (Ok(got), Some(want)) => Check::new(
+            name,
+            Status::Fail,
+            format!(
+                "{} is corrupt or a different version (sha256 {}…, expected {}…)",
+                path.display(),
+                &got[..12],
+                &want[..12]
+            ),
+            format!("delete it and {FETCH_MODELS}"),
+        ),
+        (Ok(got), None) => Check::ok(
+            name,
+            format!(
+                "{} (not a pinned model; sha256 {}…)",
+                path.display(),
+                &got[..12]
+            ),
+        ),
+    }
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn onnxruntime(config: &Config) -> Check {
+    match crate::onnx::onnxruntime_status(&config.paths()) {
+        Ok(path) => {
+            let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+            let pinned = PINNED_MODELS
+                .iter()
+                .find(|(n, _)| *n == file)
+                .map(|(_, s)| *s);
+            match (pinned, sha256_file(&path)) {
+                (Some(want), Ok(got)) if got != want => Check::new(
+                    "onnxruntime",
+                    Status::Fail,
+                    format!("{} does not match its pinned sha256", path.display()),
+                    format!("delete it and {}", crate::onnx::FETCH_HINT),
+                ),
+                _ => Check::ok("onnxruntime", path.display().to_string()),
+            }
+        }
+        // Say what the device loses: on armv7 (no ONNX Runtime build) this
+        // is the expected state, and the tree still runs its other nodes.
+        Err(reason) => Check::new(
+            "onnxruntime",
+            Status::Warn,
+            format!(
+                "{reason}; without it the intent tree's classify nodes take their fallback (the router graph), routing asks the LLM, and Piper falls back to espeak-ng"
+            ),
+            crate::onnx::FETCH_HINT,
+        ),
+    }
+}
+
+// ---- network --------------------------------------------------------------
+
+/// One cloud endpoint to probe.
+struct Endpoint {
+    name: &'static str,
+    base_url: String,
+    /// Whether the device depends on it (FAIL) or only falls back to it (WARN).
+    required: bool,
+    /// The key this engine sends (never printed).
+    key: String,
+    what_for: &'static str,
+}
+
+fn endpoints(config: &Config) -> Vec<Endpoint> {
+    let mut out = vec![Endpoint {
+        name: "llm",
+        base_url: config.llm.base_url.clone(),
+        required: true,
+        key: config.llm.api_key.trim().to_string(),
+        what_for: "general answers and tool calls",
+    }];
+    if config.stt.order != "local-only" {
+        out.push(Endpoint {
+            name: "stt (cloud)",
+            base_url: config.stt.cloud_base_url.clone(),
+            required: config.stt.order == "cloud-only",
+            key: if config.stt.cloud_api_key.trim().is_empty() {
+                config.llm.api_key.trim().to_string()
+            } else {
+                config.stt.cloud_api_key.trim().to_string()
+            },
+            what_for: "speech-to-text fallback",
+        });
+    }
+    if config.tts.order.iter().any(|e| e == "cloud" || e == "groq") {
+        out.push(Endpoint {
+            name: "tts (cloud)",
+            base_url: config.tts.cloud_base_url.clone(),
+            required: false,
+            key: config.llm.api_key.trim().to_string(),
+            what_for: "cloud voice",
+        });
+    }
+    out
+}
+
+fn reachability(config: &Config) -> Vec<Check> {
+    let endpoints = endpoints(config);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = endpoints.iter().map(|e| scope.spawn(|| probe(e))).collect();
+        handles
+            .into_iter()
+            .zip(&endpoints)
+            .map(|(h, e)| {
+                h.join().unwrap_or_else(|_| {
+                    Check::new(
+                        e.name,
+                        Status::Fail,
+                        "the probe crashed",
+                        "run `earshot doctor -v` and report it",
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+fn probe(endpoint: &Endpoint) -> Check {
+    let key = endpoint.key.as_str();
+    let name = endpoint.name;
+    let base = endpoint.base_url.trim().trim_end_matches('/');
+    let failing = if endpoint.required {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    if base.is_empty() {
+        return Check::new(
+            name,
+            failing,
+            format!(
+                "no base URL configured; without it: no {}",
+                endpoint.what_for
+            ),
+            "set the base_url for it in the config",
+        );
+    }
+    let cloud = base.contains("api.groq.com");
+    if key.is_empty() && cloud {
+        return Check::new(
+            name,
+            Status::Warn,
+            format!(
+                "no API key for {base}; without it: no {} (on-device answers still work)",
+                endpoint.what_for
+            ),
+            "set GROQ_API_KEY in /etc/earshot/earshot.env (or [llm] api_key), then restart",
+        );
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(3)))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("{base}/models");
+    let mut request = agent.get(&url);
+    if !key.is_empty() {
+        request = request.header("Authorization", format!("Bearer {key}"));
+    }
+    match request.call() {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            match status {
+                200..=299 => Check::ok(name, format!("{base} answers (HTTP {status}{})", if key.is_empty() { ", no key" } else { ", key accepted" })),
+                401 | 403 => Check::new(name, Status::Fail, format!("{base} refused the API key (HTTP {status})"), "check GROQ_API_KEY (a new key from console.groq.com), then restart"),
+                404 | 405 if !cloud => Check::ok(name, format!("{base} answers (HTTP {status} for /models; a local server without the listing)")),
+                _ => Check::new(name, failing, format!("{base} answered HTTP {status} to GET /models"), "check the base URL; the service may be down — retry later"),
+            }
+        }
+        Err(e) => {
+            let reason = match e {
+                ureq::Error::Timeout(_) => "no answer within 3 s".to_string(),
+                other => other.to_string().replace('\n', " "),
+            };
+            Check::new(
+                name,
+                failing,
+                format!(
+                    "{base} is unreachable ({reason}); without it: no {}",
+                    endpoint.what_for
+                ),
+                "check the network (ping, DNS) and the base URL",
+            )
+        }
+    }
+}
+
+// ---- disk and database ----------------------------------------------------
+
+/// The nearest existing directory of `path` (the state dir may not exist yet).
+fn existing_ancestor(path: &Path) -> PathBuf {
+    let mut current = path.to_path_buf();
+    loop {
+        if current.exists() {
+            return current;
+        }
+        match current.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => current = parent.to_path_buf(),
+            _ => return PathBuf::from("."),
+        }
+    }
+}
+
+/// Free bytes for an unprivileged user on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte")
+    })?;
+    // SAFETY: `statvfs` only writes into the zeroed struct we pass and reads
+    // the NUL-terminated path, which outlives the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+fn disk(state_dir: &Path) -> Check {
+    let at = existing_ancestor(state_dir);
+    match free_bytes(&at) {
+        Ok(bytes) => {
+            let mb = bytes / 1_000_000;
+            let detail = format!("{} MB free at {}", mb, at.display());
+            if mb < 100 {
+                Check::new(
+                    "disk",
+                    Status::Fail,
+                    detail,
+                    "free space on that file system: turns cannot be saved below ~100 MB",
+                )
+            } else if mb < 1000 {
+                Check::new(
+                    "disk",
+                    Status::Warn,
+                    detail,
+                    "free some space (old logs, apt caches: sudo apt-get clean)",
+                )
+            } else {
+                Check::ok("disk", detail)
+            }
+        }
+        Err(e) => Check::new(
+            "disk",
+            Status::Warn,
+            format!("cannot measure free space at {}: {e}", at.display()),
+            "check that the state dir exists and is readable",
+        ),
+    }
+}
+
+fn database(config: &Config) -> Check {
+    let path = config.database_path();
+    if !path.exists() {
+        return Check::ok(
+            "database",
+            format!(
+                "{} not created yet (the first turn creates it)",
+                path.display()
+            ),
+        );
+    }
+    let store = match crate::store::Store::open(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::new(
+                "database",
+                Status::Fail,
+                e.to_string(),
+                format!(
+                    "stop earshot, move {} aside (keep it), restart to get a fresh one",
+                    path.display()
+                ),
+            )
+        }
+    };
+    match store.integrity_check() {
+        Ok(result) if result == "ok" => {
+            let version = store
+                .schema_version()
+                .map(|v| format!(", schema v{v}"))
+                .unwrap_or_default();
+            Check::ok(
+                "database",
+                format!("{} passes quick_check{version}", path.display()),
+            )
+        }
+        Ok(result) => Check::new(
+            "database",
+            Status::Fail,
+            format!(
+                "{} is damaged: {}",
+                path.display(),
+                result.replace('\n', "; ")
+            ),
+            format!(
+                "stop earshot and recover it: sqlite3 {} .recover > dump.sql (keep the original)",
+                path.display()
+            ),
+        ),
+        Err(e) => Check::new(
+            "database",
+            Status::Fail,
+            e.to_string(),
+            "stop earshot and check the file's permissions and disk",
+        ),
+    }
+}
+
+// ---- button ---------------------------------------------------------------
+
+fn button(spec: &str) -> Check {
+    let spec = spec.trim();
+    let set_none = "or set device.button = \"none\" to use the voice wake-up only";
+    let device_check = |path: &str, what: &str| -> Check {
+        let p = Path::new(path);
+        if !p.exists() {
+            return Check::new("button", Status::Fail, format!("{what} {path} does not exist"), format!("enable the device (GPIO: check /boot/firmware/config.txt; input: `ls /dev/input`) {set_none}"));
+        }
+        match std::fs::OpenOptions::new().read(true).open(p) {
+            Ok(_) => Check::ok("button", format!("{what} {path} is present and readable")),
+            Err(e) => Check::new(
+                "button",
+                Status::Fail,
+                format!("{what} {path} cannot be opened: {e}"),
+                "add the service user to the gpio/input group (install.sh does) and restart",
+            ),
+        }
+    };
+    match spec {
+        "" | "none" => Check::ok("button", "no button configured"),
+        "enter" => Check::ok("button", "Enter key on the terminal (for development)"),
+        _ => {
+            if let Some(rest) = spec.strip_prefix("gpio:") {
+                let (chip, line) = rest.rsplit_once(':').unwrap_or((rest, ""));
+                if line.parse::<u32>().is_err() {
+                    return Check::new(
+                        "button",
+                        Status::Fail,
+                        format!("device.button = {spec:?} has no line number"),
+                        "write it as gpio:/dev/gpiochip0:17 (reSpeaker 2-mic HAT button = line 17)",
+                    );
+                }
+                device_check(chip, &format!("GPIO chip (line {line})"))
+            } else if let Some(rest) = spec.strip_prefix("input:") {
+                let path = rest.split(':').next().unwrap_or(rest);
+                device_check(path, "input device")
+            } else if let Some(path) = spec.strip_prefix("script:") {
+                if Path::new(path).exists() {
+                    Check::ok("button", format!("scripted events from {path}"))
+                } else {
+                    Check::new(
+                        "button",
+                        Status::Fail,
+                        format!("button script {path} does not exist"),
+                        "fix the path in device.button",
+                    )
+                }
+            } else {
+                Check::new("button", Status::Fail, format!("device.button = {spec:?} is not understood"), "use none, enter, gpio:/dev/gpiochip0:17, input:/dev/input/eventN:KEY or script:PATH")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn button_specs() {
+        assert_eq!(button("none").status, Status::Ok);
+        assert_eq!(
+            button("gpio:/nonexistent/gpiochip9:17").status,
+            Status::Fail
+        );
+        assert!(button("gpio:/nonexistent/gpiochip9:17")
+            .detail
+            .contains("/nonexistent/gpiochip9"));
+        assert_eq!(button("gpio:/dev/null:x").status, Status::Fail);
+        assert_eq!(button("gpio:/dev/null:17").status, Status::Ok);
+        assert_eq!(button("bogus").status, Status::Fail);
+    }
+
+    #[test]
+    fn model_hash_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ggml-tiny.en.bin"), b"not the model").unwrap();
+        let c = model_check(dir.path(), "ggml-tiny.en.bin", "x");
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(c.fix.contains("fetch-models.sh"));
+        assert_eq!(
+            model_check(dir.path(), "absent.bin", "x").status,
+            Status::Warn
+        );
+        std::fs::write(dir.path().join("mine.bin"), b"abc").unwrap();
+        let c = model_check(dir.path(), "mine.bin", "x");
+        assert_eq!(c.status, Status::Ok);
+        assert!(c.detail.contains("ba7816bf8f01"), "{c:?}"); // sha256("abc")
+    }
+
+    #[test]
+    fn free_space_is_measured() {
+        assert!(free_bytes(Path::new("/")).unwrap() > 0);
+        assert_eq!(
+            existing_ancestor(Path::new("/nonexistent/a/b")),
+            PathBuf::from("/")
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! The composition root: every service of the device built once, in one
+//! pass, from the config. Each part gets its own config section plus the
+//! shared [`Paths`]; nothing below this module sees the whole
+//! [`Config`]. Every front door (`run`, `serve`, `wyoming serve`, `chat`,
+//! `tree run`, `doctor`) and the tests build their services here.
+//!
+//! Order matters only where a part needs another: the store first, then
+//! the LLM client and the on-device embedder, then memory (it supplies
+//! recall and the conversation index), the one to-do backend (shared by
+//! the agent's tools and the intent tree), the tool set (with the
+//! knowledge tool), and last the intent tree over all of them.
+
+pub mod device;
+pub mod doctor;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::agent::{Services, TurnSettings};
+use crate::config::Config;
+use crate::llm::openai::OpenAiClient;
+use crate::llm::ChatModel;
+use crate::memory::{Memory, Recall};
+use crate::nlu::router::Router;
+use crate::nlu::{Classifier, Embedder};
+use crate::paths::Paths;
+use crate::store::Store;
+use crate::tools::search_conversations::ConversationSearch;
+use crate::tree::actions::memory::MemoryOps;
+use crate::tree::actions::ActionEnv;
+
+/// Build every service from config: open the database, the LLM client and
+/// whatever on-device parts are available. Missing optional parts are
+/// logged and left out; only the database is required.
+pub fn build(config: &Config) -> Result<Services> {
+    let paths = config.paths();
+    let store = Store::open(&paths.database_path())?;
+    let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
+    // On-device understanding is optional: without ONNX Runtime or the
+    // model the router asks the LLM instead (logged once here).
+    let embedder = match crate::nlu::load_embedder(&config.nlu, &paths) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            tracing::warn!("on-device embedder unavailable, routing by LLM: {e:#}");
+            None
+        }
+    };
+    let route_classifier = embedder.as_ref().and_then(|e| {
+        crate::nlu::routes::route_classifier(&config.nlu, &config.router, &paths, e.clone())
+            .map_err(|err| tracing::warn!("route classifier unavailable: {err:#}"))
+            .ok()
+    });
+    Ok(assemble(config, store, llm, embedder, route_classifier))
+}
+
+/// Wire the parts together over a given store, LLM and embedder (tests
+/// pass their own LLM): memory, the to-do backend, the tools, the
+/// knowledge tool and the intent tree, each built once.
+pub fn assemble(
+    config: &Config,
+    store: Store,
+    llm: Arc<dyn ChatModel>,
+    embedder: Option<Arc<dyn Embedder>>,
+    route_classifier: Option<Arc<dyn Classifier>>,
+) -> Services {
+    let paths = config.paths();
+    let user_id = config.user_id.as_str();
+    let router_llm = config
+        .router
+        .llm_fallback
+        .then(|| (llm.clone(), config.llm.model.clone()));
+    let router = Router::new(
+        &config.router.extra_keywords,
+        route_classifier.clone(),
+        config.router.classifier_threshold,
+        router_llm,
+    );
+    let memory = open_memory(config, &store, embedder.clone());
+    // Recall and the conversation index need the embedder.
+    let indexed = memory.clone().filter(|_| embedder.is_some());
+    let recall = indexed.clone().map(|m| m as Arc<dyn Recall>);
+    let conversations = indexed.map(|m| m as Arc<dyn ConversationSearch>);
+    let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
+    let mut tools =
+        crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
+    crate::knowledge::tool::offer(
+        &mut tools,
+        knowledge_settings(config, &paths),
+        &store,
+        embedder.clone(),
+        llm.clone(),
+    );
+    let env = ActionEnv {
+        store: store.clone(),
+        user_id: user_id.to_string(),
+        todos,
+        memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
+    };
+    let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
+        Ok(engine) => (Some(Arc::new(engine)), None),
+        Err(e) => {
+            tracing::warn!("intent tree unavailable, using the router graph: {e}");
+            (None, Some(e.to_string()))
+        }
+    };
+    Services {
+        settings: Arc::new(TurnSettings {
+            user_id: config.user_id.clone(),
+            mode: config.mode.clone(),
+            llm: config.llm.clone(),
+            shadow: config.tree.shadow,
+        }),
+        config: Arc::new(config.clone()),
+        store,
+        llm,
+        embedder,
+        route_classifier,
+        router: Arc::new(router),
+        tools: Arc::new(tools),
+        recall,
+        memory,
+        tree,
+        tree_error,
+    }
+}
+
+/// Speech-to-text and text-to-speech for the HTTP API as the config says;
+/// a failed STT is kept as its reason (text endpoints still work).
+pub fn speech(config: &Config) -> crate::api::speech::Speech {
+    let stt = crate::stt::Stt::from_config(config).map_err(|e| {
+        tracing::warn!(error = %e, "speech-to-text unavailable for the HTTP API");
+        e.to_string()
+    });
+    crate::api::speech::Speech::new(stt, crate::tts::Tts::from_config(config))
+}
+
+/// What the knowledge base takes from the config.
+pub fn knowledge_settings(config: &Config, paths: &Paths) -> crate::knowledge::KnowledgeSettings {
+    crate::knowledge::KnowledgeSettings {
+        knowledge: config.knowledge.clone(),
+        paths: paths.clone(),
+        user_id: config.user_id.clone(),
+        rewrite_model: config.llm.model.clone(),
+        threads: config.nlu.threads,
+    }
+}
+
+/// Long-term memory over the store and the embedder; a failure is logged
+/// and turns go on without memory (R-MEM).
+fn open_memory(
+    config: &Config,
+    store: &Store,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Option<Arc<Memory>> {
+    if !config.memory.enabled {
+        return None;
+    }
+    match Memory::open(store.clone(), embedder, config.memory.clone()) {
+        Ok(memory) => Some(Arc::new(memory)),
+        Err(e) => {
+            tracing::warn!("long-term memory unavailable: {e:#}");
+            None
+        }
+    }
+}
+
+/// The intent tree over the device's actions; its classifiers use the
+/// embedder (or carry the reason it is missing).
+fn build_tree(
+    config: &Config,
+    paths: &Paths,
+    env: ActionEnv,
+    embedder: Option<&Arc<dyn Embedder>>,
+) -> Result<crate::tree::Engine, crate::tree::TreeError> {
+    let embedder = match embedder {
+        Some(e) => Ok(e.clone()),
+        None => Err(match crate::nlu::load_embedder(&config.nlu, paths) {
+            Ok(_) => "the embedder was not loaded".to_string(),
+            Err(e) => format!("{e:#}").replace('\n', " "),
+        }),
+    };
+    crate::tree::Engine::build(&config.tree, &config.nlu, paths, env, embedder)
+}

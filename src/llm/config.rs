@@ -1,0 +1,100 @@
+//! `[llm]`: the chat endpoint, its models and its limits, owned by the
+//! LLM client that reads them.
+
+use serde::{Deserialize, Serialize};
+
+/// The OpenAI-compatible chat endpoint and its models (R-MODEL).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// `LLM_BASE_URL`: Groq by default; llama.cpp's server or Ollama work.
+    pub base_url: String,
+    /// `GROQ_API_KEY`. Empty is fine for local servers.
+    pub api_key: String,
+    /// `GROQ_LLM_MODEL`: router fallback, simple, persona, summaries.
+    pub model: String,
+    /// `GROQ_AGENT_MODEL`: tool calls.
+    pub agent_model: String,
+    pub temperature: f32,
+    pub agent_temperature: f32,
+    pub max_completion_tokens: u32,
+    pub top_p: f32,
+    /// Stream answers token by token (speech starts at the first sentence).
+    pub stream: bool,
+    pub connect_timeout_secs: u64,
+    /// Longest silence between two bytes of a response.
+    pub read_timeout_secs: u64,
+    /// Retries after the first attempt on 429/5xx/connection errors.
+    pub max_retries: u32,
+    /// First backoff; doubles per retry (a `retry-after` header wins).
+    pub retry_backoff_ms: u64,
+    /// Turns (user + assistant pairs) of history sent with each request.
+    pub history_turns: usize,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.groq.com/openai/v1".into(),
+            api_key: String::new(),
+            model: "qwen/qwen3.6-27b".into(),
+            agent_model: "openai/gpt-oss-20b".into(),
+            temperature: 0.7,
+            agent_temperature: 0.0,
+            max_completion_tokens: 2048,
+            top_p: 1.0,
+            stream: true,
+            connect_timeout_secs: 5,
+            read_timeout_secs: 30,
+            max_retries: 2,
+            retry_backoff_ms: 500,
+            history_turns: 10,
+        }
+    }
+}
+
+impl LlmConfig {
+    /// A cloud URL with no key cannot work; a local server needs none.
+    pub fn is_usable(&self) -> bool {
+        !self.base_url.trim().is_empty()
+            && (!self.api_key.is_empty() || !self.base_url.contains("api.groq.com"))
+    }
+}
+
+/// Hand-written so the key never reaches a log line.
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"***")
+            .field("model", &self.model)
+            .field("agent_model", &self.agent_model)
+            .field("temperature", &self.temperature)
+            .field("agent_temperature", &self.agent_temperature)
+            .field("max_completion_tokens", &self.max_completion_tokens)
+            .field("top_p", &self.top_p)
+            .field("stream", &self.stream)
+            .field("connect_timeout_secs", &self.connect_timeout_secs)
+            .field("read_timeout_secs", &self.read_timeout_secs)
+            .field("max_retries", &self.max_retries)
+            .field("retry_backoff_ms", &self.retry_backoff_ms)
+            .field("history_turns", &self.history_turns)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let c = LlmConfig {
+            api_key: "gsk_planted_secret_value".into(),
+            ..Default::default()
+        };
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(shown.contains("api_key: \"***\""), "{shown}");
+    }
+}
