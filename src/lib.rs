@@ -24,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod device;
 pub mod events;
+pub mod http;
 pub mod knowledge;
 pub mod llm;
 pub mod memory;

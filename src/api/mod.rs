@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 
 pub use server::ApiServer;
 
-/// `[api]`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `[api]` (Debug is hand-written: it never prints the token)
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiConfig {
     /// Start the API with `earshot run`.
@@ -57,6 +57,28 @@ impl Default for ApiConfig {
     }
 }
 
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Exhaustive, so a new field has to be placed here (secret or not).
+        let Self {
+            enabled,
+            bind,
+            token: _,
+            max_body_bytes,
+            workers,
+            keepalive_secs,
+        } = self;
+        f.debug_struct("ApiConfig")
+            .field("enabled", enabled)
+            .field("bind", bind)
+            .field("token", &"***")
+            .field("max_body_bytes", max_body_bytes)
+            .field("workers", workers)
+            .field("keepalive_secs", keepalive_secs)
+            .finish()
+    }
+}
+
 /// A request that cannot be served: an HTTP status and a sentence that says
 /// what was wrong and how to fix it. Rendered as `{"error": message}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,5 +106,24 @@ impl ApiError {
 
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_token() {
+        let cfg = ApiConfig {
+            token: "planted-api-token".into(),
+            ..Default::default()
+        };
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("planted-api-token"), "{shown}");
+        assert!(
+            shown.contains("127.0.0.1:8080") && shown.contains("***"),
+            "{shown}"
+        );
     }
 }

@@ -16,6 +16,7 @@ use super::think::ThinkFilter;
 use super::LlmConfig;
 use super::{ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall};
 use crate::cancel::CancelToken;
+use crate::http::{self, Head, HttpError, HttpSettings};
 
 /// Largest error or non-streamed body we read.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -54,16 +55,15 @@ enum Piece {
 
 impl OpenAiClient {
     pub fn new(cfg: &LlmConfig) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(cfg.connect_timeout_secs.max(1))))
-            .timeout_recv_response(Some(Duration::from_secs(cfg.read_timeout_secs.max(1))))
+        let agent = HttpSettings {
+            connect_timeout: Some(Duration::from_secs(cfg.connect_timeout_secs.max(1))),
+            response_timeout: Some(Duration::from_secs(cfg.read_timeout_secs.max(1))),
             // The idle timeout is enforced by the caller; this only bounds
             // a reader thread left behind by a stalled stream.
-            .timeout_recv_body(Some(Duration::from_secs(600)))
-            .http_status_as_error(false)
-            .user_agent(concat!("earshot/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            body_timeout: Some(Duration::from_secs(600)),
+            ..HttpSettings::default()
+        }
+        .agent();
         let configured = if cfg.base_url.trim().is_empty() {
             Err("Set LLM_BASE_URL (or llm.base_url) to an OpenAI-compatible server.".to_string())
         } else if !cfg.is_usable() {
@@ -112,29 +112,16 @@ impl OpenAiClient {
                 let response = match request.send(body.as_bytes()) {
                     Ok(r) => r,
                     Err(e) => {
-                        let _ = tx.send(Piece::Failed(map_transport(&url, e)));
+                        let _ = tx.send(Piece::Failed(llm_error(&url, e.into())));
                         return;
                     }
                 };
-                let status = response.status().as_u16();
-                let header = |name: &str| {
-                    response
-                        .headers()
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string)
-                };
-                let retry_after = header("retry-after")
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
-                let json = header("content-type")
-                    .map(|v| v.contains("application/json"))
-                    .unwrap_or(false);
+                let head = Head::of(&response);
                 if tx
                     .send(Piece::Head {
-                        status,
-                        retry_after,
-                        json,
+                        status: head.status,
+                        retry_after: head.retry_after,
+                        json: head.content_type.contains("application/json"),
                     })
                     .is_err()
                 {
@@ -154,12 +141,7 @@ impl OpenAiClient {
                             }
                         }
                         Err(e) => {
-                            let err = if e.kind() == std::io::ErrorKind::TimedOut {
-                                LlmError::Timeout
-                            } else {
-                                LlmError::Protocol(format!("the connection broke: {e}"))
-                            };
-                            let _ = tx.send(Piece::Failed(err));
+                            let _ = tx.send(Piece::Failed(llm_error(&url, http::io_error(&e))));
                             return;
                         }
                     }
@@ -456,13 +438,24 @@ pub fn parse_completion(body: &str) -> Result<ChatResponse, LlmError> {
     })
 }
 
-fn map_transport(url: &str, e: ureq::Error) -> LlmError {
+/// The shared HTTP failure as an [`LlmError`].
+fn llm_error(url: &str, e: HttpError) -> LlmError {
     match e {
-        ureq::Error::Timeout(_) => LlmError::Timeout,
-        other => LlmError::Unreachable {
+        HttpError::Timeout => LlmError::Timeout,
+        HttpError::Connect { reason } => LlmError::Unreachable {
             url: url.to_string(),
-            reason: other.to_string(),
+            reason,
         },
+        HttpError::Interrupted { reason } => {
+            LlmError::Protocol(format!("the connection broke: {reason}"))
+        }
+        HttpError::TooLarge { .. } => LlmError::Protocol("the reply is too large".into()),
+        HttpError::Decode { reason } => LlmError::Protocol(reason),
+        HttpError::Status {
+            status,
+            retry_after,
+            body_excerpt,
+        } => map_error_parts(status, retry_after, None, body_excerpt),
     }
 }
 

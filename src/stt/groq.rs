@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{text, SttConfig, SttError, SttTimings, Transcriber, Transcript};
 use crate::audio::SAMPLE_RATE;
+use crate::http::{self, HttpError, HttpSettings};
 
 /// The Groq (or any OpenAI-compatible) transcription client.
 pub struct GroqStt {
@@ -37,12 +38,11 @@ impl GroqStt {
             return Err(SttError::NoApiKey);
         }
         let timeout = Duration::from_secs(cfg.cloud_timeout_secs.max(1));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(5).min(timeout)))
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = HttpSettings {
+            connect_timeout: Some(Duration::from_secs(5).min(timeout)),
+            ..HttpSettings::with_deadline(timeout)
+        }
+        .agent();
         Ok(Self {
             agent,
             url: format!("{base}/audio/transcriptions"),
@@ -51,6 +51,34 @@ impl GroqStt {
             language: cfg.language.clone(),
             prompt: cfg.prompt.clone(),
         })
+    }
+
+    /// The shared HTTP failure as this client's error.
+    fn cloud_error(&self, e: HttpError) -> SttError {
+        let url = self.url.clone();
+        match e {
+            HttpError::Status {
+                status,
+                body_excerpt,
+                ..
+            } => SttError::CloudHttp {
+                url,
+                status,
+                message: body_excerpt,
+            },
+            HttpError::Timeout => SttError::CloudTransport {
+                url,
+                reason: e.to_string(),
+            },
+            HttpError::Connect { reason } => SttError::CloudTransport {
+                url,
+                reason: reason.replace('\n', " "),
+            },
+            other => SttError::CloudTransport {
+                url,
+                reason: format!("reading the answer: {other}"),
+            },
+        }
     }
 
     /// The endpoint this client posts to.
@@ -90,25 +118,7 @@ pub fn multipart(wav: &[u8], fields: &[(&str, &str)]) -> (String, Vec<u8>) {
 /// is one, "an HTML page" for proxies' error pages, else the first 200
 /// characters.
 pub fn describe_error_body(body: &str) -> String {
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
-        if let Some(m) = v
-            .pointer("/error/message")
-            .or_else(|| v.get("message"))
-            .or_else(|| v.get("error"))
-            .and_then(|m| m.as_str())
-        {
-            return m.replace('\n', " ");
-        }
-    }
-    let t = body.trim_start();
-    if t.starts_with('<') {
-        return "an HTML page instead of JSON (a proxy or outage page?)".into();
-    }
-    if t.is_empty() {
-        return "empty body".into();
-    }
-    let line: String = t.chars().take(200).collect();
-    line.replace(['\n', '\r'], " ")
+    crate::http::describe_error_body(body)
 }
 
 impl Transcriber for GroqStt {
@@ -138,29 +148,14 @@ impl Transcriber for GroqStt {
         if !self.key.is_empty() {
             req = req.header("Authorization", format!("Bearer {}", self.key));
         }
-        let mut resp = req.send(&body[..]).map_err(|e| SttError::CloudTransport {
-            url: self.url.clone(),
-            reason: e.to_string().replace('\n', " "),
-        })?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(1 << 20)
-            .read_to_string()
-            .map_err(|e| SttError::CloudTransport {
-                url: self.url.clone(),
-                reason: format!("reading the answer: {e}"),
-            })?;
-        if !(200..300).contains(&status) {
-            return Err(SttError::CloudHttp {
-                url: self.url.clone(),
-                status,
-                message: describe_error_body(&body),
-            });
-        }
-        let v: serde_json::Value = serde_json::from_str(&body).map_err(|_| {
-            SttError::CloudBadBody(format!("expected JSON, got {}", describe_error_body(&body)))
+        let resp = req
+            .send(&body[..])
+            .map_err(|e| self.cloud_error(e.into()))?;
+        let reply = http::read_reply(resp, 1 << 20).map_err(|e| self.cloud_error(e))?;
+        let reply = reply.error_for_status().map_err(|e| self.cloud_error(e))?;
+        let body = reply.text().map_err(|e| self.cloud_error(e))?;
+        let v: serde_json::Value = serde_json::from_str(body).map_err(|_| {
+            SttError::CloudBadBody(format!("expected JSON, got {}", describe_error_body(body)))
         })?;
         let raw = v
             .get("text")

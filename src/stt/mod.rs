@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-/// `[stt]`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `[stt]` (Debug is hand-written: it never prints the key)
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SttConfig {
     /// local-first | cloud-first | local-only | cloud-only
@@ -84,6 +84,44 @@ impl Default for SttConfig {
             min_voiced_ms: 120,
             fast: FastConfig::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for SttConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Exhaustive, so a new field has to be placed here (secret or not).
+        let Self {
+            order,
+            whisper_model,
+            language,
+            prompt,
+            threads,
+            beam_size,
+            flash_attn,
+            fresh_state,
+            cloud_base_url,
+            cloud_model,
+            cloud_api_key: _,
+            cloud_timeout_secs,
+            min_voiced_ms,
+            fast,
+        } = self;
+        f.debug_struct("SttConfig")
+            .field("order", order)
+            .field("whisper_model", whisper_model)
+            .field("language", language)
+            .field("prompt", prompt)
+            .field("threads", threads)
+            .field("beam_size", beam_size)
+            .field("flash_attn", flash_attn)
+            .field("fresh_state", fresh_state)
+            .field("cloud_base_url", cloud_base_url)
+            .field("cloud_model", cloud_model)
+            .field("cloud_api_key", &"***")
+            .field("cloud_timeout_secs", cloud_timeout_secs)
+            .field("min_voiced_ms", min_voiced_ms)
+            .field("fast", fast)
+            .finish()
     }
 }
 
@@ -480,5 +518,24 @@ pub fn threads(cfg: &SttConfig) -> usize {
         cfg.threads
     } else {
         std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_cloud_key() {
+        let cfg = SttConfig {
+            cloud_api_key: "gsk_planted_stt_key".into(),
+            ..Default::default()
+        };
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("gsk_planted_stt_key"), "{shown}");
+        assert!(
+            shown.contains("whisper-large-v3") && shown.contains("***"),
+            "{shown}"
+        );
     }
 }

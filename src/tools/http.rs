@@ -4,11 +4,14 @@
 //! the registry's tool timeout, a body size limit) and the same mapping of
 //! failures to a short sentence the model can read — an HTML error page, a
 //! timeout or a refused key must never reach the model as a wall of text.
+//! The agent and the bounded read are [`crate::http`]'s; this adds the
+//! JSON and the per-service sentences.
 
-use std::io::Read;
 use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::http::{self as shared, HttpError as SharedError, HttpSettings};
 
 /// Largest response body read.
 const MAX_BODY: u64 = 2 * 1024 * 1024;
@@ -51,15 +54,9 @@ impl std::fmt::Debug for JsonHttp {
 impl JsonHttp {
     /// `deadline` bounds the whole exchange (connect to last byte).
     pub fn new(service: &str, deadline: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(deadline))
-            .http_status_as_error(false)
-            .user_agent(concat!("earshot/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
         Self {
             service: service.to_string(),
-            agent,
+            agent: HttpSettings::with_deadline(deadline).agent(),
         }
     }
 
@@ -93,33 +90,11 @@ impl JsonHttp {
                 req.send(text.as_bytes())
             }
         };
-        let response = result.map_err(|e| self.transport(e))?;
-        let status = response.status().as_u16();
-        let mut bytes = Vec::new();
-        response
-            .into_body()
-            .into_reader()
-            .take(MAX_BODY)
-            .read_to_end(&mut bytes)
-            .map_err(|e| {
-                // ureq wraps its own timeout in an io::Error of kind Other.
-                let wrapped_timeout = e
-                    .get_ref()
-                    .and_then(|inner| inner.downcast_ref::<ureq::Error>())
-                    .is_some_and(|inner| matches!(inner, ureq::Error::Timeout(_)));
-                if e.kind() == std::io::ErrorKind::TimedOut || wrapped_timeout {
-                    HttpError::Timeout {
-                        service: self.service.clone(),
-                    }
-                } else {
-                    HttpError::Unreachable {
-                        service: self.service.clone(),
-                        reason: format!("the connection broke ({e})"),
-                    }
-                }
-            })?;
-        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-        if !(200..300).contains(&status) {
+        let response = result.map_err(|e| self.convert(e.into()))?;
+        let reply = shared::read_reply(response, MAX_BODY).map_err(|e| self.convert(e))?;
+        let status = reply.head.status;
+        let parsed: Option<Value> = serde_json::from_slice(&reply.body).ok();
+        if !reply.is_success() {
             let (code, message) = match &parsed {
                 Some(v) => error_text(v),
                 None => (None, "it sent an error page instead of JSON".to_string()),
@@ -136,14 +111,32 @@ impl JsonHttp {
         })
     }
 
-    fn transport(&self, e: ureq::Error) -> HttpError {
+    /// The shared transport error as this service's sentence.
+    fn convert(&self, e: SharedError) -> HttpError {
+        let service = self.service.clone();
         match e {
-            ureq::Error::Timeout(_) => HttpError::Timeout {
-                service: self.service.clone(),
+            SharedError::Timeout => HttpError::Timeout { service },
+            SharedError::Connect { reason } => HttpError::Unreachable {
+                service,
+                reason: one_line(&reason, 120),
             },
-            other => HttpError::Unreachable {
-                service: self.service.clone(),
-                reason: one_line(&other.to_string(), 120),
+            SharedError::Interrupted { reason } => HttpError::Unreachable {
+                service,
+                reason: format!("the connection broke ({reason})"),
+            },
+            // Larger than any JSON answer we expect: not the JSON we want.
+            SharedError::TooLarge { .. } | SharedError::Decode { .. } => {
+                HttpError::NotJson { service }
+            }
+            SharedError::Status {
+                status,
+                body_excerpt,
+                ..
+            } => HttpError::Status {
+                service,
+                status,
+                code: None,
+                message: body_excerpt,
             },
         }
     }

@@ -23,8 +23,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// `[tools]`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `[tools]` (Debug is hand-written: it never prints the keys)
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     /// Tool names offered to the agent (those not configured are skipped).
@@ -62,6 +62,30 @@ impl Default for ToolsConfig {
             notion_base_url: "https://api.notion.com".into(),
             timeout_ms: 5000,
         }
+    }
+}
+
+impl std::fmt::Debug for ToolsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Exhaustive, so a new field has to be placed here (secret or not).
+        let Self {
+            enabled,
+            tavily_api_key: _,
+            tavily_base_url,
+            notion_api_key: _,
+            notion_database_id,
+            notion_base_url,
+            timeout_ms,
+        } = self;
+        f.debug_struct("ToolsConfig")
+            .field("enabled", enabled)
+            .field("tavily_api_key", &"***")
+            .field("tavily_base_url", tavily_base_url)
+            .field("notion_api_key", &"***")
+            .field("notion_database_id", notion_database_id)
+            .field("notion_base_url", notion_base_url)
+            .field("timeout_ms", timeout_ms)
+            .finish()
     }
 }
 
@@ -311,5 +335,21 @@ mod tests {
         assert!(err.to_string().contains("longer than"), "{err}");
         // One keep-alive tick per second of waiting.
         assert_eq!(ticks, 1);
+    }
+
+    #[test]
+    fn debug_hides_the_keys() {
+        let cfg = ToolsConfig {
+            tavily_api_key: "tvly-planted-secret".into(),
+            notion_api_key: "ntn_planted_secret".into(),
+            notion_database_id: "db-visible".into(),
+            ..Default::default()
+        };
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(
+            shown.contains("db-visible") && shown.contains("***"),
+            "{shown}"
+        );
     }
 }

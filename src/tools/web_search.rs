@@ -21,11 +21,22 @@ pub const MAX_RESULTS: usize = 3;
 pub const MAX_CONTENT_CHARS: usize = 300;
 
 /// The Tavily-backed search tool.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WebSearch {
     base_url: String,
     api_key: String,
     http: JsonHttp,
+}
+
+impl std::fmt::Debug for WebSearch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("WebSearch")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"***")
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl WebSearch {
@@ -125,5 +136,25 @@ recent events, facts that may have changed."
             Some(_) => Err(ToolError::BadArguments("'query' must be a string".into())),
             None => Err(ToolError::BadArguments("missing the 'query' field".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_key() {
+        let s = WebSearch::new(
+            "https://api.tavily.com",
+            "tvly-planted-secret",
+            Duration::from_secs(1),
+        );
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("tvly-planted-secret"), "{shown}");
+        assert!(
+            shown.contains("api.tavily.com") && shown.contains("***"),
+            "{shown}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{espeak::parse_wav, Synthesizer, TtsConfig};
 use crate::audio::playback::Clip;
+use crate::http::{self, HttpError, HttpSettings};
 
 /// Largest answer we accept (a sentence is a few hundred KB of WAV).
 const MAX_BYTES: u64 = 32 * 1024 * 1024;
@@ -35,13 +36,8 @@ impl GroqTts {
             bail!("no GROQ_API_KEY is set, so Groq speech is off; set it or remove `cloud` from tts.order");
         }
         let timeout = Duration::from_millis(cfg.cloud_timeout_ms.max(100));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
         Ok(Self {
-            agent,
+            agent: HttpSettings::with_deadline(timeout).agent(),
             url: format!("{base}/audio/speech"),
             api_key: api_key.to_string(),
             model: cfg.cloud_model.clone(),
@@ -71,33 +67,32 @@ impl Synthesizer for GroqTts {
         if !self.api_key.is_empty() {
             request = request.header("Authorization", format!("Bearer {}", self.api_key));
         }
-        let mut response = request.send(body.as_bytes()).map_err(|e| match e {
-            ureq::Error::Timeout(_) => {
-                anyhow!(
-                    "the speech service at {} timed out before answering",
-                    self.url
-                )
-            }
-            other => anyhow!("cannot reach the speech service at {}: {other}", self.url),
-        })?;
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_BYTES)
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::Timeout(_) => {
-                    anyhow!("the speech service at {} timed out mid-answer", self.url)
+        let response = request
+            .send(body.as_bytes())
+            .map_err(|e| match HttpError::from(e) {
+                HttpError::Timeout => {
+                    anyhow!(
+                        "the speech service at {} timed out before answering",
+                        self.url
+                    )
                 }
-                other => anyhow!("reading the speech service's answer failed: {other}"),
+                HttpError::Connect { reason } => {
+                    anyhow!("cannot reach the speech service at {}: {reason}", self.url)
+                }
+                other => anyhow!("cannot reach the speech service at {}: {other}", self.url),
             })?;
+        let reply = http::read_reply(response, MAX_BYTES).map_err(|e| match e {
+            HttpError::Timeout => {
+                anyhow!("the speech service at {} timed out mid-answer", self.url)
+            }
+            HttpError::Interrupted { reason } => {
+                anyhow!("reading the speech service's answer failed: {reason}")
+            }
+            other => anyhow!("reading the speech service's answer failed: {other}"),
+        })?;
+        let status = reply.head.status;
+        let content_type = reply.head.content_type.to_ascii_lowercase();
+        let bytes = reply.body;
         if !(200..300).contains(&status) {
             let detail = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
