@@ -514,11 +514,7 @@ fn probe(endpoint: &Endpoint) -> Check {
             "set GROQ_API_KEY in /etc/earshot/earshot.env (or [llm] api_key), then restart",
         );
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(3)))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = crate::http::HttpSettings::with_deadline(Duration::from_secs(3)).agent();
     let url = format!("{base}/models");
     let mut request = agent.get(&url);
     if !key.is_empty() {
