@@ -182,7 +182,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         push_to_talk: config.audio.push_to_talk,
         barge_in: config.audio.barge_in,
         json: args.json,
-        wake: crate::wyoming::wake::WakeGate::from_config(&config.wyoming)?,
+        wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
     };
     notifier.ready();
     notifier.status("listening");

@@ -13,6 +13,7 @@ pub mod groq;
 pub mod piper;
 pub mod sentences;
 pub mod speaker;
+pub mod wyoming;
 
 use std::time::Instant;
 
@@ -115,7 +116,7 @@ impl Tts {
                 }
                 "cloud" | "groq" => groq::GroqTts::new(&config.tts, &config.llm.api_key)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
-                "wyoming" => crate::wyoming::tts::WyomingTts::from_config(config)
+                "wyoming" => wyoming::WyomingTts::from_config(&config.wyoming)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
                 other => Err(anyhow!(
                     "unknown engine '{other}' in tts.order; use piper, espeak, cloud or wyoming"
