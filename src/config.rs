@@ -47,7 +47,7 @@ pub struct Config {
     pub api: crate::api::ApiConfig,
     pub device: crate::device::DeviceConfig,
     pub knowledge: crate::knowledge::KnowledgeConfig,
-    pub wyoming: crate::wyoming::WyomingConfig,
+    pub wyoming: crate::wyoming_proto::WyomingConfig,
 }
 
 impl Default for Config {

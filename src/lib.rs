@@ -40,3 +40,4 @@ pub mod tree;
 pub mod tts;
 pub mod voice_loop;
 pub mod wyoming;
+pub mod wyoming_proto;

@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use earshot::wyoming::protocol::{read_event, write_event, Event, Limits, ProtocolError};
-use earshot::wyoming::{Connection, WyomingUri};
+use earshot::wyoming_proto::protocol::{read_event, write_event, Event, Limits, ProtocolError};
+use earshot::wyoming_proto::{Connection, WyomingUri};
 use serde_json::{json, Value};
 
 /// The shared server: its port, state dir and stderr log file.
@@ -345,13 +345,96 @@ fn handles_a_transcript_with_a_full_turn_in_one_conversation() {
     }
 }
 
+/// The next event of `kind` on `conn` within `within`, skipping others;
+/// panics naming `what` when none comes.
+fn expect_event(conn: &Connection, kind: &str, within: Duration, what: &str) -> Event {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            panic!(
+                "{what}: no {kind} within {} s (is the server serving one connection at a time?)",
+                within.as_secs()
+            );
+        }
+        match conn.recv_timeout(left) {
+            Ok(Some(e)) if e.kind == kind => return e,
+            Ok(Some(e)) => assert_ne!(e.kind, "error", "{what}: {e:?}"),
+            Ok(None) => {}
+            Err(e) => panic!("{what}: the connection failed before {kind}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn two_clients_are_served_at_once() {
+    // The first client is being served (its describe was answered) and
+    // then holds its connection open in the middle of a transcription:
+    // half the audio sent, no audio-stop. A server that serves one
+    // connection after the other never reads the second client's request
+    // until this one ends, so the bounded waits below fail for it.
+    let name = "jfk.wav";
+    let samples: Vec<i16> = hound::WavReader::open(common::data(&format!("speech/{name}")))
+        .unwrap()
+        .into_samples::<i16>()
+        .map(Result::unwrap)
+        .collect();
+    let (first_half, second_half) = samples.split_at(samples.len() / 2);
+    let uri = WyomingUri::parse(&format!("tcp://127.0.0.1:{}", server().port)).unwrap();
+    let held = Connection::connect(&uri, Duration::from_secs(5), Limits::default()).unwrap();
+    held.send(&Event::new("describe")).unwrap();
+    expect_event(&held, "info", Duration::from_secs(30), "first client");
+    held.send(&Event::new("transcribe")).unwrap();
+    held.send(&earshot::wyoming_proto::audio::audio_start(
+        earshot::wyoming_proto::audio::AudioFormat::EARSHOT,
+        None,
+    ))
+    .unwrap();
+    for chunk in first_half.chunks(1024) {
+        held.send(&earshot::wyoming_proto::audio::audio_chunk_i16(
+            16000, chunk, None,
+        ))
+        .unwrap();
+    }
+
+    // Meanwhile a second client gets its full answer, in bounded time.
+    let second = Connection::connect(&uri, Duration::from_secs(5), Limits::default()).unwrap();
+    second.send(&Event::new("describe")).unwrap();
+    let info = expect_event(
+        &second,
+        "info",
+        Duration::from_secs(30),
+        "second client, while the first holds its request open",
+    );
+    assert!(info.data.get("asr").is_some(), "{info:?}");
+    second.close();
+
+    // And Home Assistant's client transcribes and handles at once on two
+    // more connections, still beside the held one (its reads time out
+    // after 120 s, so this too fails rather than hangs for a serial server).
     let wav = common::data("speech/jfk.wav");
     let r = client("parallel", &[wav.to_str().unwrap(), "what time is it"]);
     let text = r["transcript"]["text"].as_str().unwrap();
     assert!(recall(&expected_transcript("jfk.wav"), text) >= 0.8, "{r}");
     assert_eq!(r["handled"][0]["type"], "handled", "{r}");
+
+    // Then the first client finishes its request and gets its transcript.
+    for chunk in second_half.chunks(1024) {
+        held.send(&earshot::wyoming_proto::audio::audio_chunk_i16(
+            16000, chunk, None,
+        ))
+        .unwrap();
+    }
+    held.send(&earshot::wyoming_proto::audio::audio_stop(None))
+        .unwrap();
+    let transcript = expect_event(
+        &held,
+        "transcript",
+        Duration::from_secs(150),
+        "first client",
+    );
+    let text = transcript.str("text").unwrap_or_default();
+    assert!(recall(&expected_transcript(name), text) >= 0.8, "{text:?}");
 }
 
 /// Send `bytes` raw (then, if `close_write`, half-close), and read what
@@ -444,7 +527,8 @@ fn malformed_frames_drop_only_their_connection() {
     let events = send_raw(&bad_format.to_bytes(), false);
     assert_dropped_with(&events, "bad-audio", "width 3");
     let mut long = Event::new("transcribe").to_bytes();
-    let second = earshot::wyoming::audio::audio_chunk_i16(16000, &[0i16; 16000], None).to_bytes();
+    let second =
+        earshot::wyoming_proto::audio::audio_chunk_i16(16000, &[0i16; 16000], None).to_bytes();
     // Exactly 61 one-second chunks: the last one crosses the bound, so the
     // server has read everything we sent when it closes.
     for _ in 0..61 {
@@ -588,18 +672,18 @@ fn sigterm_finishes_in_flight_requests_then_exits_0_and_start_errors_are_one_lin
     let uri = WyomingUri::parse(&format!("tcp://127.0.0.1:{port}")).unwrap();
     let busy = Connection::connect(&uri, Duration::from_secs(2), Limits::default()).unwrap();
     busy.send(&Event::new("transcribe")).unwrap();
-    busy.send(&earshot::wyoming::audio::audio_start(
-        earshot::wyoming::audio::AudioFormat::EARSHOT,
+    busy.send(&earshot::wyoming_proto::audio::audio_start(
+        earshot::wyoming_proto::audio::AudioFormat::EARSHOT,
         None,
     ))
     .unwrap();
     for chunk in samples.chunks(1024) {
-        busy.send(&earshot::wyoming::audio::audio_chunk_i16(
+        busy.send(&earshot::wyoming_proto::audio::audio_chunk_i16(
             16000, chunk, None,
         ))
         .unwrap();
     }
-    busy.send(&earshot::wyoming::audio::audio_stop(None))
+    busy.send(&earshot::wyoming_proto::audio::audio_stop(None))
         .unwrap();
     // SAFETY: plain kill(2) on our own child.
     unsafe {

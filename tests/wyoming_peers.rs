@@ -15,12 +15,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use earshot::stt::wyoming::WyomingStt;
 use earshot::stt::{Stt, Transcriber};
+use earshot::tts::wyoming::WyomingTts;
 use earshot::tts::{Synthesizer, Tts};
-use earshot::wyoming::stt::WyomingStt;
-use earshot::wyoming::tts::WyomingTts;
-use earshot::wyoming::wake::WakeGate;
-use earshot::wyoming::{WyomingConfig, WyomingUri};
+use earshot::voice_loop::wake::WakeGate;
+use earshot::wyoming_proto::{WyomingConfig, WyomingUri};
 
 const VENV_SCRIPT: &str = "scripts/venv-wyoming-services.sh";
 

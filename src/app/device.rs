@@ -159,7 +159,7 @@ pub fn run(
         push_to_talk: config.audio.push_to_talk,
         barge_in: config.audio.barge_in,
         json: json,
-        wake: crate::wyoming::wake::WakeGate::from_config(&config.wyoming)?,
+        wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
     };
     notifier.ready();
     notifier.status("listening");

@@ -20,7 +20,7 @@ use crate::cancel::CancelToken;
 use crate::device::notify::{Heartbeat, Notifier};
 use crate::wyoming::server::Server;
 use crate::wyoming::service::Service;
-use crate::wyoming::WyomingUri;
+use crate::wyoming_proto::WyomingUri;
 
 /// The `wyoming` subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -20,6 +20,7 @@ pub mod groq;
 pub mod text;
 #[cfg(feature = "whisper")]
 pub mod whisper;
+pub mod wyoming;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -413,7 +414,7 @@ impl Stt {
             Order::LocalFirst | Order::LocalOnly => local.into_iter().chain(cloud).collect(),
             Order::CloudFirst | Order::CloudOnly => cloud.into_iter().chain(local).collect(),
         };
-        let engines = crate::wyoming::stt::in_front(config, engines)?;
+        let engines = wyoming::in_front(&config.wyoming, &config.stt.language, engines)?;
         if engines.is_empty() {
             return Err(SttError::NoEngine(unavailable.join("; ")));
         }

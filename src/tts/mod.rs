@@ -14,6 +14,7 @@ pub mod groq;
 pub mod piper;
 pub mod sentences;
 pub mod speaker;
+pub mod wyoming;
 
 use std::time::Instant;
 
@@ -116,7 +117,7 @@ impl Tts {
                 }
                 "cloud" | "groq" => groq::GroqTts::new(&config.tts, &config.llm.api_key)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
-                "wyoming" => crate::wyoming::tts::WyomingTts::from_config(config)
+                "wyoming" => wyoming::WyomingTts::from_config(&config.wyoming)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
                 other => Err(anyhow!(
                     "unknown engine '{other}' in tts.order; use piper, espeak, cloud or wyoming"

@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::client::{Connection, EventWriter, WyomingUri};
-use super::protocol::{Event, Limits, ProtocolError};
 use crate::cancel::CancelToken;
+use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
+use crate::wyoming_proto::{Connection, EventWriter, WyomingUri};
 
 /// A connection with no event for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -305,7 +305,7 @@ impl Drop for ActiveGuard {
 
 fn refuse(stream: TcpStream, cap: usize) {
     let mut s = stream;
-    let _ = super::protocol::write_event(
+    let _ = crate::wyoming_proto::protocol::write_event(
         &mut s,
         &error_event(
             &format!("earshot is serving its maximum of {cap} connections; try again shortly"),

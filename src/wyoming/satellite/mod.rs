@@ -40,8 +40,8 @@ use crate::agent::Services;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::Tts;
-use crate::wyoming::client::{dial, Connection, DialError, WyomingUri};
-use crate::wyoming::WyomingConfig;
+use crate::wyoming_proto::client::{dial, Connection, DialError, WyomingUri};
+use crate::wyoming_proto::WyomingConfig;
 
 pub use speech::SharedTts;
 
@@ -232,19 +232,22 @@ fn bound_send_buffer(stream: &TcpStream) {
 #[cfg(not(unix))]
 fn bound_send_buffer(_stream: &TcpStream) {}
 
+/// How [`run_without_microphone`] ended.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// Always `signal` (there is no input to end).
+    pub reason: String,
+}
+
 /// `earshot run` with `audio.input = "none"`: no local loop, only the
 /// satellites; feed `tick` (the systemd watchdog) until a signal.
-pub fn run_without_microphone(
-    shutdown: &CancelToken,
-    tick: &mut dyn FnMut(),
-) -> crate::voice_loop::Summary {
+pub fn run_without_microphone(shutdown: &CancelToken, tick: &mut dyn FnMut()) -> Stopped {
     tracing::info!("no local microphone (audio.input = \"none\"): only satellites listen");
     while wait(shutdown, Duration::from_millis(100)) {
         tick();
     }
-    crate::voice_loop::Summary {
+    Stopped {
         reason: "signal".into(),
-        ..Default::default()
     }
 }
 

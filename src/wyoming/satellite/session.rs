@@ -42,9 +42,9 @@ use crate::audio::SAMPLE_RATE;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::speaker::Speaker;
-use crate::wyoming::audio::{decode_mono_f32, AudioFormat};
-use crate::wyoming::client::{Connection, EventWriter};
-use crate::wyoming::protocol::{Event, ProtocolError};
+use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
+use crate::wyoming_proto::client::{Connection, EventWriter};
+use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// How often the session looks at the shutdown flag and its deadlines
 /// when the satellite is quiet.

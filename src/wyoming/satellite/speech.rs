@@ -19,8 +19,8 @@ use anyhow::{anyhow, Result};
 
 use crate::audio::playback::{AudioSink, Clip};
 use crate::tts::{Synthesizer, Tts};
-use crate::wyoming::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
-use crate::wyoming::client::EventWriter;
+use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
+use crate::wyoming_proto::client::EventWriter;
 
 /// Samples per `audio-chunk` (what wyoming-piper sends: ~46 ms at 22 kHz).
 const CHUNK_SAMPLES: usize = 1024;
@@ -213,8 +213,8 @@ pub fn playback_end(stats: &AnswerStats) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wyoming::client::Connection;
-    use crate::wyoming::protocol::{Event, Limits};
+    use crate::wyoming_proto::client::Connection;
+    use crate::wyoming_proto::protocol::{Event, Limits};
     use std::net::{TcpListener, TcpStream};
 
     /// A sink writing to one end of a loopback connection, the other end

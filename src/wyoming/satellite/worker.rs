@@ -18,8 +18,8 @@ use crate::cancel::CancelToken;
 use crate::events::{Event as TurnEvent, EventSink};
 use crate::stt::Stt;
 use crate::tts::speaker::{Speaker, TurnSpeech};
-use crate::wyoming::client::EventWriter;
-use crate::wyoming::protocol::Event;
+use crate::wyoming_proto::client::EventWriter;
+use crate::wyoming_proto::protocol::Event;
 
 /// Longest an answer may take to synthesise and send before the worker
 /// gives up on it.

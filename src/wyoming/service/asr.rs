@@ -10,11 +10,11 @@
 
 use serde_json::json;
 
-use super::super::audio::{decode_mono_f32, AudioFormat};
-use super::super::client::EventWriter;
-use super::super::protocol::{Event, ProtocolError};
-use super::super::server::{error_event, Flow};
 use crate::stt::Stt;
+use crate::wyoming::server::{error_event, Flow};
+use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
+use crate::wyoming_proto::client::EventWriter;
+use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// Longest utterance one `transcribe` may send.
 pub const MAX_AUDIO_SECS: u64 = 60;

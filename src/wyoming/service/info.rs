@@ -6,9 +6,9 @@
 
 use serde_json::{json, Value};
 
-use super::super::protocol::Event;
 use super::tts::Voices;
 use crate::agent::Services;
+use crate::wyoming_proto::protocol::Event;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -19,14 +19,14 @@ use std::net::SocketAddr;
 
 use serde_json::{json, Value};
 
-use super::super::client::EventWriter;
-use super::super::protocol::{Event, ProtocolError};
-use super::super::server::Flow;
 use crate::agent::turn::{run_turn, TurnInput};
 use crate::agent::Services;
 use crate::cancel::CancelToken;
 use crate::events::{CollectSink, EventSink};
 use crate::tree::{Host, LlmAnswer, WalkInput};
+use crate::wyoming::server::Flow;
+use crate::wyoming_proto::client::EventWriter;
+use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// The catch-all intent of the device set: "not a device command".
 const OTHER: &str = "other";

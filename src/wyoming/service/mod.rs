@@ -24,12 +24,12 @@ use std::net::SocketAddr;
 
 use anyhow::Result;
 
-use super::client::EventWriter;
-use super::protocol::{Event, ProtocolError};
 use super::server::{Flow, Handler};
 use crate::agent::Services;
 use crate::config::Config;
 use crate::stt::Stt;
+use crate::wyoming_proto::client::EventWriter;
+use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// Everything built once and shared by all connections.
 pub struct Service {

@@ -18,13 +18,13 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::super::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
-use super::super::client::EventWriter;
-use super::super::protocol::{Event, ProtocolError};
-use super::super::server::{error_event, Flow};
 use crate::config::Config;
 use crate::tts::sentences::{self, SentenceSplitter};
 use crate::tts::Tts;
+use crate::wyoming::server::{error_event, Flow};
+use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
+use crate::wyoming_proto::client::EventWriter;
+use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// Samples per `audio-chunk` (wyoming-piper's default).
 pub const SAMPLES_PER_CHUNK: usize = 1024;

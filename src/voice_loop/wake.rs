@@ -28,12 +28,10 @@ use anyhow::{anyhow, Result};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
 use serde_json::json;
 
-use super::audio::{audio_chunk_i16, audio_start, AudioFormat};
-use super::client::{Connection, WyomingUri};
-use super::protocol::{Event, Limits, ProtocolError};
-use super::stt::connect;
-use super::WyomingConfig;
 use crate::audio::SAMPLE_RATE;
+use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, AudioFormat};
+use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
+use crate::wyoming_proto::{connect, Connection, WyomingConfig, WyomingUri};
 
 /// Audio buffered for the service thread before [`WakeGate::feed`] starts
 /// dropping (chunks of one microphone read, 20–100 ms each).
@@ -439,7 +437,7 @@ fn normalize(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wyoming::protocol::{read_event, write_event};
+    use crate::wyoming_proto::protocol::{read_event, write_event};
     use std::io::BufReader;
     use std::net::TcpListener;
 

@@ -82,7 +82,7 @@ impl std::fmt::Display for WyomingUri {
 
 /// Why [`dial`] found no connection.
 #[derive(Debug)]
-pub(crate) enum DialError {
+pub enum DialError {
     /// The name did not resolve (the message names the URI).
     Resolve(String),
     /// Every address refused or timed out; the last address's error.
@@ -92,7 +92,7 @@ pub(crate) enum DialError {
 /// Open a TCP stream to `uri`, trying each address it resolves to for up
 /// to `timeout` each. Shared by every outgoing connection (services,
 /// satellites), which add their own socket options before wrapping it.
-pub(crate) fn dial(uri: &WyomingUri, timeout: Duration) -> Result<TcpStream, DialError> {
+pub fn dial(uri: &WyomingUri, timeout: Duration) -> Result<TcpStream, DialError> {
     let addrs = uri
         .authority()
         .to_socket_addrs()
@@ -239,6 +239,26 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.writer.close();
     }
+}
+
+/// Connect to a service with a connect timeout and a write timeout (a
+/// service that stops reading must not block our side past the request
+/// deadline). Shared by the STT, TTS and wake clients.
+pub fn connect(
+    uri: &WyomingUri,
+    connect_timeout: Duration,
+    write_timeout: Duration,
+    limits: Limits,
+) -> Result<Connection, String> {
+    let stream = dial(uri, connect_timeout).map_err(|e| match e {
+        DialError::Resolve(m) => m,
+        DialError::Connect(e) => format!("cannot connect: {e}"),
+    })?;
+    stream
+        .set_write_timeout(Some(write_timeout))
+        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))?;
+    Connection::from_stream(stream, limits)
+        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))
 }
 
 #[cfg(test)]

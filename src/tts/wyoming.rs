@@ -4,7 +4,7 @@
 //! Put `wyoming` before the local engines (`order = ["wyoming", "piper",
 //! "espeak"]`) and set `wyoming.tts_uri`: a service that is down, slower
 //! than `wyoming.request_timeout_ms` or sends garbage is one log line
-//! naming the URI (from [`crate::tts::Tts`]), and the next engine speaks.
+//! naming the URI (from [`super::Tts`]), and the next engine speaks.
 //! After a failure the service is skipped for a backoff (doubling from
 //! `reconnect_min_ms` to `reconnect_max_ms`) so each sentence of a long
 //! answer does not wait for a dead host.
@@ -19,13 +19,11 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 use serde_json::json;
 
-use super::audio::{decode_mono_f32, AudioFormat};
-use super::client::WyomingUri;
-use super::protocol::{Event, Limits, ProtocolError};
-use super::stt::{connect, Backoff};
-use super::WyomingConfig;
+use super::Synthesizer;
 use crate::audio::playback::Clip;
-use crate::tts::Synthesizer;
+use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
+use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
+use crate::wyoming_proto::{connect, Backoff, WyomingConfig, WyomingUri};
 
 /// The longest answer accepted for one sentence (10 minutes at 48 kHz):
 /// a service that never stops sending is cut off, not buffered forever.
@@ -46,8 +44,7 @@ impl WyomingTts {
     /// empty or malformed URI is an error saying what to set, so
     /// `tts.order` naming `wyoming` without a service is reported once at
     /// start-up and skipped.
-    pub fn from_config(config: &crate::config::Config) -> Result<WyomingTts> {
-        let w = &config.wyoming;
+    pub fn from_config(w: &WyomingConfig) -> Result<WyomingTts> {
         if w.tts_uri.trim().is_empty() {
             return Err(anyhow!(
                 "tts.order names wyoming but wyoming.tts_uri is empty; set it to the service (e.g. tcp://127.0.0.1:10200)"
@@ -166,8 +163,8 @@ impl Synthesizer for WyomingTts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wyoming::audio::{audio_chunk_i16, audio_start, audio_stop};
-    use crate::wyoming::protocol::{read_event, write_event};
+    use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop};
+    use crate::wyoming_proto::protocol::{read_event, write_event};
     use std::io::{BufReader, Write};
     use std::net::{TcpListener, TcpStream};
 

@@ -2,7 +2,7 @@
 //! another earshot, Home Assistant add-ons) as a [`Transcriber`] named
 //! `wyoming`.
 //!
-//! When `wyoming.stt_uri` is set, [`crate::stt::Stt`] tries this engine
+//! When `wyoming.stt_uri` is set, [`super::Stt`] tries this engine
 //! first and the configured local/cloud engines after it, so a service
 //! that is down, slow (`wyoming.request_timeout_ms`) or talks garbage costs
 //! one log line naming its URI and the local whisper answers. After a
@@ -14,16 +14,15 @@
 //! `transcribe {language}`, `audio-start`, `audio-chunk`s of 16 kHz 16-bit
 //! mono, `audio-stop`, then wait for `transcript {text}`.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
-use super::client::{dial, Connection, DialError, WyomingUri};
-use super::protocol::{Event, Limits, ProtocolError};
-use super::WyomingConfig;
-use crate::stt::{SttError, Transcriber, Transcript};
+use super::{SttError, Transcriber, Transcript};
+use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
+use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
+use crate::wyoming_proto::{connect, Backoff, WyomingConfig, WyomingUri};
 
 /// Samples per `audio-chunk` sent (64 ms at 16 kHz: what satellites send).
 const CHUNK_SAMPLES: usize = 1024;
@@ -39,17 +38,17 @@ pub struct WyomingStt {
 }
 
 impl WyomingStt {
-    /// The engine for `wyoming.stt_uri`, or `None` when it is empty. A
-    /// malformed URI is an error naming the key (config validation has
-    /// normally caught it already).
-    pub fn from_config(config: &crate::config::Config) -> Result<Option<WyomingStt>, SttError> {
-        let w = &config.wyoming;
+    /// The engine for `wyoming.stt_uri` asking for `language`
+    /// (`stt.language`), or `None` when the URI is empty. A malformed URI
+    /// is an error naming the key (config validation has normally caught
+    /// it already).
+    pub fn from_config(w: &WyomingConfig, language: &str) -> Result<Option<WyomingStt>, SttError> {
         if w.stt_uri.trim().is_empty() {
             return Ok(None);
         }
         let uri = WyomingUri::parse(&w.stt_uri)
             .map_err(|e| SttError::Config(format!("wyoming.stt_uri: {e}")))?;
-        Ok(Some(WyomingStt::new(uri, &config.stt.language, w)))
+        Ok(Some(WyomingStt::new(uri, language, w)))
     }
 
     /// An engine for `uri` with the timeouts, limits and backoff of `w`.
@@ -161,95 +160,27 @@ impl Transcriber for WyomingStt {
 }
 
 /// `engines` with the Wyoming ASR engine in front when `wyoming.stt_uri`
-/// is set (what [`crate::stt::Stt::from_config`] calls).
+/// is set (what [`super::Stt::from_config`] calls); `language` is
+/// `stt.language`.
 pub fn in_front(
-    config: &crate::config::Config,
-    engines: Vec<std::sync::Arc<dyn Transcriber>>,
-) -> Result<Vec<std::sync::Arc<dyn Transcriber>>, SttError> {
-    let Some(service) = WyomingStt::from_config(config)? else {
+    w: &WyomingConfig,
+    language: &str,
+    engines: Vec<Arc<dyn Transcriber>>,
+) -> Result<Vec<Arc<dyn Transcriber>>, SttError> {
+    let Some(service) = WyomingStt::from_config(w, language)? else {
         return Ok(engines);
     };
     tracing::info!(uri = %service.uri, "speech to text: Wyoming service first, then {:?}",
         engines.iter().map(|e| e.name()).collect::<Vec<_>>());
-    let mut all: Vec<std::sync::Arc<dyn Transcriber>> = vec![std::sync::Arc::new(service)];
+    let mut all: Vec<Arc<dyn Transcriber>> = vec![Arc::new(service)];
     all.extend(engines);
     Ok(all)
-}
-
-/// Connect to a service with a connect timeout and a write timeout (a
-/// service that stops reading must not block our side past the request
-/// deadline). Shared by the STT, TTS and wake clients.
-pub(crate) fn connect(
-    uri: &WyomingUri,
-    connect_timeout: Duration,
-    write_timeout: Duration,
-    limits: Limits,
-) -> Result<Connection, String> {
-    let stream = dial(uri, connect_timeout).map_err(|e| match e {
-        DialError::Resolve(m) => m,
-        DialError::Connect(e) => format!("cannot connect: {e}"),
-    })?;
-    stream
-        .set_write_timeout(Some(write_timeout))
-        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))?;
-    Connection::from_stream(stream, limits)
-        .map_err(|e| format!("cannot use the connection to {uri}: {e}"))
-}
-
-/// After a failure, skip a service for a while (doubling up to a cap) so
-/// every request does not pay for a dead host; a success resets it.
-pub(crate) struct Backoff {
-    state: Mutex<(Option<Instant>, Duration)>,
-    min: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    pub(crate) fn new(w: &WyomingConfig) -> Backoff {
-        let min = Duration::from_millis(w.reconnect_min_ms.max(1));
-        Backoff {
-            state: Mutex::new((None, min)),
-            min,
-            max: Duration::from_millis(w.reconnect_max_ms.max(w.reconnect_min_ms).max(1)),
-        }
-    }
-
-    /// `Err` while the service is being skipped.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let Ok(state) = self.state.lock() else {
-            return Ok(());
-        };
-        match state.0 {
-            Some(until) if Instant::now() < until => Err(format!(
-                "skipped after a recent failure; trying it again in {} ms",
-                until.saturating_duration_since(Instant::now()).as_millis()
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Record a failure; returns how long the service is now skipped.
-    pub(crate) fn failed(&self) -> Duration {
-        let Ok(mut state) = self.state.lock() else {
-            return self.min;
-        };
-        let wait = state.1;
-        state.0 = Some(Instant::now() + wait);
-        state.1 = (wait * 2).min(self.max);
-        wait
-    }
-
-    pub(crate) fn succeeded(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            *state = (None, self.min);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wyoming::protocol::read_event;
+    use crate::wyoming_proto::protocol::read_event;
     use std::io::{BufReader, Write};
     use std::net::{TcpListener, TcpStream};
 

@@ -16,12 +16,14 @@
 //! until it reports a `detection`; only then does the endpointer take the
 //! request that follows (for up to [`WAKE_WINDOW`] to start speaking). The
 //! button works with or without a wake word. While the service is down the
-//! loop listens without a wake word (see `crate::wyoming::wake` for why).
+//! loop listens without a wake word (see [`wake`] for why).
 //!
 //! The tree's device actions act here: `stop` silences the speaker,
 //! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
 //! `volume_up`/`volume_down` set the speaker's volume from the `volume`
 //! device state, and `repeat` is answered by the tree from `last_answer`.
+
+pub mod wake;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -40,7 +42,7 @@ use crate::device::button::ButtonEvent;
 use crate::events::{Event, EventSink};
 use crate::stt::Stt;
 use crate::tts::speaker::{Speaker, TurnSpeech};
-use crate::wyoming::wake::WakeGate;
+use wake::WakeGate;
 
 /// How long one read of the microphone may block (the loop's tick).
 const TICK: Duration = Duration::from_millis(20);
