@@ -2,8 +2,9 @@
 //!
 //! The result is the tier-grouped, numbered context plus the instruction
 //! to cite `[n]` and to say when the documents do not cover the question.
-//! Each call is also written to `knowledge_retrievals`, which the turn log
-//! claims when the turn is logged (ids, scores, rerank scores, snippets).
+//! Each call also hands its retrieval (ids, scores, rerank scores,
+//! snippets) to the turn that made it ([`ToolOutput::retrieval`]); the
+//! turn writes it to `knowledge_retrievals` and its log row with its own id.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 use super::retrieve::{search, SearchOptions};
 use super::KnowledgeBase;
 use crate::cancel::CancelToken;
-use crate::tools::{Tool, ToolError};
+use crate::tools::{Tool, ToolError, ToolOutput};
 
 pub struct SearchKnowledge {
     kb: Arc<KnowledgeBase>,
@@ -45,6 +46,10 @@ impl Tool for SearchKnowledge {
     }
 
     fn call(&self, args: &Value) -> Result<String, ToolError> {
+        self.call_output(args).map(|o| o.text)
+    }
+
+    fn call_output(&self, args: &Value) -> Result<ToolOutput, ToolError> {
         let query = args["query"]
             .as_str()
             .map(str::trim)
@@ -56,10 +61,10 @@ impl Tool for SearchKnowledge {
         }
         let retrieval = search(&self.kb, query, &options, &CancelToken::new())
             .map_err(|e| ToolError::Failed(format!("the knowledge search failed: {e:#}")))?;
-        if let Err(e) = super::store::record_retrieval(&self.kb.store, &retrieval.telemetry()) {
-            tracing::warn!(error = %e, "could not record the knowledge retrieval for the turn log");
-        }
-        Ok(retrieval.context.text)
+        Ok(ToolOutput {
+            retrieval: Some(retrieval.telemetry()),
+            text: retrieval.context.text,
+        })
     }
 }
 
