@@ -425,9 +425,11 @@ mod tests {
     }
 
     fn config(dir: &std::path::Path) -> Config {
-        let mut config = Config::default();
-        // No on-device models: nothing slow is loaded.
-        config.models_dir = dir.join("no-models");
+        let mut config = Config {
+            // No on-device models: nothing slow is loaded.
+            models_dir: dir.join("no-models"),
+            ..Default::default()
+        };
         config.router.llm_fallback = false;
         config.memory.enabled = false;
         config
