@@ -1,5 +1,6 @@
 //! What a turn records about itself (R-OBS): stage timings, how the route
-//! was decided, models, tool calls, outcome. Written as one turn-log row.
+//! was decided, models, tool calls (name, latency, ok), retrievals, outcome.
+//! Written as one turn-log row, in the transaction that saves the turn.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -38,6 +39,10 @@ pub struct TurnRecord {
     /// Stage → milliseconds (stt, recall, route, first_token, total, …).
     pub timings: BTreeMap<String, f64>,
     pub tools: Vec<ToolCallRecord>,
+    /// What the turn's knowledge searches retrieved, in call order. Saved
+    /// with the turn's own id (`knowledge_retrievals.turn_id`,
+    /// `turn_log.retrieval_json`), in the transaction that writes its row.
+    pub retrievals: Vec<serde_json::Value>,
     /// Anything a later concern adds before it has its own column.
     pub extra: serde_json::Map<String, serde_json::Value>,
 }

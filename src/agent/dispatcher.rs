@@ -139,14 +139,13 @@ impl Host for TurnHost<'_, '_> {
 }
 
 /// Run the tree for this turn: load the conversation's tree state, walk,
-/// record what happened, persist the new state.
+/// record what happened, hand the new state to the turn.
 ///
-/// Persistence: when the conversation has an id, `tree_state` is written
-/// here, before the answer is saved. A new conversation has no id yet (the
-/// turn's save creates it), so its state goes into this turn's log row
-/// (`extra.tree_state`, saved atomically with the messages) and the next
-/// turn of that conversation adopts it into `tree_state`
-/// ([`crate::tree::state`]).
+/// Persistence: nothing is written here. The new tree state and the device
+/// settings the walk changed go into the turn's effects, which the turn's
+/// save writes in its transaction (a new conversation's state under the id
+/// that save creates); a turn that is not saved changes neither. The state
+/// is also recorded in the turn log (`extra.tree_state`) for traces.
 pub fn run_tree(
     ctx: &mut TurnContext<'_>,
     engine: &Engine,
@@ -211,15 +210,12 @@ pub fn run_tree(
         "tree_state".into(),
         serde_json::to_value(&new_state).unwrap_or(Value::Null),
     );
-    if let Some(id) = ctx.conversation_id {
-        if new_state != loaded || origin == Origin::TurnLog {
-            if let Err(e) = state::save(&ctx.services.store, id, &new_state) {
-                tracing::warn!(conversation = id, error = %e, "cannot save the tree state");
-                ctx.record
-                    .note(format!("the tree state could not be saved: {e}"));
-            }
-        }
+    if new_state != loaded || origin == Origin::TurnLog {
+        ctx.effects.tree_state = Some(new_state);
     }
+    ctx.effects
+        .device_state
+        .extend(outcome.device_state.clone());
     // The accepted classification; else, when a rule (condition) led to a
     // device action without classifying, that action names the intent.
     let mut intent = outcome
@@ -287,17 +283,13 @@ fn shadow(ctx: &mut TurnContext<'_>) {
 }
 
 /// Keep the answer for "repeat that" (device-wide: the voice loop has one
-/// speaker).
+/// speaker), saved with the turn.
 fn remember_last_answer(ctx: &mut TurnContext<'_>, answer: &NodeAnswer) {
     let spoken = super::cleanup::for_speech(&answer.text);
     if spoken.is_empty() {
         return;
     }
-    if let Err(e) = ctx
-        .services
-        .store
-        .set_device_state(crate::tree::keys::LAST_ANSWER, &spoken)
-    {
-        tracing::warn!(error = %e, "cannot remember the last answer");
-    }
+    ctx.effects
+        .device_state
+        .insert(crate::tree::keys::LAST_ANSWER.into(), Some(spoken));
 }

@@ -7,7 +7,8 @@
 //! looping forever. Groq's transient `tool_use_failed` is retried; every
 //! other failure becomes a sentence the user hears, never a crash. Each
 //! call is announced (`thinking`) and recorded with its latency in the
-//! turn log.
+//! turn log; what a call hands to the turn (a knowledge retrieval) goes on
+//! the turn's record and is saved with it.
 
 use std::time::{Duration, Instant};
 
@@ -208,7 +209,7 @@ fn run_tool(
     let result = if call.name.trim().is_empty() {
         Err(ToolError::BadArguments("the tool call has no name".into()))
     } else {
-        tools.call_with_ticks(&name, &call.arguments, &mut || sink.emit(&Event::KeepAlive))
+        tools.call_output_with_ticks(&name, &call.arguments, &mut || sink.emit(&Event::KeepAlive))
     };
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     ctx.record.tools.push(ToolCallRecord {
@@ -217,7 +218,12 @@ fn run_tool(
         ok: result.is_ok(),
     });
     let text = match result {
-        Ok(text) => text,
+        Ok(output) => {
+            // Kept on this turn's record: saved with its id, never claimed
+            // by another turn running at the same time.
+            ctx.record.retrievals.extend(output.retrieval);
+            output.text
+        }
         Err(ToolError::Unavailable(sentence)) => sentence,
         Err(e) => {
             tracing::info!(tool = %name, error = %e, "tool call failed");
@@ -310,6 +316,7 @@ mod tests {
             memory_block: None,
             history: Vec::new(),
             record: TurnRecord::new("text", "what is 6 times 7"),
+            effects: Default::default(),
             cancel,
             started: Instant::now(),
         };

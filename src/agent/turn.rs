@@ -1,5 +1,11 @@
 //! One turn: conversation → history + recall → dispatch → cleaned answer →
 //! saved atomically with its turn log → `done` (R-STORE, R-PIPE 4–8).
+//!
+//! A turn's side effects carry its id: its retrievals and tool timings ride
+//! on its [`TurnRecord`], its tree state and device settings (`dnd`,
+//! `volume`, `last_answer`) on its [`TurnEffects`]; the save writes them in
+//! the turn's transaction. A turn that fails writes only its log row (with
+//! its retrievals) and changes no state.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -12,7 +18,7 @@ use super::Services;
 use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::llm::ChatMessage;
-use crate::store::SaveTurn;
+use crate::store::{SaveTurn, TurnEffects};
 use crate::telemetry::TurnRecord;
 
 /// Longest user text a turn accepts (the rest is cut, with a note).
@@ -53,6 +59,9 @@ pub struct TurnContext<'a> {
     /// The last turns of this conversation, oldest first.
     pub history: Vec<ChatMessage>,
     pub record: TurnRecord,
+    /// Tree state and device settings the turn changes: written by its
+    /// save, in its transaction, or not at all.
+    pub effects: TurnEffects,
     pub cancel: CancelToken,
     pub started: Instant,
 }
@@ -201,11 +210,13 @@ pub fn run_turn(
         memory_block,
         history,
         record,
+        effects: TurnEffects::default(),
         cancel: cancel.clone(),
         started,
     };
     let answer = dispatcher::dispatch(&mut ctx, sink);
     let mut record = ctx.record;
+    let effects = ctx.effects;
     let answer = match answer {
         Ok(answer) => answer,
         Err(message) => return fail(&mut record, sink, input.conversation_id, message),
@@ -242,6 +253,7 @@ pub fn run_turn(
         answer: &response,
         record: &record,
         jobs,
+        effects,
     });
     let (conversation_id, turn_id) = match saved {
         Ok(ids) => ids,
@@ -295,4 +307,305 @@ fn after_turn_jobs(user_id: &str, text: &str, answer: &str) -> Vec<(String, Stri
             json!({"user_id": user_id}).to_string(),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    //! A turn's side effects (retrievals, tree state, device state, the last
+    //! answer) belong to that turn: written with its id in its transaction,
+    //! or not at all when it fails.
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::config::Config;
+    use crate::events::CollectSink;
+    use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ToolCall};
+    use crate::store::Store;
+    use crate::tools::{Tool, ToolError, ToolOutput};
+    use crate::tree::state::{self, Origin, TreeState};
+
+    /// Holds each caller until `n` have arrived (fails the test instead of
+    /// hanging when one never comes).
+    struct Rendezvous {
+        n: usize,
+        arrived: Mutex<usize>,
+        all_here: Condvar,
+    }
+
+    impl Rendezvous {
+        fn new(n: usize) -> Self {
+            Self {
+                n,
+                arrived: Mutex::new(0),
+                all_here: Condvar::new(),
+            }
+        }
+
+        fn wait(&self) {
+            let mut arrived = self.arrived.lock().unwrap();
+            *arrived += 1;
+            self.all_here.notify_all();
+            let (arrived, timeout) = self
+                .all_here
+                .wait_timeout_while(arrived, Duration::from_secs(20), |a| *a < self.n)
+                .unwrap();
+            assert!(
+                !timeout.timed_out(),
+                "only {} of {} arrived",
+                *arrived,
+                self.n
+            );
+        }
+    }
+
+    /// Two turns in lock-step: both have started before either asks for the
+    /// search, and both searches are done before either answers.
+    struct LockStep {
+        started: Rendezvous,
+        searched: Rendezvous,
+    }
+
+    impl ChatModel for LockStep {
+        fn chat(
+            &self,
+            request: &ChatRequest,
+            on_token: &mut dyn FnMut(&str),
+            _cancel: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            let last = request.messages.last().unwrap();
+            if last.role == "tool" {
+                self.searched.wait();
+                let content = format!("Found {}.", last.content.clone().unwrap_or_default());
+                on_token(&content);
+                return Ok(ChatResponse {
+                    content,
+                    ..Default::default()
+                });
+            }
+            self.started.wait();
+            let text = last.content.clone().unwrap_or_default();
+            let word = text.split_whitespace().last().unwrap_or("").to_string();
+            Ok(ChatResponse {
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "search_knowledge".into(),
+                    arguments: json!({ "query": word }).to_string(),
+                }],
+                ..Default::default()
+            })
+        }
+    }
+
+    /// `search_knowledge` without a knowledge base: the retrieval is the
+    /// query, handed to the turn as the real tool does.
+    struct FakeSearch;
+
+    impl Tool for FakeSearch {
+        fn name(&self) -> &str {
+            "search_knowledge"
+        }
+        fn description(&self) -> &str {
+            "search"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn call(&self, args: &Value) -> Result<String, ToolError> {
+            self.call_output(args).map(|o| o.text)
+        }
+        fn call_output(&self, args: &Value) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput {
+                text: args["query"].as_str().unwrap_or("").to_string(),
+                retrieval: Some(json!({"query": args["query"]})),
+            })
+        }
+    }
+
+    fn config(dir: &std::path::Path) -> Config {
+        let mut config = Config {
+            // No on-device models: nothing slow is loaded.
+            models_dir: dir.join("no-models"),
+            ..Default::default()
+        };
+        config.router.llm_fallback = false;
+        config.memory.enabled = false;
+        config
+    }
+
+    #[test]
+    fn two_turns_at_once_each_get_exactly_their_own_retrievals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let mut config = config(dir.path());
+        config.mode = "graph".into();
+        let llm = Arc::new(LockStep {
+            started: Rendezvous::new(2),
+            searched: Rendezvous::new(2),
+        });
+        let mut services = Services::assemble(config, store.clone(), llm, None, None);
+        let mut tools = (*services.tools).clone();
+        tools.register(Arc::new(FakeSearch));
+        services.tools = Arc::new(tools);
+
+        let outcomes: Vec<(String, TurnOutcome)> = std::thread::scope(|s| {
+            let turns: Vec<_> = ["alpha", "beta"]
+                .into_iter()
+                .map(|word| {
+                    let services = &services;
+                    s.spawn(move || {
+                        // "schedule" sends both to the agent (R-ROUTE keyword).
+                        let input = TurnInput::text(format!("check my schedule for {word}"));
+                        let mut sink = CollectSink::default();
+                        let outcome = run_turn(services, input, &mut sink, &CancelToken::new());
+                        (word.to_string(), outcome)
+                    })
+                })
+                .collect();
+            turns.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        for (word, outcome) in outcomes {
+            assert!(outcome.ok, "{word}: {}", outcome.response);
+            let turn = outcome.turn_id.unwrap();
+            let row = store.turn_log_row(turn).unwrap().unwrap();
+            assert_eq!(
+                row["retrieval_json"],
+                json!([{ "query": word }]),
+                "turn {turn} ({word})"
+            );
+            let claimed: Vec<String> = store
+                .with_conn(|c| {
+                    let mut stmt = c.prepare(
+                        "SELECT payload FROM knowledge_retrievals WHERE turn_id = ?1 ORDER BY id",
+                    )?;
+                    let rows = stmt.query_map([turn], |r| r.get(0))?;
+                    rows.collect()
+                })
+                .unwrap();
+            assert_eq!(
+                claimed,
+                [json!({ "query": word }).to_string()],
+                "turn {turn}"
+            );
+        }
+    }
+
+    /// Pause: dnd on, a state key, a phase, a device setting; else `end`.
+    const PAUSE_TREE: &str = r#"{"version":"t","entry":"start","nodes":{
+        "start":{"type":"entry","next":"pause"},
+        "pause":{"type":"condition","expression":"text matches '^pause'","on_true":"dnd","on_false":"done"},
+        "dnd":{"type":"action","name":"dnd_on","on_success":"remember","on_fail":"done"},
+        "remember":{"type":"set_state","key":"state.paused_by","value":"{text}","next":"phase"},
+        "phase":{"type":"phase_transition","to":"paused","next":"volume"},
+        "volume":{"type":"set_state","key":"device.volume","value":"30","next":"done"},
+        "done":{"type":"end"}}}"#;
+
+    fn tree_services(dir: &std::path::Path) -> Services {
+        let store = Store::open_in(dir).unwrap();
+        let file = dir.join("tree.json");
+        std::fs::write(&file, PAUSE_TREE).unwrap();
+        let mut config = config(dir);
+        config.mode = "tree".into();
+        config.tree.file = file.display().to_string();
+        let llm = Arc::new(LockStep {
+            started: Rendezvous::new(1),
+            searched: Rendezvous::new(1),
+        });
+        let mut services = Services::assemble(config, store, llm, None, None);
+        services.attach_tree();
+        assert!(services.tree.is_some(), "{:?}", services.tree_error);
+        services
+    }
+
+    fn device(services: &Services, key: &str) -> Option<String> {
+        services.store.device_state(key).unwrap()
+    }
+
+    fn pause(services: &Services, conversation_id: Option<i64>) -> TurnOutcome {
+        let mut input = TurnInput::text("pause please");
+        input.conversation_id = conversation_id;
+        run_turn(
+            services,
+            input,
+            &mut CollectSink::default(),
+            &CancelToken::new(),
+        )
+    }
+
+    #[test]
+    fn a_turn_that_fails_to_save_changes_no_tree_or_device_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let services = tree_services(dir.path());
+        let store = &services.store;
+        let conv = store.create_conversation("user-1").unwrap();
+        let before = TreeState {
+            phase: "idle".into(),
+            state: json!({"kept": 1}).as_object().unwrap().clone(),
+        };
+        state::save(store, conv, &before).unwrap();
+        store.set_device_state("dnd", "off").unwrap();
+        store.set_device_state("volume", "50").unwrap();
+        store
+            .set_device_state("last_answer", "an older answer")
+            .unwrap();
+        store
+            .with_conn(|c| {
+                c.execute_batch(
+                    "CREATE TRIGGER no_messages BEFORE INSERT ON messages
+                     BEGIN SELECT RAISE(ABORT, 'the disk is on fire'); END;",
+                )
+            })
+            .unwrap();
+
+        let outcome = pause(&services, Some(conv));
+        assert!(!outcome.ok);
+        assert!(
+            outcome.response.contains("couldn't save"),
+            "{}",
+            outcome.response
+        );
+        assert_eq!(
+            state::load(store, Some(conv)).unwrap(),
+            (before, Origin::Table)
+        );
+        assert_eq!(device(&services, "dnd").as_deref(), Some("off"));
+        assert_eq!(device(&services, "volume").as_deref(), Some("50"));
+        assert_eq!(
+            device(&services, "last_answer").as_deref(),
+            Some("an older answer")
+        );
+    }
+
+    #[test]
+    fn a_saved_turn_writes_its_tree_and_device_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let services = tree_services(dir.path());
+        let store = &services.store;
+        store.set_device_state("dnd", "off").unwrap();
+
+        // A new conversation: its first turn's save creates it and its state.
+        let outcome = pause(&services, None);
+        assert!(outcome.ok, "{}", outcome.response);
+        let conv = outcome.conversation_id.unwrap();
+        let (saved, origin) = state::load(store, Some(conv)).unwrap();
+        assert_eq!(origin, Origin::Table);
+        assert_eq!(saved.phase, "paused");
+        assert_eq!(saved.state["paused_by"], "pause please");
+        assert_eq!(device(&services, "dnd").as_deref(), Some("on"));
+        assert_eq!(device(&services, "volume").as_deref(), Some("30"));
+        assert_eq!(
+            device(&services, "last_answer").as_deref(),
+            Some(outcome.response.as_str())
+        );
+
+        // An existing conversation.
+        state::save(store, conv, &TreeState::default()).unwrap();
+        store.set_device_state("dnd", "off").unwrap();
+        let outcome = pause(&services, Some(conv));
+        assert!(outcome.ok, "{}", outcome.response);
+        assert_eq!(state::load(store, Some(conv)).unwrap().0.phase, "paused");
+        assert_eq!(device(&services, "dnd").as_deref(), Some("on"));
+    }
 }

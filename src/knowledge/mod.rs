@@ -13,8 +13,9 @@
 //! `search_knowledge`; [`eval`] measures it against labels.
 //!
 //! Architecture invariant: nothing here knows about turns or the agent;
-//! the only link to the turn log is the `knowledge_retrievals` table the
-//! tool writes (see migration 7).
+//! the only link to the turn log is the retrieval the tool hands back with
+//! its text (`ToolOutput::retrieval`), which the turn that called it saves
+//! to `knowledge_retrievals` with its own id (migrations 7 and 8).
 
 pub mod analysis;
 pub mod bm25;

@@ -210,18 +210,6 @@ pub fn embeddings(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<(i64, Vec
     Ok(out)
 }
 
-/// Remember what the `search_knowledge` tool retrieved; the next turn-log
-/// row claims it (migration 7's trigger).
-pub fn record_retrieval(store: &Store, payload: &serde_json::Value) -> crate::store::Result<()> {
-    store.with_conn(|c| {
-        c.execute(
-            "INSERT INTO knowledge_retrievals (created_at, payload) VALUES (?1, ?2)",
-            params![crate::store::now(), payload.to_string()],
-        )
-        .map(|_| ())
-    })
-}
-
 /// The canonical form a path is stored under (absolute, symlinks resolved).
 pub fn canonical(path: &Path) -> String {
     std::fs::canonicalize(path)

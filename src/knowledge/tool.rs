@@ -2,8 +2,9 @@
 //!
 //! The result is the tier-grouped, numbered context plus the instruction
 //! to cite `[n]` and to say when the documents do not cover the question.
-//! Each call is also written to `knowledge_retrievals`, which the turn log
-//! claims when the turn is logged (ids, scores, rerank scores, snippets).
+//! Each call also hands its retrieval (ids, scores, rerank scores,
+//! snippets) to the turn that made it ([`ToolOutput::retrieval`]); the
+//! turn writes it to `knowledge_retrievals` and its log row with its own id.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use crate::cancel::CancelToken;
 use crate::llm::ChatModel;
 use crate::nlu::Embedder;
 use crate::store::Store;
-use crate::tools::{Tool, ToolError, ToolRegistry};
+use crate::tools::{Tool, ToolError, ToolOutput, ToolRegistry};
 
 pub struct SearchKnowledge {
     kb: Arc<KnowledgeBase>,
@@ -48,6 +49,10 @@ impl Tool for SearchKnowledge {
     }
 
     fn call(&self, args: &Value) -> Result<String, ToolError> {
+        self.call_output(args).map(|o| o.text)
+    }
+
+    fn call_output(&self, args: &Value) -> Result<ToolOutput, ToolError> {
         let query = args["query"]
             .as_str()
             .map(str::trim)
@@ -59,10 +64,10 @@ impl Tool for SearchKnowledge {
         }
         let retrieval = search(&self.kb, query, &options, &CancelToken::new())
             .map_err(|e| ToolError::Failed(format!("the knowledge search failed: {e:#}")))?;
-        if let Err(e) = super::store::record_retrieval(&self.kb.store, &retrieval.telemetry()) {
-            tracing::warn!(error = %e, "could not record the knowledge retrieval for the turn log");
-        }
-        Ok(retrieval.context.text)
+        Ok(ToolOutput {
+            retrieval: Some(retrieval.telemetry()),
+            text: retrieval.context.text,
+        })
     }
 }
 

@@ -1,9 +1,11 @@
 //! Conversations and their messages; the atomic save of a turn.
 
+use std::collections::BTreeMap;
+
 use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
-use super::{now, Result, Store};
+use super::{now, Result, Store, TreeState};
 use crate::telemetry::TurnRecord;
 
 /// One stored message.
@@ -40,6 +42,23 @@ pub struct SaveTurn<'a> {
     pub record: &'a TurnRecord,
     /// Background work to run after the reply: (kind, JSON payload).
     pub jobs: Vec<(String, String)>,
+    /// What else the turn changed (tree state, device settings).
+    pub effects: TurnEffects,
+}
+
+/// What a turn changes besides its messages and turn-log row, gathered
+/// while it runs and written by [`Store::save_turn`] in the turn's
+/// transaction: a turn that is not saved (it failed, was cancelled, or its
+/// save failed) changes none of it. The turn's retrievals and tool timings
+/// travel on its [`TurnRecord`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnEffects {
+    /// The conversation's new intent-tree state. For a new conversation it
+    /// is written under the id the save creates.
+    pub tree_state: Option<TreeState>,
+    /// Device settings (`dnd`, `volume`, `last_answer`…): key → new value,
+    /// `None` removes the key.
+    pub device_state: BTreeMap<String, Option<String>>,
 }
 
 impl Store {
@@ -127,8 +146,9 @@ impl Store {
     }
 
     /// Save a finished turn atomically: the conversation (created if new),
-    /// both messages, the turn-log row and its background jobs — all or
-    /// nothing. Returns (conversation id, turn id).
+    /// both messages, the turn-log row (with its retrievals), its background
+    /// jobs, its tree state and device settings — all or nothing. Returns
+    /// (conversation id, turn id).
     pub fn save_turn(&self, turn: &SaveTurn<'_>) -> Result<(i64, i64)> {
         self.with_tx(|tx| {
             ensure_user(tx, turn.user_id)?;
@@ -169,12 +189,19 @@ impl Store {
                 };
                 super::jobs::enqueue_in(tx, kind, &payload)?;
             }
+            if let Some(state) = &turn.effects.tree_state {
+                super::tree_state::put(tx, conversation_id, state)?;
+            }
+            for (key, value) in &turn.effects.device_state {
+                super::put_device_state(tx, key, value.as_deref())?;
+            }
             Ok((conversation_id, turn_id))
         })
     }
 
-    /// Log a turn that produced no answer (error, cancelled): only the
-    /// turn-log row, never half a conversation.
+    /// Log a turn that produced no answer (error, cancelled, or its save
+    /// failed): only the turn-log row (with the retrievals it made), never
+    /// half a conversation and none of its [`TurnEffects`].
     pub fn log_turn_only(
         &self,
         conversation_id: Option<i64>,
@@ -227,6 +254,7 @@ mod tests {
                 answer: a,
                 record: &record,
                 jobs: vec![("summarize".into(), "{}".into())],
+                effects: TurnEffects::default(),
             })
             .unwrap()
     }
@@ -250,6 +278,50 @@ mod tests {
         assert_eq!(c.messages, 30);
     }
 
+    fn effects() -> TurnEffects {
+        TurnEffects {
+            tree_state: Some(TreeState {
+                phase: "confirm_delete".into(),
+                state: serde_json::Map::new(),
+            }),
+            device_state: BTreeMap::from([
+                ("dnd".to_string(), Some("on".to_string())),
+                ("volume".to_string(), None),
+            ]),
+        }
+    }
+
+    #[test]
+    fn a_saved_turn_writes_its_effects_under_the_new_conversation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        store.set_device_state("volume", "70").unwrap();
+        let record = TurnRecord::new("text", "q");
+        let (conv, _) = store
+            .save_turn(&SaveTurn {
+                user_id: "user-1",
+                conversation_id: None,
+                user_text: "q",
+                answer: "a",
+                record: &record,
+                jobs: vec![],
+                effects: effects(),
+            })
+            .unwrap();
+        let phase: String = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT phase FROM tree_state WHERE conversation_id = ?1",
+                    [conv],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(phase, "confirm_delete");
+        assert_eq!(store.device_state("dnd").unwrap().as_deref(), Some("on"));
+        assert_eq!(store.device_state("volume").unwrap(), None);
+    }
+
     #[test]
     fn a_failed_save_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -264,12 +336,14 @@ mod tests {
             answer: "a",
             record: &record,
             jobs: vec![],
+            effects: effects(),
         });
         assert!(err.is_err());
         let n: i64 = store
             .with_conn(|c| {
                 c.query_row(
-                    "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM turn_log)",
+                    "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM turn_log)
+                        + (SELECT COUNT(*) FROM tree_state) + (SELECT COUNT(*) FROM device_state)",
                     [],
                     |r| r.get(0),
                 )

@@ -8,11 +8,13 @@
 mod conversations;
 mod jobs;
 mod migrations;
+pub mod tree_state;
 mod turn_log;
 pub mod vector;
 
-pub use conversations::{Conversation, SaveTurn, StoredMessage};
+pub use conversations::{Conversation, SaveTurn, StoredMessage, TurnEffects};
 pub use jobs::Job;
+pub use tree_state::TreeState;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -186,16 +188,28 @@ impl Store {
         })
     }
 
+    /// Set one device setting now. A turn's changes go through its save
+    /// instead ([`TurnEffects::device_state`]).
     pub fn set_device_state(&self, key: &str, value: &str) -> Result<()> {
-        self.with_conn(|c| {
-            c.execute(
-                "INSERT INTO device_state (key, value, updated_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                rusqlite::params![key, value, now()],
-            )
-            .map(|_| ())
-        })
+        self.with_conn(|c| put_device_state(c, key, Some(value)))
     }
+}
+
+/// Write (`Some`) or remove (`None`) one device setting on `c`.
+pub(crate) fn put_device_state(
+    c: &Connection,
+    key: &str,
+    value: Option<&str>,
+) -> rusqlite::Result<()> {
+    match value {
+        Some(value) => c.execute(
+            "INSERT INTO device_state (key, value, updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            rusqlite::params![key, value, now()],
+        ),
+        None => c.execute("DELETE FROM device_state WHERE key = ?1", [key]),
+    }
+    .map(|_| ())
 }
 
 /// Timestamps in the database: RFC 3339 UTC with milliseconds.

@@ -1,4 +1,7 @@
 //! The turn-log table: one row per turn, kept apart from conversations.
+//! A row is written with what its turn recorded: tool calls and their
+//! latencies (`tools_json`) and its knowledge retrievals (`retrieval_json`,
+//! and one `knowledge_retrievals` row each, carrying the turn id).
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -15,8 +18,8 @@ pub(super) fn insert(
     c.execute(
         "INSERT INTO turn_log (conversation_id, user_id, started_at, source, input, response, mode,
             route, route_by, confidence, intent, intent_confidence, node, model, outcome, error,
-            notes, timings_json, tools_json, extra_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+            notes, timings_json, tools_json, extra_json, retrieval_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
         params![
             conversation_id,
             user_id,
@@ -38,9 +41,19 @@ pub(super) fn insert(
             json(&r.timings),
             json(&r.tools),
             json(&r.extra),
+            json(&r.retrievals),
         ],
     )?;
-    Ok(c.last_insert_rowid())
+    let turn_id = c.last_insert_rowid();
+    // The turn's own retrievals, with its id, in the caller's transaction.
+    let ts = super::now();
+    for payload in &r.retrievals {
+        c.execute(
+            "INSERT INTO knowledge_retrievals (turn_id, created_at, payload) VALUES (?1, ?2, ?3)",
+            params![turn_id, ts, payload.to_string()],
+        )?;
+    }
+    Ok(turn_id)
 }
 
 mod erased {
@@ -92,5 +105,54 @@ impl Store {
             let rows = stmt.query_map([limit as i64], |r| r.get(0))?;
             rows.collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_turn_row_carries_its_own_retrievals_and_tool_timings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let mut searched = TurnRecord::new("api", "q");
+        searched.retrievals = vec![json!({"query": "a"}), json!({"query": "b"})];
+        searched.tools.push(crate::telemetry::ToolCallRecord {
+            name: "search_knowledge".into(),
+            ms: 12.5,
+            ok: true,
+        });
+        // A failed turn's row keeps what it retrieved, too.
+        searched.outcome = "error".into();
+        let first = store.log_turn_only(None, "user-1", &searched).unwrap();
+        let second = store
+            .log_turn_only(None, "user-1", &TurnRecord::new("api", "q2"))
+            .unwrap();
+        let row = store.turn_log_row(first).unwrap().unwrap();
+        assert_eq!(
+            row["retrieval_json"],
+            json!([{"query": "a"}, {"query": "b"}])
+        );
+        assert_eq!(row["tools_json"][0]["ms"], 12.5);
+        let row = store.turn_log_row(second).unwrap().unwrap();
+        assert_eq!(row["retrieval_json"], json!([]));
+        let rows: Vec<(Option<i64>, String)> = store
+            .with_conn(|c| {
+                let mut stmt =
+                    c.prepare("SELECT turn_id, payload FROM knowledge_retrievals ORDER BY id")?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect()
+            })
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                (Some(first), json!({"query": "a"}).to_string()),
+                (Some(first), json!({"query": "b"}).to_string()),
+            ]
+        );
     }
 }

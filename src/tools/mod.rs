@@ -101,6 +101,25 @@ pub enum ToolError {
     Unavailable(String),
 }
 
+/// What one call produced: the text the model reads, and what the call
+/// hands to the turn that made it (saved with that turn, never shared).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    pub text: String,
+    /// A knowledge retrieval (query, chunks, scores, snippets) for the turn
+    /// log; the turn writes it with its own id in its own transaction.
+    pub retrieval: Option<Value>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        Self {
+            text,
+            retrieval: None,
+        }
+    }
+}
+
 /// One callable tool, described in the OpenAI tool-calling format.
 pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
@@ -110,6 +129,11 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Run it. Arguments are already parsed JSON.
     fn call(&self, args: &Value) -> Result<String, ToolError>;
+    /// Run it for a turn: the text plus what the turn keeps of the call
+    /// (see [`ToolOutput`]). Only tools that report more than text override it.
+    fn call_output(&self, args: &Value) -> Result<ToolOutput, ToolError> {
+        self.call(args).map(ToolOutput::from)
+    }
 }
 
 /// How often a running tool's caller is ticked (keep-alives).
@@ -225,6 +249,19 @@ impl ToolRegistry {
         raw_args: &str,
         tick: &mut dyn FnMut(),
     ) -> Result<String, ToolError> {
+        self.call_output_with_ticks(name, raw_args, tick)
+            .map(|o| o.text)
+    }
+
+    /// As [`ToolRegistry::call_with_ticks`], with what the call hands to
+    /// the turn ([`ToolOutput`]); a call abandoned at the timeout hands
+    /// nothing.
+    pub fn call_output_with_ticks(
+        &self,
+        name: &str,
+        raw_args: &str,
+        tick: &mut dyn FnMut(),
+    ) -> Result<ToolOutput, ToolError> {
         let tool = match self.get(name) {
             Some(tool) => tool.clone(),
             None => {
@@ -250,7 +287,7 @@ impl ToolRegistry {
         let spawned = std::thread::Builder::new()
             .name(format!("tool-{name}"))
             .spawn(move || {
-                let _ = tx.send(tool.call(&args));
+                let _ = tx.send(tool.call_output(&args));
             });
         if spawned.is_err() {
             return Err(ToolError::Failed("could not start the tool".into()));

@@ -3,9 +3,10 @@
 //! An action gets the utterance, its node's `args` (templates already
 //! filled), the conversation's phase and state, and answers with a sentence
 //! to say, whether it succeeded (→ `on_success` / `on_fail`) and the state
-//! it wants changed. Actions never write the conversation's tree state
-//! themselves: they return the change and the interpreter applies it, so a
-//! dry-run or a timed-out action leaves the walk's state as it was.
+//! it wants changed. Actions never write the conversation's tree state or
+//! device settings themselves: they return the change, the interpreter
+//! applies it to the walk and the turn saves it in its transaction, so a
+//! dry-run, a timed-out action or a turn that is not saved changes nothing.
 //!
 //! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
 //! [`memory`].
@@ -61,6 +62,9 @@ pub struct ActionCall {
     pub phase: String,
     /// The conversation's tree state (read-only here).
     pub state: Map<String, Value>,
+    /// Device settings changed earlier in this walk, not saved yet (they
+    /// are saved with the turn): read them through [`ActionCall::device_state`].
+    pub device: BTreeMap<String, Option<String>>,
 }
 
 impl ActionCall {
@@ -76,6 +80,19 @@ impl ActionCall {
     pub fn arg(&self, name: &str) -> Option<&Value> {
         self.args.get(name)
     }
+
+    /// A device setting as this walk sees it: its own unsaved change, else
+    /// the stored value.
+    pub fn device_state(
+        &self,
+        env: &ActionEnv,
+        key: &str,
+    ) -> Result<Option<String>, crate::store::StoreError> {
+        match self.device.get(key) {
+            Some(pending) => Ok(pending.clone()),
+            None => env.store.device_state(key),
+        }
+    }
 }
 
 /// What an action produced.
@@ -90,6 +107,9 @@ pub struct ActionOutput {
     /// A new phase for the conversation.
     pub phase: Option<String>,
     pub recommendations: Vec<String>,
+    /// Device-setting changes (`None` removes the key). Actions never write
+    /// device state themselves: the turn saves these in its transaction.
+    pub device_state: BTreeMap<String, Option<String>>,
 }
 
 impl ActionOutput {
@@ -118,6 +138,11 @@ impl ActionOutput {
 
     pub fn with_phase(mut self, phase: &str) -> Self {
         self.phase = Some(phase.into());
+        self
+    }
+
+    pub fn with_device(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.device_state.insert(key.into(), Some(value.into()));
         self
     }
 }

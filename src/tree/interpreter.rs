@@ -7,12 +7,16 @@
 //! follow-ups it collected; `done`/`error` belong to the caller, which
 //! also persists the message, the turn log and the tree state.
 //!
+//! Device settings (`set_state` on a device key, the device actions) are
+//! not written by the walk: they collect in [`WalkOutcome::device_state`]
+//! (later nodes of the walk see them) and the turn saves them with itself.
+//!
 //! Dry-run: actions that change stored data (todos, device settings,
 //! memories), `set_state` on device keys and LLM calls are skipped and
 //! noted; read-only actions (time, maths, listing) still run, so a dry run
 //! shows what the tree would say.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -85,6 +89,9 @@ pub struct WalkOutcome {
     pub recommendations: Vec<String>,
     pub phase: String,
     pub state: Map<String, Value>,
+    /// Device settings the walk changed (key → value, `None` removes it),
+    /// not written yet: the caller saves them with the turn.
+    pub device_state: BTreeMap<String, Option<String>>,
     /// Node ids visited, in order.
     pub path: Vec<String>,
     /// Why fallbacks and skips happened, in words (for the turn log).
@@ -109,6 +116,7 @@ struct WalkScope<'a> {
     phase: &'a str,
     classification: Option<&'a Classification>,
     state: &'a Map<String, Value>,
+    device: &'a BTreeMap<String, Option<String>>,
     store: &'a Store,
 }
 
@@ -133,13 +141,18 @@ impl Scope for WalkScope<'_> {
                 }
                 v
             }
-            Some("device") => device_value(self.store, &path[1]),
+            Some("device") => device_value(self.store, self.device, &path[1]),
             _ => Value::Null,
         }
     }
 }
 
-fn device_value(store: &Store, key: &str) -> Value {
+/// A device setting as the walk sees it: its own unsaved change, else the
+/// stored value.
+fn device_value(store: &Store, pending: &BTreeMap<String, Option<String>>, key: &str) -> Value {
+    if let Some(value) = pending.get(key) {
+        return value.clone().map(Value::String).unwrap_or(Value::Null);
+    }
     match store.device_state(key) {
         Ok(Some(v)) => Value::String(v),
         Ok(None) => Value::Null,
@@ -201,6 +214,7 @@ impl Walk<'_> {
             phase: &self.out.phase,
             classification: self.out.classification.as_ref(),
             state: &self.out.state,
+            device: &self.out.device_state,
             store: &self.engine.env().store,
         }
     }
@@ -232,6 +246,7 @@ impl Walk<'_> {
         if let Some(p) = &output.phase {
             self.out.phase = p.clone();
         }
+        self.out.device_state.extend(output.device_state.clone());
         self.out
             .recommendations
             .extend(output.recommendations.iter().cloned());
@@ -268,6 +283,7 @@ impl Walk<'_> {
             },
             phase: self.out.phase.clone(),
             state: self.out.state.clone(),
+            device: self.out.device_state.clone(),
         };
         let result = run_bounded(
             action,
@@ -418,7 +434,9 @@ pub fn walk(
                 on_false,
             } => {
                 let value = match StateKey::parse(key) {
-                    Some(StateKey::Device(k)) => device_value(&engine.env().store, &k),
+                    Some(StateKey::Device(k)) => {
+                        device_value(&engine.env().store, &w.out.device_state, &k)
+                    }
                     Some(StateKey::Conversation(k)) => {
                         w.out.state.get(&k).cloned().unwrap_or(Value::Null)
                     }
@@ -574,20 +592,8 @@ pub fn walk(
                             .push(format!("dry run: device state '{k}' not written"));
                     }
                     Some(StateKey::Device(k)) => {
-                        let written = if value.is_null() {
-                            engine.env().store.with_conn(|c| {
-                                c.execute("DELETE FROM device_state WHERE key = ?1", [&k])
-                                    .map(|_| ())
-                            })
-                        } else {
-                            engine.env().store.set_device_state(&k, &as_text(&value))
-                        };
-                        if let Err(e) = written {
-                            return Err(fail(
-                                &w,
-                                format!("I couldn't save a device setting: {e}."),
-                            ));
-                        }
+                        let value = (!value.is_null()).then(|| as_text(&value));
+                        w.out.device_state.insert(k, value);
                     }
                     None => {
                         return Err(fail(
@@ -872,10 +878,12 @@ mod tests {
         let titles = crate::tools::todos::LocalTodos::new(s.store.clone(), "user-1");
         use crate::tools::todos::TodoBackend;
         assert_eq!(titles.list(false).unwrap()[0].title, "buy milk");
+        // Device settings are the turn's to save, not the walk's.
         assert_eq!(
-            s.store.device_state("last_tagged").unwrap().as_deref(),
-            Some("yes")
+            out.device_state.get("last_tagged"),
+            Some(&Some("yes".to_string()))
         );
+        assert_eq!(s.store.device_state("last_tagged").unwrap(), None);
         assert!(sink.events.contains(&Event::Thinking {
             tool: "todo_add".into()
         }));
@@ -933,6 +941,39 @@ mod tests {
             .any(|n| n.contains("dry run: skipped the LLM")));
         assert!(host.prompts.is_empty());
         assert_eq!(s.store.device_state("last_tagged").unwrap(), None);
+    }
+
+    #[test]
+    fn later_nodes_see_the_walks_own_device_changes() {
+        let json = format!(
+            r#"{{"version":"t","entry":"start","nodes":{{
+            "start":{{"type":"entry","next":"pause"}},
+            "pause":{{"type":"action","name":"dnd_on","on_success":"check","on_fail":"done"}},
+            "check":{{"type":"state_check","key":"device.dnd","equals":"on","on_true":"vol","on_false":"done"}},
+            "vol":{{"type":"set_state","key":"device.volume","value":"20","next":"louder"}},
+            "louder":{{"type":"action","name":"volume_up","on_success":"drop","on_fail":"done"}},
+            "drop":{{"type":"set_state","key":"device.last_answer","value":null,"next":"tell"}},
+            {tell},
+            "done":{{"type":"end"}}}}}}"#,
+            tell = say("tell", "dnd {device.dnd}", "done"),
+        );
+        let s = setup(&json, true, 50);
+        s.store.set_device_state("last_answer", "old").unwrap();
+        let (r, ..) = go(&s, "pause", "idle", false);
+        let out = r.unwrap();
+        assert!(out.answer.contains("Volume 30 percent."), "{}", out.answer);
+        assert!(out.answer.ends_with("dnd on"), "{}", out.answer);
+        let on = |v: &str| Some(v.to_string());
+        assert_eq!(
+            out.device_state,
+            BTreeMap::from([
+                ("dnd".to_string(), on("on")),
+                ("last_answer".to_string(), None),
+                ("volume".to_string(), on("30")),
+            ])
+        );
+        assert_eq!(s.store.device_state("dnd").unwrap(), None);
+        assert_eq!(s.store.device_state("last_answer").unwrap(), on("old"));
     }
 
     #[test]

@@ -1,42 +1,20 @@
 //! The tree's per-conversation state (R-TREE): the phase (`idle`,
 //! `confirm_delete`, …) and a JSON object, in the `tree_state` table.
 //!
-//! A conversation only gets an id when its first turn is saved, after the
-//! tree ran. So the first turn's state travels in that turn's log row
-//! (`extra_json.tree_state`, written in the same transaction as the
-//! messages), and the next turn that names the conversation adopts it into
-//! `tree_state`. From then on `tree_state` is read and written directly.
+//! A turn never writes it while it runs: the new state goes into the
+//! turn's [`crate::store::TurnEffects`] and is written by the turn's save,
+//! in its transaction (for a new conversation, under the id that save
+//! creates). So a turn that fails, or whose save fails, leaves it as it was.
+//!
+//! Databases written before that kept a new conversation's first state in
+//! that turn's log row (`extra_json.tree_state`); [`load`] still reads it
+//! there when the conversation has no `tree_state` row ([`Origin::TurnLog`]).
 
 use rusqlite::OptionalExtension;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::store::{now, Store, StoreError};
-
-/// The phase of a conversation with nothing pending.
-pub const IDLE: &str = "idle";
-
-/// Phase + state of one conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TreeState {
-    pub phase: String,
-    pub state: Map<String, Value>,
-}
-
-impl Default for TreeState {
-    fn default() -> Self {
-        Self {
-            phase: IDLE.into(),
-            state: Map::new(),
-        }
-    }
-}
-
-impl TreeState {
-    pub fn is_default(&self) -> bool {
-        self.phase == IDLE && self.state.is_empty()
-    }
-}
+pub use crate::store::tree_state::{TreeState, IDLE};
+use crate::store::{tree_state, Store, StoreError};
 
 /// Where a loaded state came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,14 +35,7 @@ pub fn load(
     let Some(id) = conversation_id else {
         return Ok((TreeState::default(), Origin::Fresh));
     };
-    let row: Option<(String, String)> = store.with_conn(|c| {
-        c.query_row(
-            "SELECT phase, state_json FROM tree_state WHERE conversation_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-    })?;
+    let row = store.with_conn(|c| tree_state::get(c, id))?;
     if let Some((phase, json)) = row {
         let state = match serde_json::from_str::<Value>(&json) {
             Ok(Value::Object(map)) => map,
@@ -80,7 +51,8 @@ pub fn load(
     }
     let extra: Option<String> = store.with_conn(|c| {
         c.query_row(
-            "SELECT extra_json FROM turn_log WHERE conversation_id = ?1 ORDER BY id DESC LIMIT 1",
+            "SELECT extra_json FROM turn_log WHERE conversation_id = ?1 AND outcome = 'ok'
+             ORDER BY id DESC LIMIT 1",
             [id],
             |r| r.get(0),
         )
@@ -96,28 +68,20 @@ pub fn load(
     })
 }
 
-/// Write a conversation's state (insert or replace).
+/// Write a conversation's state now (insert or replace). Turns do not
+/// call this: their state is saved with them ([`crate::store::TurnEffects`]).
 pub fn save(store: &Store, conversation_id: i64, s: &TreeState) -> Result<(), StoreError> {
-    let json = Value::Object(s.state.clone()).to_string();
-    store.with_conn(|c| {
-        c.execute(
-            "INSERT INTO tree_state (conversation_id, phase, state_json, updated_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(conversation_id) DO UPDATE SET phase = excluded.phase,
-                 state_json = excluded.state_json, updated_at = excluded.updated_at",
-            rusqlite::params![conversation_id, s.phase, json, now()],
-        )
-        .map(|_| ())
-    })
+    store.with_conn(|c| tree_state::put(c, conversation_id, s))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SaveTurn;
+    use crate::store::{SaveTurn, TurnEffects};
     use crate::telemetry::TurnRecord;
 
     #[test]
-    fn first_turn_via_the_log_then_the_table() {
+    fn an_older_first_turn_via_the_log_then_the_table() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
         let mut record = TurnRecord::new("text", "delete milk");
@@ -139,6 +103,7 @@ mod tests {
                 answer: "sure?",
                 record: &record,
                 jobs: vec![],
+                effects: TurnEffects::default(),
             })
             .unwrap();
         assert_eq!(

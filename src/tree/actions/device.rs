@@ -1,7 +1,9 @@
 //! Device control by voice: say a fixed sentence, stop, repeat the last
 //! answer, pause/resume (do-not-disturb) and volume. State lives in the
-//! `device_state` table (keys in [`crate::tree::keys`]); the voice loop
-//! reads `dnd` and `volume` and applies them.
+//! `device_state` table (keys in [`crate::tree::keys`]); the actions return
+//! their changes ([`ActionOutput::device_state`]) and the turn saves them
+//! with itself. The voice loop reads `dnd` and `volume` after the turn and
+//! applies them.
 
 use std::sync::OnceLock;
 
@@ -67,10 +69,9 @@ impl Action for Repeat {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
-        match env
-            .store
-            .device_state(keys::LAST_ANSWER)
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+        match call
+            .device_state(env, keys::LAST_ANSWER)
             .map_err(store_err)?
         {
             Some(last) if !last.trim().is_empty() => Ok(ActionOutput::said(last)),
@@ -90,16 +91,14 @@ impl Action for DoNotDisturb {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
         let value = if self.on { "on" } else { "off" };
-        env.store
-            .set_device_state(keys::DND, value)
-            .map_err(store_err)?;
         Ok(ActionOutput::said(if self.on {
             "Okay, I'm paused. Say resume when you want me back."
         } else {
             "I'm back and listening."
-        }))
+        })
+        .with_device(keys::DND, value))
     }
 }
 
@@ -124,23 +123,20 @@ impl Action for Volume {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
-        let current = env
-            .store
-            .device_state(keys::VOLUME)
+        let current = call
+            .device_state(env, keys::VOLUME)
             .map_err(store_err)?
             .and_then(|v| v.trim().parse::<i64>().ok())
             .unwrap_or(DEFAULT_VOLUME);
         let level = said_level(&call.text)
             .unwrap_or(current + self.step)
             .clamp(0, 100);
-        env.store
-            .set_device_state(keys::VOLUME, &level.to_string())
-            .map_err(store_err)?;
         Ok(ActionOutput::said(match level {
             100 => "Volume is at maximum.".to_string(),
             0 => "Volume is off.".to_string(),
             l => format!("Volume {l} percent."),
-        }))
+        })
+        .with_device(keys::VOLUME, level.to_string()))
     }
 }
 
@@ -162,29 +158,37 @@ mod tests {
         }
     }
 
+    /// A call that sees the device changes an earlier action of the walk made.
+    fn after(text: &str, earlier: &ActionOutput) -> ActionCall {
+        ActionCall {
+            device: earlier.device_state.clone(),
+            ..call(text)
+        }
+    }
+
+    fn changed(out: &ActionOutput, key: &str) -> Option<String> {
+        out.device_state.get(key).cloned().flatten()
+    }
+
     #[test]
     fn volume_steps_clamps_and_takes_said_levels() {
         let (_d, env) = env();
         let up = Volume { step: 10 };
         let down = Volume { step: -10 };
-        assert_eq!(
-            up.run(&call("louder"), &env).unwrap().say,
-            "Volume 60 percent."
-        );
-        assert_eq!(
-            env.store.device_state(keys::VOLUME).unwrap().as_deref(),
-            Some("60")
-        );
-        down.run(&call("quieter"), &env).unwrap();
-        assert_eq!(
-            env.store.device_state(keys::VOLUME).unwrap().as_deref(),
-            Some("50")
-        );
-        up.run(&call("set the volume to 95"), &env).unwrap();
+        let louder = up.run(&call("louder"), &env).unwrap();
+        assert_eq!(louder.say, "Volume 60 percent.");
+        assert_eq!(changed(&louder, keys::VOLUME).as_deref(), Some("60"));
+        // Nothing is written until the turn is saved.
+        assert_eq!(env.store.device_state(keys::VOLUME).unwrap(), None);
+        let quieter = down.run(&after("quieter", &louder), &env).unwrap();
+        assert_eq!(changed(&quieter, keys::VOLUME).as_deref(), Some("50"));
+        env.store.set_device_state(keys::VOLUME, "95").unwrap();
         assert_eq!(
             up.run(&call("louder"), &env).unwrap().say,
             "Volume is at maximum."
         );
+        let set = up.run(&call("set the volume to 30"), &env).unwrap();
+        assert_eq!(changed(&set, keys::VOLUME).as_deref(), Some("30"));
     }
 
     #[test]
@@ -198,18 +202,13 @@ mod tests {
             Repeat.run(&call("repeat"), &env).unwrap().say,
             "It's 6:05 PM."
         );
-        DoNotDisturb { on: true }.run(&call("pause"), &env).unwrap();
-        assert_eq!(
-            env.store.device_state(keys::DND).unwrap().as_deref(),
-            Some("on")
-        );
-        DoNotDisturb { on: false }
+        let paused = DoNotDisturb { on: true }.run(&call("pause"), &env).unwrap();
+        assert_eq!(changed(&paused, keys::DND).as_deref(), Some("on"));
+        assert_eq!(env.store.device_state(keys::DND).unwrap(), None);
+        let resumed = DoNotDisturb { on: false }
             .run(&call("resume"), &env)
             .unwrap();
-        assert_eq!(
-            env.store.device_state(keys::DND).unwrap().as_deref(),
-            Some("off")
-        );
+        assert_eq!(changed(&resumed, keys::DND).as_deref(), Some("off"));
         assert!(Say.run(&call("x"), &env).is_err());
     }
 }
