@@ -1044,3 +1044,68 @@ fn an_html_error_page_from_the_model_server_is_a_sentence() {
         "{message}"
     );
 }
+
+/// Architecture point 5: one to-do backend for the intent tree and the
+/// agent. With Notion configured, a spoken todo (answered on device by the
+/// tree, no LLM) and the agent's `add_todo` land in the same Notion list,
+/// and nothing is written to the local list.
+#[test]
+fn a_spoken_todo_and_add_todo_share_the_notion_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let notion = NotionFake::start("status");
+    let env = notion.env();
+    let env = env_refs(&env);
+    let mut cmd = earshot(dir.path());
+    cmd.args(["chat", "add oat milk to my to do list", "--json"])
+        .env("EARSHOT_MODE", "tree")
+        // No LLM at all: the tree must answer on device.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9/v1");
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let done: Value = stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "done")
+        .unwrap_or_else(|| panic!("no done event: {}", stdout(&out)));
+    assert_eq!(done["route"], "tree", "{done}");
+    assert_eq!(done["actions"], json!(["todo_add"]), "{done}");
+    let (code, _, err) = tool(
+        dir.path(),
+        &env,
+        "add_todo",
+        r#"{"task":"Call the plumber"}"#,
+    );
+    assert_eq!(code, 0, "{err}");
+    let created: Vec<String> = notion
+        .writes()
+        .into_iter()
+        .filter(|(method, path, _)| method == "POST" && path == "/v1/pages")
+        .map(|(_, _, body)| {
+            body["properties"]["Task"]["title"][0]["text"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert!(
+        created[0].to_lowercase().contains("oat milk"),
+        "{created:?}"
+    );
+    assert_eq!(created[1], "Call the plumber");
+    // The local list stayed empty: both went to Notion.
+    let (code, listed, err) = tool(dir.path(), &env, "list_todos", "{}");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        listed.contains("oat milk") && listed.contains("Call the plumber"),
+        "{listed}"
+    );
+    let db = rusqlite::Connection::open(dir.path().join("earshot.db")).unwrap();
+    let local: i64 = db
+        .query_row("SELECT COUNT(*) FROM todos", [], |r| r.get(0))
+        .unwrap_or(0);
+    assert_eq!(local, 0, "the spoken todo went to the local list");
+}

@@ -29,7 +29,7 @@ fn stt() -> &'static Stt {
             },
             ..Default::default()
         };
-        Stt::from_config(&config).expect("whisper model in models/")
+        earshot::app::stt(&config).expect("whisper model in models/")
     })
 }
 

@@ -187,7 +187,7 @@ fn base_config() -> earshot::config::Config {
 /// Local whisper, loaded once for this test binary.
 fn whisper() -> &'static Stt {
     static STT: OnceLock<Stt> = OnceLock::new();
-    STT.get_or_init(|| Stt::from_config(&base_config()).expect("whisper model in models/"))
+    STT.get_or_init(|| earshot::app::stt(&base_config()).expect("whisper model in models/"))
 }
 
 /// Local Piper, loaded once.
@@ -196,7 +196,7 @@ fn piper() -> &'static Mutex<Tts> {
     TTS.get_or_init(|| {
         let mut config = base_config();
         config.tts.order = vec!["piper".into()];
-        let tts = Tts::from_config(&config);
+        let tts = earshot::app::tts(&config);
         assert_eq!(tts.engine_names(), ["piper"], "{:?}", tts.skipped);
         Mutex::new(tts)
     })
@@ -274,7 +274,7 @@ fn stt_from_wyoming_faster_whisper_then_local_whisper_when_it_is_killed() {
     let mut config = base_config();
     config.wyoming = wyoming_config();
     config.wyoming.stt_uri = peer.uri.clone();
-    let stt = Stt::from_config(&config).unwrap();
+    let stt = earshot::app::stt(&config).unwrap();
     assert_eq!(stt.engine_names(), ["wyoming", "whisper"]);
     let t = stt.transcribe(&jfk).unwrap();
     assert_eq!(t.engine, "wyoming", "{t:?}");
@@ -356,7 +356,7 @@ fn tts_from_wyoming_piper_heard_back_then_local_piper_when_it_is_killed() {
     config.wyoming.tts_uri = peer.uri.clone();
     config.wyoming.tts_voice = "en_US-joe-medium".into();
     config.tts.order = vec!["wyoming".into(), "piper".into()];
-    let mut tts = Tts::from_config(&config);
+    let mut tts = earshot::app::tts(&config);
     assert_eq!(
         tts.engine_names(),
         ["wyoming", "piper"],
@@ -532,6 +532,8 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         barge_in: false,
         json: false,
         wake: Some(wake),
+        vad: config.audio.vad.clone(),
+        volume: config.tts.volume,
     };
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");

@@ -41,8 +41,6 @@ pub struct TurnSettings {
 #[derive(Clone)]
 pub struct Services {
     pub settings: Arc<TurnSettings>,
-    /// The whole config, for the front doors not yet given their sections.
-    pub config: Arc<crate::config::Config>,
     pub store: Store,
     pub llm: Arc<dyn ChatModel>,
     pub embedder: Option<Arc<dyn Embedder>>,

@@ -445,7 +445,7 @@ mod tests {
             started: Rendezvous::new(2),
             searched: Rendezvous::new(2),
         });
-        let mut services = Services::assemble(config, store.clone(), llm, None, None);
+        let mut services = crate::app::assemble(&config, store.clone(), llm, None, None);
         let mut tools = (*services.tools).clone();
         tools.register(Arc::new(FakeSearch));
         services.tools = Arc::new(tools);
@@ -513,8 +513,7 @@ mod tests {
             started: Rendezvous::new(1),
             searched: Rendezvous::new(1),
         });
-        let mut services = Services::assemble(config, store, llm, None, None);
-        services.attach_tree();
+        let services = crate::app::assemble(&config, store, llm, None, None);
         assert!(services.tree.is_some(), "{:?}", services.tree_error);
         services
     }

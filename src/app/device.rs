@@ -18,9 +18,7 @@ use crate::cancel::CancelToken;
 use crate::config::Config;
 use crate::device::button;
 use crate::device::notify::{Heartbeat, Notifier};
-use crate::stt::Stt;
 use crate::tts::speaker::Speaker;
-use crate::tts::Tts;
 use crate::voice_loop::VoiceLoop;
 
 /// Run the device until `shutdown` (SIGTERM/SIGINT) or the end of a WAV
@@ -47,12 +45,12 @@ pub fn run(
             Arc::new(NullSink::new(format!("{e:#}")))
         }
     };
-    let tts = Tts::from_config(&config);
+    let tts = crate::app::tts(&config);
     let speaker = Arc::new(Speaker::start(tts, sink)?);
 
     let endpointer = Endpointer::new(&config.audio.vad)
         .map_err(|e| anyhow::anyhow!("audio.vad settings: {e}"))?;
-    let stt = match Stt::from_config(&config) {
+    let stt = match crate::app::stt(&config) {
         Ok(stt) => stt,
         Err(e) => {
             speaker.say(e.user_sentence());
@@ -112,7 +110,7 @@ pub fn run(
         // Shares the loaded whisper model; the API's TTS is its own.
         let speech = Arc::new(crate::api::speech::Speech::new(
             Ok(stt.clone()),
-            Tts::from_config(&config),
+            crate::app::tts(&config),
         ));
         let server =
             crate::api::ApiServer::start_with_speech(services.clone(), speech, &config.api)?;
@@ -128,12 +126,19 @@ pub fn run(
     let _ = warm.join();
     // Satellites (`wyoming.satellites`), each on its own thread beside the
     // local loop.
-    let satellites =
-        crate::wyoming::satellite::SatelliteHosts::start(&services, &stt, &shutdown, json)?;
+    let satellites = crate::wyoming::satellite::SatelliteHosts::start(
+        &services,
+        &stt,
+        &|| crate::app::tts(&config),
+        &config.wyoming,
+        &config.audio.vad,
+        &shutdown,
+        json,
+    )?;
     let Some(source) = source else {
         notifier.ready();
         notifier.status("listening to satellites");
-        let mut heartbeat = Heartbeat::new(&notifier);
+        let mut heartbeat = Heartbeat::new(notifier);
         let summary = crate::wyoming::satellite::run_without_microphone(&shutdown, &mut || {
             heartbeat.beat();
         });
@@ -158,12 +163,14 @@ pub fn run(
         shutdown: shutdown.clone(),
         push_to_talk: config.audio.push_to_talk,
         barge_in: config.audio.barge_in,
-        json: json,
+        json,
         wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
+        vad: config.audio.vad.clone(),
+        volume: config.tts.volume,
     };
     notifier.ready();
     notifier.status("listening");
-    let mut heartbeat = Heartbeat::new(&notifier);
+    let mut heartbeat = Heartbeat::new(notifier);
     let summary = voice.run(&mut || {
         heartbeat.beat();
     })?;

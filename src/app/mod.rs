@@ -111,7 +111,6 @@ pub fn assemble(
             llm: config.llm.clone(),
             shadow: config.tree.shadow,
         }),
-        config: Arc::new(config.clone()),
         store,
         llm,
         embedder,
@@ -125,14 +124,53 @@ pub fn assemble(
     }
 }
 
+/// Speech-to-text as `[stt]` says (a Wyoming ASR service of `[wyoming]`
+/// in front; the Groq key shared with `[llm]`).
+pub fn stt(config: &Config) -> Result<crate::stt::Stt, crate::stt::SttError> {
+    crate::stt::Stt::from_config(
+        &config.stt,
+        &config.paths(),
+        &config.llm.api_key,
+        &config.wyoming,
+    )
+}
+
+/// Text-to-speech engines of `tts.order`.
+pub fn tts(config: &Config) -> crate::tts::Tts {
+    crate::tts::Tts::from_config(
+        &config.tts,
+        &config.paths(),
+        &config.llm.api_key,
+        &config.wyoming,
+    )
+}
+
 /// Speech-to-text and text-to-speech for the HTTP API as the config says;
 /// a failed STT is kept as its reason (text endpoints still work).
 pub fn speech(config: &Config) -> crate::api::speech::Speech {
-    let stt = crate::stt::Stt::from_config(config).map_err(|e| {
+    let stt = stt(config).map_err(|e| {
         tracing::warn!(error = %e, "speech-to-text unavailable for the HTTP API");
         e.to_string()
     });
-    crate::api::speech::Speech::new(stt, crate::tts::Tts::from_config(config))
+    crate::api::speech::Speech::new(stt, tts(config))
+}
+
+/// `earshot wyoming serve`'s service: the agent, whisper and the voices,
+/// loaded once (seconds: call before announcing readiness).
+pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Service> {
+    let stt = stt(config).map_err(|e| e.to_string());
+    let settings = crate::wyoming::service::ServiceSettings {
+        tts: config.tts.clone(),
+        language: config.stt.language.clone(),
+        whisper_model: config.stt.whisper_model.clone(),
+        llm_model: config.llm.model.clone(),
+        models_dir: config.models_dir.clone(),
+    };
+    let paths = config.paths();
+    let make_tts = |tts: &crate::tts::TtsConfig| {
+        crate::tts::Tts::from_config(tts, &paths, &config.llm.api_key, &config.wyoming)
+    };
+    crate::wyoming::service::Service::new(build(config)?, stt, &settings, &make_tts)
 }
 
 /// What the knowledge base takes from the config.

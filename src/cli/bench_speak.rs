@@ -20,7 +20,6 @@ use crate::audio::playback::PacedWavSink;
 use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::tts::speaker::{Speaker, TurnSpeech};
-use crate::tts::Tts;
 
 /// Replies of the kind the assistant gives: a short first sentence, a long
 /// one without a clause break, a first sentence with a comma, numbers.
@@ -124,7 +123,7 @@ pub fn run(config_path: Option<&Path>, args: BenchSpeakArgs) -> Result<bool> {
     if !(args.words_per_sec > 0.0 && args.words_per_sec.is_finite()) {
         bail!("--words-per-sec must be a positive number");
     }
-    let tts = Tts::from_config(&config);
+    let tts = crate::app::tts(&config);
     if tts.engine_names().is_empty() {
         bail!(
             "no text-to-speech engine is available ({}); install espeak-ng or run scripts/fetch-piper.sh",

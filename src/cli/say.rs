@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::audio::playback::{self, AudioSink, WavFileSink};
 use crate::cancel::CancelToken;
+use crate::tts::sentences;
 use crate::tts::speaker::Speaker;
-use crate::tts::{sentences, Tts};
 
 /// Speak `text`. Returns whether every sentence was spoken.
 pub fn run(
@@ -31,7 +31,7 @@ pub fn run(
         bail!("nothing to say: the text has no words once markdown and symbols are removed");
     }
     let load_started = Instant::now();
-    let tts = Tts::from_config(&config);
+    let tts = crate::app::tts(&config);
     let load_ms = load_started.elapsed().as_secs_f64() * 1000.0;
     let engines: Vec<&str> = tts.engine_names();
     if engines.is_empty() {

@@ -9,7 +9,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
 use crate::audio::{self, AudioError, SAMPLE_RATE};
-use crate::stt::Stt;
 
 /// Arguments of `earshot transcribe`.
 #[derive(Debug, clap::Args)]
@@ -61,7 +60,7 @@ pub fn run(config_path: Option<&Path>, args: TranscribeArgs) -> Result<bool> {
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
     let load_started = Instant::now();
-    let stt = Stt::from_config(&config)?;
+    let stt = crate::app::stt(&config)?;
     let load_ms = load_started.elapsed().as_millis() as u64;
     match stt.transcribe(&samples) {
         Ok(t) => {

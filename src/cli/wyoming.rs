@@ -19,7 +19,6 @@ use anyhow::{anyhow, Result};
 use crate::cancel::CancelToken;
 use crate::device::notify::{Heartbeat, Notifier};
 use crate::wyoming::server::Server;
-use crate::wyoming::service::Service;
 use crate::wyoming_proto::WyomingUri;
 
 /// The `wyoming` subcommands.
@@ -78,7 +77,7 @@ fn serve(
     let server = Server::bind(&uri, limits, max_connections)?.drain(drain);
     let addr = server.local_addr();
 
-    let service = Arc::new(Service::build(config)?);
+    let service = Arc::new(crate::app::wyoming_service(&config)?);
     // Summaries, memory extraction and index upserts of handled turns run
     // beside the server, never inside a request.
     let _background = crate::memory::start_background(service.services());

@@ -178,7 +178,7 @@ impl Transcriber for GroqStt {
             audio_ctx: None,
             avg_logprob: None,
             min_logprob: None,
-            weakest_token: None,
+            weakest_word: None,
             fallbacks: Vec::new(),
         })
     }

@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! let loaded = earshot::config::load(None)?;
-//! let stt = earshot::stt::Stt::from_config(&loaded.config)?;
+//! let stt = earshot::app::stt(&loaded.config)?;
 //! stt.warm_up_in_background();
 //! let audio = vec![0.0f32; 16_000];
 //! let t = stt.transcribe(&audio)?;
@@ -318,8 +318,10 @@ pub struct Transcript {
     /// Log-probability of the least likely text token, and that token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_logprob: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub weakest_token: Option<String>,
+    /// (`weakest_token` on the wire: the name is kept for `--json`; the
+    /// field is a word, not a secret.)
+    #[serde(rename = "weakest_token", skip_serializing_if = "Option::is_none")]
+    pub weakest_word: Option<String>,
     /// Engines that failed before this one, with one-line reasons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
@@ -351,7 +353,7 @@ impl Transcript {
             audio_ctx: None,
             avg_logprob: None,
             min_logprob: None,
-            weakest_token: None,
+            weakest_word: None,
             fallbacks: Vec::new(),
         }
     }
@@ -380,18 +382,23 @@ pub struct Stt {
 }
 
 impl Stt {
-    /// Build from the whole config: the local model is loaded now (once).
-    /// A local model that fails to load is an error unless the order
-    /// allows the cloud and a key is present — then it is logged and the
-    /// cloud is used.
-    pub fn from_config(config: &crate::config::Config) -> Result<Stt, SttError> {
-        let cfg = &config.stt;
+    /// Build from `[stt]` (and `[wyoming]` for an ASR service in front):
+    /// the local model is loaded now (once). A local model that fails to
+    /// load is an error unless the order allows the cloud and a key is
+    /// present — then it is logged and the cloud is used. `llm_api_key` is
+    /// the cloud key when `stt.cloud_api_key` is empty (Groq serves both).
+    pub fn from_config(
+        cfg: &SttConfig,
+        paths: &crate::paths::Paths,
+        llm_api_key: &str,
+        wyoming_cfg: &crate::wyoming_proto::WyomingConfig,
+    ) -> Result<Stt, SttError> {
         let order = Order::parse(&cfg.order)?;
         let mut local: Option<Arc<dyn Transcriber>> = None;
         let mut cloud: Option<Arc<dyn Transcriber>> = None;
         let mut unavailable = Vec::new();
         if order.wants_local() {
-            match build_local(config) {
+            match build_local(cfg, paths) {
                 Ok(t) => local = Some(t),
                 Err(e) => {
                     tracing::warn!(error = %e, "local STT unavailable");
@@ -401,7 +408,7 @@ impl Stt {
         }
         if order.wants_cloud() {
             let key = if cfg.cloud_api_key.is_empty() {
-                config.llm.api_key.clone()
+                llm_api_key.to_string()
             } else {
                 cfg.cloud_api_key.clone()
             };
@@ -414,7 +421,7 @@ impl Stt {
             Order::LocalFirst | Order::LocalOnly => local.into_iter().chain(cloud).collect(),
             Order::CloudFirst | Order::CloudOnly => cloud.into_iter().chain(local).collect(),
         };
-        let engines = wyoming::in_front(&config.wyoming, &config.stt.language, engines)?;
+        let engines = wyoming::in_front(wyoming_cfg, &cfg.language, engines)?;
         if engines.is_empty() {
             return Err(SttError::NoEngine(unavailable.join("; ")));
         }
@@ -500,13 +507,19 @@ impl Stt {
 }
 
 #[cfg(feature = "whisper")]
-fn build_local(config: &crate::config::Config) -> Result<Arc<dyn Transcriber>, SttError> {
-    let path = config.models_dir.join(&config.stt.whisper_model);
-    Ok(Arc::new(whisper::WhisperStt::load(&path, &config.stt)?))
+fn build_local(
+    cfg: &SttConfig,
+    paths: &crate::paths::Paths,
+) -> Result<Arc<dyn Transcriber>, SttError> {
+    let path = paths.model_path(&cfg.whisper_model);
+    Ok(Arc::new(whisper::WhisperStt::load(&path, cfg)?))
 }
 
 #[cfg(not(feature = "whisper"))]
-fn build_local(_config: &crate::config::Config) -> Result<Arc<dyn Transcriber>, SttError> {
+fn build_local(
+    _cfg: &SttConfig,
+    _paths: &crate::paths::Paths,
+) -> Result<Arc<dyn Transcriber>, SttError> {
     Err(SttError::Local(
         "this build has no local STT (built without the `whisper` feature)".into(),
     ))

@@ -694,7 +694,7 @@ impl Transcriber for WhisperStt {
             audio_ctx,
             avg_logprob: Some(decoded.avg_logprob),
             min_logprob: Some(decoded.min_logprob),
-            weakest_token: Some(decoded.weakest.trim().to_string()),
+            weakest_word: Some(decoded.weakest.trim().to_string()),
             fallbacks: Vec::new(),
         })
     }

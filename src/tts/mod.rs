@@ -22,7 +22,8 @@ use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::audio::playback::Clip;
-use crate::config::Config;
+use crate::paths::Paths;
+use crate::wyoming_proto::WyomingConfig;
 
 /// `[tts]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,18 +107,26 @@ impl Tts {
     /// Build every engine named in `tts.order`. An engine that cannot be
     /// built (no model, no program, no key) is logged and skipped; the
     /// remaining ones still work.
-    pub fn from_config(config: &Config) -> Tts {
+    ///
+    /// `cloud_api_key` is the Groq key (`GROQ_API_KEY`, shared with the
+    /// LLM); `wyoming` configures the `wyoming` engine.
+    pub fn from_config(
+        cfg: &TtsConfig,
+        paths: &Paths,
+        cloud_api_key: &str,
+        wyoming_cfg: &WyomingConfig,
+    ) -> Tts {
         let mut engines: Vec<Box<dyn Synthesizer>> = Vec::new();
         let mut skipped = Vec::new();
-        for name in &config.tts.order {
+        for name in &cfg.order {
             let built: Result<Box<dyn Synthesizer>> = match name.trim() {
-                "piper" => build_piper(config),
+                "piper" => build_piper(cfg, paths),
                 "espeak" | "espeak-ng" => {
-                    espeak::Espeak::new(&config.tts).map(|e| Box::new(e) as Box<dyn Synthesizer>)
+                    espeak::Espeak::new(cfg).map(|e| Box::new(e) as Box<dyn Synthesizer>)
                 }
-                "cloud" | "groq" => groq::GroqTts::new(&config.tts, &config.llm.api_key)
+                "cloud" | "groq" => groq::GroqTts::new(cfg, cloud_api_key)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
-                "wyoming" => wyoming::WyomingTts::from_config(&config.wyoming)
+                "wyoming" => wyoming::WyomingTts::from_config(wyoming_cfg)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
                 other => Err(anyhow!(
                     "unknown engine '{other}' in tts.order; use piper, espeak, cloud or wyoming"
@@ -196,12 +205,12 @@ impl Tts {
 }
 
 #[cfg(feature = "onnx")]
-fn build_piper(config: &Config) -> Result<Box<dyn Synthesizer>> {
-    Ok(Box::new(piper::Piper::load(&config.tts, &config.paths())?))
+fn build_piper(cfg: &TtsConfig, paths: &Paths) -> Result<Box<dyn Synthesizer>> {
+    Ok(Box::new(piper::Piper::load(cfg, paths)?))
 }
 
 #[cfg(not(feature = "onnx"))]
-fn build_piper(_config: &Config) -> Result<Box<dyn Synthesizer>> {
+fn build_piper(_cfg: &TtsConfig, _paths: &Paths) -> Result<Box<dyn Synthesizer>> {
     Err(anyhow!(
         "this build has no ONNX Runtime (built without the `onnx` feature); Piper needs it"
     ))
@@ -241,9 +250,16 @@ mod tests {
 
     #[test]
     fn no_engine_is_a_clear_error() {
-        let mut config = Config::default();
-        config.tts.order = vec!["nonsense".into()];
-        let mut tts = Tts::from_config(&config);
+        let cfg = TtsConfig {
+            order: vec!["nonsense".into()],
+            ..Default::default()
+        };
+        let mut tts = Tts::from_config(
+            &cfg,
+            &Paths::new("state", "models"),
+            "",
+            &WyomingConfig::default(),
+        );
         let err = tts.synthesize("hi").unwrap_err().to_string();
         assert!(err.contains("unknown engine 'nonsense'"), "{err}");
         assert!(!err.contains('\n'));

@@ -72,6 +72,11 @@ pub struct VoiceLoop {
     pub json: bool,
     /// The wake-word service gating the microphone (`None`: no wake word).
     pub wake: Option<WakeGate>,
+    /// `audio.vad`: the endpointer is rebuilt from it after a device
+    /// failure, and it bounds an utterance.
+    pub vad: crate::audio::vad::VadConfig,
+    /// `tts.volume`: the speaker's base volume the `volume` device state scales.
+    pub volume: f32,
 }
 
 /// How the loop ended and what it did.
@@ -257,7 +262,7 @@ impl VoiceLoop {
     fn push_to_talk_capture(&mut self, tick: &mut dyn FnMut()) -> Option<Utterance> {
         self.source.flush();
         self.reset_endpointer();
-        let max_ms = u64::from(self.services.config.audio.vad.max_utterance_ms.max(1000));
+        let max_ms = u64::from(self.vad.max_utterance_ms.max(1000));
         let max = (max_ms * u64::from(SAMPLE_RATE) / 1000) as usize;
         let mut samples: Vec<i16> = Vec::new();
         let mut buf = vec![0i16; (SAMPLE_RATE / 50) as usize];
@@ -557,7 +562,7 @@ impl VoiceLoop {
     /// mode, after which no 16 kHz frame is ever voiced (the loop went deaf
     /// after its first turn).
     fn reset_endpointer(&mut self) {
-        match Endpointer::new(&self.services.config.audio.vad) {
+        match Endpointer::new(&self.vad) {
             Ok(fresh) => self.endpointer = fresh,
             Err(e) => {
                 tracing::warn!("audio.vad settings: {e}; keeping the endpointer");
@@ -651,8 +656,7 @@ impl VoiceLoop {
             .and_then(|v| v.trim().parse::<f32>().ok())
             .map(|v| (v / 100.0).clamp(0.0, 1.0))
             .unwrap_or(1.0);
-        self.speaker
-            .set_volume(level * self.services.config.tts.volume);
+        self.speaker.set_volume(level * self.volume);
     }
 }
 

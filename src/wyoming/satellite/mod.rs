@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::agent::Services;
+use crate::audio::vad::VadConfig;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::Tts;
@@ -63,18 +64,24 @@ impl SatelliteHosts {
     /// Start one thread per `wyoming.satellites` entry (none configured:
     /// nothing starts). They run until `shutdown` is cancelled.
     /// The satellites' TTS chain is built here (once, shared by all).
+    ///
+    /// `tts` builds the satellites' voice chain (called only when one is
+    /// configured); `vad` endpoints their microphones (`audio.vad`).
     pub fn start(
         services: &Services,
         stt: &Stt,
+        tts: &dyn Fn() -> Tts,
+        cfg: &WyomingConfig,
+        vad: &VadConfig,
         shutdown: &CancelToken,
         json: bool,
     ) -> Result<SatelliteHosts> {
-        let cfg = services.config.wyoming.clone();
+        let cfg = cfg.clone();
         let mut threads = Vec::new();
         if cfg.satellites.is_empty() {
             return Ok(SatelliteHosts { threads });
         }
-        let tts = SharedTts::new(Tts::from_config(&services.config));
+        let tts = SharedTts::new(tts());
         for raw in &cfg.satellites {
             let uri =
                 WyomingUri::parse(raw).map_err(|e| anyhow::anyhow!("wyoming.satellites: {e}"))?;
@@ -82,6 +89,7 @@ impl SatelliteHosts {
                 label: uri.to_string(),
                 uri,
                 cfg: cfg.clone(),
+                vad: vad.clone(),
                 services: services.clone(),
                 stt: stt.clone(),
                 tts: tts.clone(),
@@ -121,6 +129,7 @@ struct Host {
     label: String,
     uri: WyomingUri,
     cfg: WyomingConfig,
+    vad: VadConfig,
     services: Services,
     stt: Stt,
     tts: SharedTts,
@@ -142,6 +151,7 @@ impl Host {
                     let mut ctx = session::Ctx {
                         label: &self.label,
                         services: &self.services,
+                        vad: &self.vad,
                         stt: &self.stt,
                         tts: &self.tts,
                         shutdown: &self.shutdown,

@@ -55,6 +55,8 @@ pub(super) struct Ctx<'a> {
     /// `tcp://…` as configured, for logs.
     pub label: &'a str,
     pub services: &'a Services,
+    /// `audio.vad`: endpointing of the satellite's microphone.
+    pub vad: &'a VadConfig,
     pub stt: &'a Stt,
     pub tts: &'a SharedTts,
     pub shutdown: &'a CancelToken,
@@ -123,7 +125,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
             }
         }
     };
-    let mut endpointer = match Endpointer::new(&ctx.services.config.audio.vad) {
+    let mut endpointer = match Endpointer::new(ctx.vad) {
         Ok(e) => e,
         Err(e) => {
             return End::Lost {
@@ -151,7 +153,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
         healthy: false,
         resampler: None,
         dropped_ms: 0,
-        vad: ctx.services.config.audio.vad.clone(),
+        vad: ctx.vad.clone(),
         played: false,
     };
     let end = loop {

@@ -29,16 +29,17 @@ fn artifact(name: &str, description: &str, attribution: Value, installed: bool) 
 
 /// Build the `info` event once at start-up (the models do not change
 /// while serving).
-pub fn info_event(services: &Services, stt_ready: bool, voices: &Voices) -> Event {
-    let config = services.config.as_ref();
-    let language = config.stt.language.clone();
+pub fn info_event(
+    services: &Services,
+    config: &super::ServiceSettings,
+    stt_ready: bool,
+    voices: &Voices,
+) -> Event {
+    let language = config.language.clone();
 
     let mut asr_model = artifact(
-        &config.stt.whisper_model,
-        &format!(
-            "Whisper {} (whisper.cpp, on device)",
-            config.stt.whisper_model
-        ),
+        &config.whisper_model,
+        &format!("Whisper {} (whisper.cpp, on device)", config.whisper_model),
         json!({"name": "OpenAI Whisper via whisper.cpp", "url": "https://github.com/ggerganov/whisper.cpp"}),
         stt_ready,
     );
@@ -112,7 +113,7 @@ pub fn info_event(services: &Services, stt_ready: bool, voices: &Voices) -> Even
         "earshot-agent",
         &format!(
             "earshot's agent: the intent tree on device, then {} with memory and tools",
-            config.llm.model
+            config.llm_model
         ),
         earshot_attribution(),
         true,

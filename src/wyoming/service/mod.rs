@@ -26,10 +26,23 @@ use anyhow::Result;
 
 use super::server::{Flow, Handler};
 use crate::agent::Services;
-use crate::config::Config;
 use crate::stt::Stt;
 use crate::wyoming_proto::client::EventWriter;
 use crate::wyoming_proto::protocol::{Event, ProtocolError};
+
+/// What the service announces and speaks with, taken from `[stt]`,
+/// `[tts]`, `[llm]` and the paths by the composition root.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    pub tts: crate::tts::TtsConfig,
+    /// `stt.language`
+    pub language: String,
+    /// `stt.whisper_model`
+    pub whisper_model: String,
+    /// `llm.model`, named in the `handle` program's description.
+    pub llm_model: String,
+    pub models_dir: std::path::PathBuf,
+}
 
 /// Everything built once and shared by all connections.
 pub struct Service {
@@ -42,18 +55,24 @@ pub struct Service {
 }
 
 impl Service {
-    /// Load the agent (database, tree, classifiers, memory), whisper and
-    /// the voices. Slow (seconds): call before announcing readiness.
-    pub fn build(config: Config) -> Result<Service> {
-        let stt = Stt::from_config(&config).map_err(|e| e.to_string());
+    /// Serve over `services` (the agent: database, tree, classifiers,
+    /// memory) and `stt` (whisper, or why it could not be loaded), with one
+    /// voice per working engine that `make_tts` builds from a `[tts]`
+    /// section. Everything is built by the caller ([`crate::app`]) before
+    /// readiness is announced.
+    pub fn new(
+        services: Services,
+        stt: Result<Stt, String>,
+        settings: &ServiceSettings,
+        make_tts: &dyn Fn(&crate::tts::TtsConfig) -> crate::tts::Tts,
+    ) -> Result<Service> {
         if let Err(e) = &stt {
             tracing::error!(
                 "wyoming: speech-to-text unavailable, transcribe will answer with an error: {e}"
             );
         }
-        let voices = tts::Voices::load(&config);
-        let services = crate::app::build(&config)?;
-        let info = info::info_event(&services, stt.is_ok(), &voices);
+        let voices = tts::Voices::load(settings, make_tts);
+        let info = info::info_event(&services, settings, stt.is_ok(), &voices);
         Ok(Service {
             services,
             stt,

@@ -18,9 +18,10 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::config::Config;
+use super::ServiceSettings;
 use crate::tts::sentences::{self, SentenceSplitter};
 use crate::tts::Tts;
+use crate::tts::TtsConfig;
 use crate::wyoming::server::{error_event, Flow};
 use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
 use crate::wyoming_proto::client::EventWriter;
@@ -57,19 +58,19 @@ impl Voices {
     /// One voice per engine of `tts.order` that works. The first (the
     /// default) keeps the whole chain, so it falls back like the voice
     /// loop; the others are that engine alone.
-    pub fn load(config: &Config) -> Voices {
-        let main = Tts::from_config(config);
+    pub fn load(settings: &ServiceSettings, make: &dyn Fn(&TtsConfig) -> Tts) -> Voices {
+        let main = make(&settings.tts);
         let names = main.engine_names();
         let unavailable = main.skipped.join("; ");
         let mut main = Some(main);
         let mut list = Vec::new();
         for engine in names {
             let tts = main.take().unwrap_or_else(|| {
-                let mut one = config.clone();
-                one.tts.order = vec![engine.to_string()];
-                Tts::from_config(&one)
+                let mut one = settings.tts.clone();
+                one.order = vec![engine.to_string()];
+                make(&one)
             });
-            let (name, description, languages) = describe(config, engine);
+            let (name, description, languages) = describe(settings, engine);
             list.push(Voice {
                 name,
                 engine,
@@ -99,7 +100,7 @@ impl Voices {
     }
 }
 
-fn describe(config: &Config, engine: &str) -> (String, String, Vec<String>) {
+fn describe(config: &ServiceSettings, engine: &str) -> (String, String, Vec<String>) {
     match engine {
         "piper" => {
             let voice = config.tts.piper_voice.clone();
@@ -118,13 +119,13 @@ fn describe(config: &Config, engine: &str) -> (String, String, Vec<String>) {
         other => (
             format!("{other}-{}", config.tts.cloud_voice),
             format!("{other} voice {}", config.tts.cloud_voice),
-            vec![wyoming_language(&config.stt.language)],
+            vec![wyoming_language(&config.language)],
         ),
     }
 }
 
 /// `language.code` of the Piper voice's `.onnx.json` (e.g. `en_US`).
-fn piper_language(config: &Config) -> Option<String> {
+fn piper_language(config: &ServiceSettings) -> Option<String> {
     let path = config
         .models_dir
         .join(format!("{}.onnx.json", config.tts.piper_voice));
