@@ -5,9 +5,9 @@
 //! every front door drives the same turn:
 //!
 //! ```no_run
-//! use earshot::{agent::{Services, turn::{run_turn, TurnInput}}, cancel::CancelToken, config};
+//! use earshot::{agent::turn::{run_turn, TurnInput}, app, cancel::CancelToken, config};
 //! let loaded = config::load(None)?;
-//! let services = Services::build(loaded.config)?;
+//! let services = app::build(&loaded.config)?;
 //! let mut print = |e: &earshot::events::Event| println!("{e:?}");
 //! let outcome = run_turn(&services, TurnInput::text("what time is it"), &mut print, &CancelToken::new());
 //! # Ok::<(), anyhow::Error>(())
