@@ -34,7 +34,7 @@ pub struct Config {
     pub user_id: String,
     /// Default dispatch mode: `tree` (intent tree, router graph as its
     /// fallback) or `graph` (router only). Per-conversation overrides win.
-    pub mode: String,
+    pub mode: crate::agent::Mode,
     pub llm: LlmConfig,
     pub router: RouterConfig,
     pub nlu: crate::nlu::NluConfig,
@@ -56,7 +56,7 @@ impl Default for Config {
             state_dir: default_state_dir(),
             models_dir: PathBuf::from("models"),
             user_id: "user-1".into(),
-            mode: "tree".into(),
+            mode: crate::agent::Mode::Tree,
             llm: LlmConfig::default(),
             router: RouterConfig::default(),
             nlu: Default::default(),
@@ -254,8 +254,19 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
             sources.insert((*key).to_string(), Source::Env((*var).to_string()));
         }
     }
-    let config: Config = Config::deserialize(toml::Value::Table(table))
-        .map_err(|e| anyhow!("{}", one_line(&e.to_string(), file.as_deref(), None)))?;
+    let config: Config =
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            // The file alone parsed, so the bad value came from the environment.
+            let key = e.path().to_string();
+            let message = with_key(&key, e.inner().message());
+            let message = match sources.get(&key) {
+                Some(Source::Env(var)) => {
+                    format!("{message} (set by the environment variable {var})")
+                }
+                _ => message,
+            };
+            anyhow!("{}", one_line(&message, file.as_deref(), None))
+        })?;
     config.validate()?;
     let mut config = config;
     if !sources.contains_key("models_dir") {
@@ -268,27 +279,42 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
     })
 }
 
-/// Parse the file strictly so an unknown key or a bad value names its line.
+/// Parse the file strictly so an unknown key or a bad value names its key
+/// and line.
 fn parse_table(text: &str, path: &Path) -> Result<toml::Table> {
-    // Deserialising into `Config` directly gives spans (line numbers) for
-    // unknown keys and wrong types; the raw table is then kept for merging.
-    if let Err(e) = toml::from_str::<Config>(text) {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-        let line = line.map(|l| {
+    // Deserialising into `Config` directly gives spans (line numbers) and,
+    // through serde_path_to_error, the dotted key; the raw table is then
+    // kept for merging with the environment.
+    if let Err(e) = serde_path_to_error::deserialize::<_, Config>(toml::Deserializer::new(text)) {
+        let key = e.path().to_string();
+        let inner = e.inner();
+        let line = inner.span().map(|span| {
+            let start = span.start.min(text.len());
+            let line = text[..start].lines().count().max(1);
             // A span that starts right after a newline belongs to the next line.
-            let start = e.span().map(|s| s.start).unwrap_or(0);
             if start > 0 && text.as_bytes().get(start - 1) == Some(&b'\n') {
-                l + 1
+                line + 1
             } else {
-                l
+                line
             }
         });
-        return Err(anyhow!("{}", one_line(e.message(), Some(path), line)));
+        return Err(anyhow!(
+            "{}",
+            one_line(&with_key(&key, inner.message()), Some(path), line)
+        ));
     }
     toml::from_str::<toml::Table>(text)
         .map_err(|e| anyhow!("{}", one_line(e.message(), Some(path), None)))
+}
+
+/// `key: message`, unless the message already starts with the key or no
+/// key is known (`.` is serde_path_to_error's root).
+fn with_key(key: &str, message: &str) -> String {
+    if key.is_empty() || key == "." || message.contains(&format!("`{key}`")) {
+        message.to_string()
+    } else {
+        format!("{key}: {message}")
+    }
 }
 
 fn one_line(message: &str, path: Option<&Path>, line: Option<usize>) -> String {
@@ -348,12 +374,6 @@ pub fn dotted_keys(value: &toml::Value) -> Vec<String> {
 impl Config {
     /// Checks serde cannot express; each error names the key.
     pub fn validate(&self) -> Result<()> {
-        if !matches!(self.mode.as_str(), "tree" | "graph") {
-            return Err(anyhow!(
-                "mode = {:?} is not valid; use \"tree\" or \"graph\"",
-                self.mode
-            ));
-        }
         if !(0.0..=2.0).contains(&self.llm.temperature) {
             return Err(anyhow!("llm.temperature must be between 0 and 2"));
         }
@@ -454,7 +474,7 @@ mod tests {
         assert_eq!(c.llm.max_completion_tokens, 2048);
         assert_eq!(c.llm.top_p, 1.0);
         assert_eq!(c.user_id, "user-1");
-        assert_eq!(c.mode, "tree");
+        assert_eq!(c.mode, crate::agent::Mode::Tree);
     }
 
     #[test]
@@ -519,6 +539,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("mode"), "{err}");
+        assert!(
+            err.contains("line 1: mode: unknown mode 'fast'; use tree or graph"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_choice_names_its_dotted_key_and_line() {
+        let f = file("user_id = \"a\"\n\n[stt]\nlanguage = \"en\"\norder = \"sideways\"\n");
+        let err = load_with_env(Some(f.path()), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 5: stt.order: unknown order 'sideways'; use local-first, cloud-first, local-only or cloud-only"), "{err}");
+        let f = file("[tts]\norder = [\"piper\", \"nonsense\"]\n");
+        let err = load_with_env(Some(f.path()), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2: tts.order[1]: unknown engine 'nonsense'; use piper, espeak, cloud or wyoming"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn a_bad_choice_from_the_environment_names_the_variable() {
+        let err = load_with_env(Some(file("").path()), &env(&[("EARSHOT_MODE", "fast")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mode: unknown mode 'fast'; use tree or graph"),
+            "{err}"
+        );
+        assert!(err.contains("EARSHOT_MODE"), "{err}");
     }
 
     #[test]

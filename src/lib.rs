@@ -20,6 +20,7 @@ pub mod api;
 pub mod app;
 pub mod audio;
 pub mod cancel;
+pub mod choice;
 pub mod cli;
 pub mod config;
 pub mod device;

@@ -94,7 +94,7 @@ enum Command {
         out: Option<PathBuf>,
         /// Use only this engine: piper, espeak or cloud.
         #[arg(long)]
-        engine: Option<String>,
+        engine: Option<earshot::tts::Engine>,
         /// Print engine and timings as JSON.
         #[arg(long)]
         json: bool,

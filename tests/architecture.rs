@@ -40,6 +40,7 @@ const LOWER: &[&str] = &[
     "onnx",
     "http",
     "wyoming_proto",
+    "choice",
 ];
 /// Upper modules: the turn, the front doors and the composition root.
 const UPPER: &[&str] = &[
@@ -57,6 +58,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("paths", &[]),
     ("http", &[]),
     ("wyoming_proto", &[]),
+    ("choice", &[]),
     ("onnx", &["paths"]),
 ];
 /// Who may import `config` (the composition root and the CLI).

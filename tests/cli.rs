@@ -458,6 +458,80 @@ fn config_show_masks_secrets_and_names_sources() {
         .starts_with("file "));
     assert_eq!(find("llm.agent_model")["value"], "env-agent");
     assert_eq!(find("llm.temperature")["source"], "default");
+    // A choice key lists what its name table accepts; a free-form key not.
+    assert_eq!(
+        find("tts.order")["choices"],
+        serde_json::json!(["piper", "espeak", "cloud", "wyoming"])
+    );
+    assert_eq!(
+        find("mode")["choices"],
+        serde_json::json!(["tree", "graph"])
+    );
+    assert!(find("llm.model").get("choices").is_none());
+}
+
+#[test]
+fn devices_and_config_show_read_the_same_name_tables() {
+    let dir = state("");
+    let out = run(earshot(dir.path()).args(["devices", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let devices: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(devices["devices"].is_array(), "{devices}");
+    let out = run(earshot(dir.path()).args(["config", "show", "--json"]));
+    let shown: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let families = devices["backends"].as_array().unwrap();
+    for key in [
+        "audio.input",
+        "device.button",
+        "stt.order",
+        "tts.order",
+        "tools.enabled",
+        "mode",
+        "nlu.route_scorer",
+    ] {
+        let family = families
+            .iter()
+            .find(|f| f["key"] == key)
+            .unwrap_or_else(|| panic!("no family for {key} in {devices}"));
+        let forms: Vec<Value> = family["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["form"].clone())
+            .collect();
+        assert!(!forms.is_empty(), "{key}");
+        if let Some(setting) = shown["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+        {
+            assert_eq!(setting["choices"], Value::Array(forms), "{key}");
+        }
+    }
+}
+
+#[test]
+fn a_bad_choice_is_refused_at_load_naming_key_line_and_the_table() {
+    let dir = state("[tts]\norder = [\"piper\", \"sam\"]\n");
+    let out = run(earshot(dir.path()).args(["chat", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "line 2: tts.order[1]: unknown engine 'sam'; use piper, espeak, cloud or wyoming"
+        ),
+        "{err}"
+    );
+    let dir = state("[device]\nbutton = \"gpoi:/dev/gpiochip0:17\"\n");
+    let out = run(earshot(dir.path()).args(["chat", "hi"]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("line 2: device.button:") && err.contains("unknown button kind 'gpoi'"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn services(state: &Path, llm_url: &str) -> Services {
     let mut config = Config {
         state_dir: state.to_path_buf(),
         models_dir: common::models_dir(),
-        mode: "graph".into(),
+        mode: earshot::agent::Mode::Graph,
         ..Default::default()
     };
     config.llm.base_url = format!("{llm_url}/v1");

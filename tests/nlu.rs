@@ -329,7 +329,7 @@ fn route_classifier_scorers_knn_and_softmax() {
     let mut config = config();
     config.state_dir = state.path().to_path_buf();
     for scorer in ["knn", "softmax"] {
-        config.nlu.route_scorer = scorer.into();
+        config.nlu.route_scorer = scorer.parse().unwrap();
         let c = earshot::nlu::routes::route_classifier(
             &config.nlu,
             &config.router,
@@ -342,16 +342,15 @@ fn route_classifier_scorers_knn_and_softmax() {
         let (label, _) = c.classify("pretend you are a cowboy").unwrap();
         assert_eq!(label, "persona", "{scorer}");
     }
-    config.nlu.route_scorer = "magic".into();
-    let err = earshot::nlu::routes::route_classifier(
-        &config.nlu,
-        &config.router,
-        &config.paths(),
-        embedder(),
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    // An unknown scorer is refused when the config is read (name table),
+    // naming the key and the line.
+    let file = state.path().join("earshot.toml");
+    std::fs::write(&file, "[nlu]\nroute_scorer = \"magic\"\n").unwrap();
+    let err = earshot::config::load_with_env(Some(&file), &Default::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("line 2"), "{err}");
     assert!(
         err.contains("route_scorer") && err.contains("magic"),
         "{err}"

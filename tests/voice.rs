@@ -24,7 +24,7 @@ fn stt() -> &'static Stt {
         let config = earshot::config::Config {
             models_dir: common::models_dir(),
             stt: earshot::stt::SttConfig {
-                order: "local-only".into(),
+                order: earshot::stt::Order::LocalOnly,
                 ..Default::default()
             },
             ..Default::default()

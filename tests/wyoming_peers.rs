@@ -177,7 +177,7 @@ fn base_config() -> earshot::config::Config {
     earshot::config::Config {
         models_dir: common::models_dir(),
         stt: earshot::stt::SttConfig {
-            order: "local-only".into(),
+            order: earshot::stt::Order::LocalOnly,
             ..Default::default()
         },
         ..Default::default()
@@ -195,7 +195,7 @@ fn piper() -> &'static Mutex<Tts> {
     static TTS: OnceLock<Mutex<Tts>> = OnceLock::new();
     TTS.get_or_init(|| {
         let mut config = base_config();
-        config.tts.order = vec!["piper".into()];
+        config.tts.order = vec![earshot::tts::Engine::Piper];
         let tts = earshot::app::tts(&config);
         assert_eq!(tts.engine_names(), ["piper"], "{:?}", tts.skipped);
         Mutex::new(tts)
@@ -355,7 +355,7 @@ fn tts_from_wyoming_piper_heard_back_then_local_piper_when_it_is_killed() {
     config.wyoming = wyoming_config();
     config.wyoming.tts_uri = peer.uri.clone();
     config.wyoming.tts_voice = "en_US-joe-medium".into();
-    config.tts.order = vec!["wyoming".into(), "piper".into()];
+    config.tts.order = vec![earshot::tts::Engine::Wyoming, earshot::tts::Engine::Piper];
     let mut tts = earshot::app::tts(&config);
     assert_eq!(
         tts.engine_names(),

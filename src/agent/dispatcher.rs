@@ -22,7 +22,7 @@ use crate::tree::Engine;
 /// The resolved mode of this turn: the conversation's override, else the
 /// config default. An unresolvable mode falls back to `graph`.
 pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
-    let default = ctx.services.settings.mode.as_str();
+    let default = ctx.services.settings.mode.name();
     let mode = match ctx.conversation_id {
         Some(id) => match ctx.services.store.conversation(id) {
             Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),
@@ -46,14 +46,11 @@ pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
         },
         None => default.to_string(),
     };
-    match mode.as_str() {
-        "tree" => "tree",
-        "graph" => "graph",
-        other => {
-            tracing::warn!(mode = other, "unknown mode; using the router graph");
-            ctx.record.note(format!(
-                "unknown mode '{other}' (use tree or graph); using the router graph"
-            ));
+    match mode.parse::<super::Mode>() {
+        Ok(mode) => mode.name(),
+        Err(e) => {
+            tracing::warn!(mode = %mode, "unknown mode; using the router graph");
+            ctx.record.note(format!("{e}; using the router graph"));
             "graph"
         }
     }

@@ -22,14 +22,22 @@ use crate::nlu::{Classifier, Embedder};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
+crate::choice! {
+    /// How a turn is dispatched (`mode`, and a conversation's override).
+    pub enum Mode("mode") {
+        Tree = "tree": "the intent tree first, the router graph as its fallback",
+        Graph = "graph": "the router graph only (keywords, classifier, LLM)",
+    }
+}
+
 /// The settings a turn reads, taken from their sections by the
 /// composition root ([`crate::app`]): the turn never sees the whole config.
 #[derive(Debug, Clone)]
 pub struct TurnSettings {
     /// Whose turn it is (`user_id`).
     pub user_id: String,
-    /// The default dispatch mode (`mode`): `tree` or `graph`.
-    pub mode: String,
+    /// The default dispatch mode (`mode`).
+    pub mode: Mode,
     /// The chat endpoint, models and history length (`[llm]`).
     pub llm: LlmConfig,
     /// Shadow classification on every turn (`tree.shadow`).

@@ -18,7 +18,7 @@ use super::Services;
 use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::llm::ChatMessage;
-use crate::store::{SaveTurn, TurnEffects};
+use crate::store::{JobKind, SaveTurn, TurnEffects};
 use crate::telemetry::TurnRecord;
 
 /// Longest user text a turn accepts (the rest is cut, with a note).
@@ -296,16 +296,13 @@ pub fn run_turn(
 /// memory extraction for every exchange and the conversation summary (the
 /// worker skips conversations under 2 turns). The store adds the
 /// conversation id to each payload.
-fn after_turn_jobs(user_id: &str, text: &str, answer: &str) -> Vec<(String, String)> {
+fn after_turn_jobs(user_id: &str, text: &str, answer: &str) -> Vec<(JobKind, String)> {
     vec![
         (
-            "extract_memory".to_string(),
+            JobKind::ExtractMemory,
             json!({"user_id": user_id, "user": text, "assistant": answer}).to_string(),
         ),
-        (
-            "summarize".to_string(),
-            json!({"user_id": user_id}).to_string(),
-        ),
+        (JobKind::Summarize, json!({"user_id": user_id}).to_string()),
     ]
 }
 
@@ -440,7 +437,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_in(dir.path()).unwrap();
         let mut config = config(dir.path());
-        config.mode = "graph".into();
+        config.mode = crate::agent::Mode::Graph;
         let llm = Arc::new(LockStep {
             started: Rendezvous::new(2),
             searched: Rendezvous::new(2),
@@ -507,7 +504,7 @@ mod tests {
         let file = dir.join("tree.json");
         std::fs::write(&file, PAUSE_TREE).unwrap();
         let mut config = config(dir);
-        config.mode = "tree".into();
+        config.mode = crate::agent::Mode::Tree;
         config.tree.file = file.display().to_string();
         let llm = Arc::new(LockStep {
             started: Rendezvous::new(1),

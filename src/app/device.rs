@@ -96,7 +96,7 @@ pub fn run(
     if config.audio.push_to_talk && button.is_none() {
         tracing::error!(
             "audio.push_to_talk is on but no button works (device.button = {:?}); listening by voice instead",
-            config.device.button
+            config.device.button.to_string()
         );
         config.audio.push_to_talk = false;
     }

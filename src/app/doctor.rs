@@ -18,6 +18,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Loaded};
+use crate::device::button::ButtonSpec;
 
 /// How a check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,7 +104,7 @@ const FETCH_MODELS: &str =
 /// Every check, in the order a reader fixes things.
 pub fn checks(loaded: &Loaded) -> Vec<Check> {
     let config = &loaded.config;
-    let mut out = vec![config_check(loaded)];
+    let mut out = vec![config_check(loaded), backends(config)];
     out.push(microphone(config));
     out.push(speaker(config));
     out.extend(models(config));
@@ -125,6 +126,28 @@ fn config_check(loaded: &Loaded) -> Check {
             "copy earshot.example.toml to /etc/earshot/earshot.toml (install.sh does this) and edit it",
         ),
     }
+}
+
+/// What the config picked from each name table, and any name
+/// `tools.enabled` gives that the tool table does not have.
+fn backends(config: &Config) -> Check {
+    let picked = super::backends::picked(config).join("; ");
+    let unknown = super::backends::unknown_tools(config);
+    if unknown.is_empty() {
+        return Check::ok("backends", picked);
+    }
+    Check::new(
+        "backends",
+        Status::Warn,
+        format!(
+            "tools.enabled names unknown tool(s) {}, which are ignored; {picked}",
+            unknown.join(", ")
+        ),
+        format!(
+            "remove them from tools.enabled; the tools are {} (`earshot devices` lists every backend)",
+            crate::choice::one_of(crate::tools::TOOLS)
+        ),
+    )
 }
 
 // ---- audio ----------------------------------------------------------------
@@ -436,11 +459,11 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
         key: config.llm.api_key.trim().to_string(),
         what_for: "general answers and tool calls",
     }];
-    if config.stt.order != "local-only" {
+    if config.stt.order != crate::stt::Order::LocalOnly {
         out.push(Endpoint {
             name: "stt (cloud)",
             base_url: config.stt.cloud_base_url.clone(),
-            required: config.stt.order == "cloud-only",
+            required: config.stt.order == crate::stt::Order::CloudOnly,
             key: if config.stt.cloud_api_key.trim().is_empty() {
                 config.llm.api_key.trim().to_string()
             } else {
@@ -449,7 +472,7 @@ fn endpoints(config: &Config) -> Vec<Endpoint> {
             what_for: "speech-to-text fallback",
         });
     }
-    if config.tts.order.iter().any(|e| e == "cloud" || e == "groq") {
+    if config.tts.order.contains(&crate::tts::Engine::Cloud) {
         out.push(Endpoint {
             name: "tts (cloud)",
             base_url: config.tts.cloud_base_url.clone(),
@@ -674,55 +697,38 @@ fn database(config: &Config) -> Check {
 
 // ---- button ---------------------------------------------------------------
 
-fn button(spec: &str) -> Check {
-    let spec = spec.trim();
+fn button(spec: &ButtonSpec) -> Check {
     let set_none = "or set device.button = \"none\" to use the voice wake-up only";
-    let device_check = |path: &str, what: &str| -> Check {
-        let p = Path::new(path);
-        if !p.exists() {
-            return Check::new("button", Status::Fail, format!("{what} {path} does not exist"), format!("enable the device (GPIO: check /boot/firmware/config.txt; input: `ls /dev/input`) {set_none}"));
+    let device_check = |path: &Path, what: &str| -> Check {
+        let shown = path.display();
+        if !path.exists() {
+            return Check::new("button", Status::Fail, format!("{what} {shown} does not exist"), format!("enable the device (GPIO: check /boot/firmware/config.txt; input: `ls /dev/input`) {set_none}"));
         }
-        match std::fs::OpenOptions::new().read(true).open(p) {
-            Ok(_) => Check::ok("button", format!("{what} {path} is present and readable")),
+        match std::fs::OpenOptions::new().read(true).open(path) {
+            Ok(_) => Check::ok("button", format!("{what} {shown} is present and readable")),
             Err(e) => Check::new(
                 "button",
                 Status::Fail,
-                format!("{what} {path} cannot be opened: {e}"),
+                format!("{what} {shown} cannot be opened: {e}"),
                 "add the service user to the gpio/input group (install.sh does) and restart",
             ),
         }
     };
     match spec {
-        "" | "none" => Check::ok("button", "no button configured"),
-        "enter" => Check::ok("button", "Enter key on the terminal (for development)"),
-        _ => {
-            if let Some(rest) = spec.strip_prefix("gpio:") {
-                let (chip, line) = rest.rsplit_once(':').unwrap_or((rest, ""));
-                if line.parse::<u32>().is_err() {
-                    return Check::new(
-                        "button",
-                        Status::Fail,
-                        format!("device.button = {spec:?} has no line number"),
-                        "write it as gpio:/dev/gpiochip0:17 (reSpeaker 2-mic HAT button = line 17)",
-                    );
-                }
-                device_check(chip, &format!("GPIO chip (line {line})"))
-            } else if let Some(rest) = spec.strip_prefix("input:") {
-                let path = rest.split(':').next().unwrap_or(rest);
-                device_check(path, "input device")
-            } else if let Some(path) = spec.strip_prefix("script:") {
-                if Path::new(path).exists() {
-                    Check::ok("button", format!("scripted events from {path}"))
-                } else {
-                    Check::new(
-                        "button",
-                        Status::Fail,
-                        format!("button script {path} does not exist"),
-                        "fix the path in device.button",
-                    )
-                }
+        ButtonSpec::None => Check::ok("button", "no button configured"),
+        ButtonSpec::Enter => Check::ok("button", "Enter key on the terminal (for development)"),
+        ButtonSpec::Gpio { chip, line } => device_check(chip, &format!("GPIO chip (line {line})")),
+        ButtonSpec::Input { path, .. } => device_check(path, "input device"),
+        ButtonSpec::Script(path) => {
+            if path.exists() {
+                Check::ok("button", format!("scripted events from {}", path.display()))
             } else {
-                Check::new("button", Status::Fail, format!("device.button = {spec:?} is not understood"), "use none, enter, gpio:/dev/gpiochip0:17, input:/dev/input/eventN:KEY or script:PATH")
+                Check::new(
+                    "button",
+                    Status::Fail,
+                    format!("button script {} does not exist", path.display()),
+                    "fix the path in device.button",
+                )
             }
         }
     }
@@ -733,7 +739,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn backends_reads_the_name_tables_and_warns_on_an_unknown_tool() {
+        let mut config = Config::default();
+        let c = backends(&config);
+        assert_eq!(c.status, Status::Ok);
+        assert!(c.detail.contains("tts.order = piper, espeak"), "{c:?}");
+        config.tools.enabled.push("telepathy".into());
+        let c = backends(&config);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.detail.contains("telepathy"), "{c:?}");
+        assert!(c.fix.contains("calculator, web_search"), "{c:?}");
+    }
+
+    #[test]
     fn button_specs() {
+        let button = |spec: &str| button(&spec.parse().unwrap());
         assert_eq!(button("none").status, Status::Ok);
         assert_eq!(
             button("gpio:/nonexistent/gpiochip9:17").status,
@@ -742,9 +762,11 @@ mod tests {
         assert!(button("gpio:/nonexistent/gpiochip9:17")
             .detail
             .contains("/nonexistent/gpiochip9"));
-        assert_eq!(button("gpio:/dev/null:x").status, Status::Fail);
         assert_eq!(button("gpio:/dev/null:17").status, Status::Ok);
-        assert_eq!(button("bogus").status, Status::Fail);
+        // A spec that is not in the table no longer reaches doctor: the
+        // config refuses it at load (device::button::tests).
+        assert!("gpio:/dev/null:x".parse::<ButtonSpec>().is_err());
+        assert!("bogus".parse::<ButtonSpec>().is_err());
     }
 
     #[test]

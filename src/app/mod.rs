@@ -10,6 +10,7 @@
 //! the agent's tools and the intent tree), the tool set (with the
 //! knowledge tool), and last the intent tree over all of them.
 
+pub mod backends;
 pub mod device;
 pub mod doctor;
 
@@ -107,7 +108,7 @@ pub fn assemble(
     Services {
         settings: Arc::new(TurnSettings {
             user_id: config.user_id.clone(),
-            mode: config.mode.clone(),
+            mode: config.mode,
             llm: config.llm.clone(),
             shadow: config.tree.shadow,
         }),

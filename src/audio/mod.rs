@@ -33,6 +33,8 @@ use serde::{Deserialize, Serialize};
 
 pub use vad::VadConfig;
 
+use crate::choice::Entry;
+
 /// The one sample rate of the pipeline: whisper and webrtc-vad both take
 /// 16 kHz, so everything is converted once, at the source.
 pub const SAMPLE_RATE: u32 = 16_000;
@@ -151,6 +153,82 @@ pub trait AudioSource: Send {
     fn describe(&self) -> String;
 }
 
+/// The audio input name table (`audio.input`): what `earshot devices`
+/// and `doctor` show next to the device list.
+pub const INPUTS: &[Entry] = &[
+    Entry {
+        name: "default",
+        aliases: &[],
+        form: "default",
+        summary: "the system's default capture device (ALSA through cpal)",
+    },
+    Entry {
+        name: "device",
+        aliases: &[],
+        form: "<device name>",
+        summary: "a device `earshot devices` lists (hw:1,0, plughw:CARD=seeed2micvoicec, alsa:…)",
+    },
+    Entry {
+        name: "file",
+        aliases: &["wav"],
+        form: "PATH.wav",
+        summary: "a WAV file, read once to its end (tests, replays)",
+    },
+    Entry {
+        name: "none",
+        aliases: &[],
+        form: "none",
+        summary: "no local microphone: only Wyoming satellites listen (wyoming.satellites)",
+    },
+];
+
+/// The audio output name table (`audio.output`).
+pub const OUTPUTS: &[Entry] = &[
+    Entry {
+        name: "default",
+        aliases: &[],
+        form: "default",
+        summary: "the system's default playback device (ALSA through rodio/cpal)",
+    },
+    Entry {
+        name: "device",
+        aliases: &[],
+        form: "<device name>",
+        summary: "a device `earshot devices` lists",
+    },
+    Entry {
+        name: "file",
+        aliases: &["wav"],
+        form: "PATH.wav",
+        summary: "every answer appended to a WAV file (tests)",
+    },
+    Entry {
+        name: "paced",
+        aliases: &[],
+        form: "paced:PATH.wav",
+        summary: "a WAV file written in real time, as a sound card plays (latency tests)",
+    },
+];
+
+/// Which [`INPUTS`] / [`OUTPUTS`] entry a configured value is (`device`
+/// for a name that is none of the others).
+pub fn kind_of(value: &str, output: bool) -> &'static Entry {
+    let table = if output { OUTPUTS } else { INPUTS };
+    let value = value.trim();
+    let name = if value.is_empty() || value.eq_ignore_ascii_case("default") {
+        "default"
+    } else if !output && value.eq_ignore_ascii_case("none") {
+        "none"
+    } else if output && value.to_ascii_lowercase().starts_with("paced:") {
+        "paced"
+    } else if is_file_name(value) {
+        "file"
+    } else {
+        "device"
+    };
+    table.iter().find(|e| e.name == name).unwrap_or(&table[0])
+}
+
 /// Open an input by its config name: a path ending in `.wav` (or an
 /// existing file) is read as a file; anything else is a cpal device name
 /// (`default`, `alsa:hw:1,0`, or a bare ALSA PCM name such as `hw:1,0`).
@@ -185,4 +263,22 @@ pub fn f32_to_i16(s: f32) -> i16 {
         return 0;
     }
     (s * 32768.0).round().clamp(-32768.0, 32767.0) as i16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_and_output_value_has_a_table_kind() {
+        assert_eq!(kind_of("default", false).name, "default");
+        assert_eq!(kind_of("", true).name, "default");
+        assert_eq!(kind_of("none", false).name, "none");
+        assert_eq!(kind_of("/tmp/x.WAV", false).name, "file");
+        assert_eq!(kind_of("paced:/tmp/out.wav", true).name, "paced");
+        assert_eq!(kind_of("/tmp/out.wav", true).name, "file");
+        assert_eq!(kind_of("plughw:CARD=seeed2micvoicec", false).name, "device");
+        // `none` is an input choice only; as an output it is a device name.
+        assert_eq!(kind_of("none", true).name, "device");
+    }
 }

@@ -37,7 +37,7 @@ pub struct BenchSpeakArgs {
     /// TTS engine to measure (`piper`, `espeak`, …); default: the
     /// configured `tts.order`.
     #[arg(long)]
-    pub engine: Option<String>,
+    pub engine: Option<crate::tts::Engine>,
     /// Runs over the reply set (the figures cover every reply of every run).
     #[arg(long, default_value_t = 2)]
     pub runs: usize,
@@ -118,7 +118,7 @@ pub fn run(config_path: Option<&Path>, args: BenchSpeakArgs) -> Result<bool> {
     let loaded = super::load_config(config_path)?;
     let mut config = loaded.config;
     if let Some(engine) = &args.engine {
-        config.tts.order = vec![engine.clone()];
+        config.tts.order = vec![*engine];
     }
     if !(args.words_per_sec > 0.0 && args.words_per_sec.is_finite()) {
         bail!("--words-per-sec must be a positive number");

@@ -7,17 +7,38 @@ use anyhow::Result;
 
 use crate::audio::devices;
 
-/// List devices; `--json` prints `{"devices":[…]}`.
+/// List devices, then every backend family's names (the tables the
+/// config accepts); `--json` prints `{"devices":[…],"backends":[…]}`.
 pub fn run(_config_path: Option<&Path>, json: bool) -> Result<bool> {
     let list = devices::list()?;
+    let families = crate::app::backends::families();
     if json {
-        super::print_json(&serde_json::json!({ "devices": list }));
+        super::print_json(&serde_json::json!({ "devices": list, "backends": families }));
         return Ok(true);
     }
     if list.is_empty() {
         println!("No audio devices found (no sound card?). A WAV file path also works as audio.input / audio.output.");
-        return Ok(true);
+    } else {
+        print_devices(&list);
     }
+    println!();
+    println!("Backends (what each setting accepts):");
+    for family in &families {
+        println!("  {} ({}):", family.family, family.key);
+        let width = family
+            .entries
+            .iter()
+            .map(|e| e.form.len())
+            .max()
+            .unwrap_or(0);
+        for entry in family.entries {
+            println!("    {:<width$}  {}", entry.form, entry.summary);
+        }
+    }
+    Ok(true)
+}
+
+fn print_devices(list: &[devices::DeviceInfo]) {
     for (title, want_input) in [
         ("Inputs (audio.input)", true),
         ("Outputs (audio.output)", false),
@@ -52,5 +73,4 @@ pub fn run(_config_path: Option<&Path>, json: bool) -> Result<bool> {
             }
         }
     }
-    Ok(true)
 }

@@ -36,7 +36,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
         config.audio.output = output;
     }
     if let Some(spec) = args.button {
-        config.device.button = spec;
+        config.device.button = spec.parse().map_err(|e| anyhow::anyhow!("--button: {e}"))?;
     }
     if args.push_to_talk {
         config.audio.push_to_talk = true;

@@ -19,7 +19,7 @@ pub fn run(
     config_path: Option<&Path>,
     text: &str,
     out: Option<PathBuf>,
-    engine: Option<String>,
+    engine: Option<crate::tts::Engine>,
     json_out: bool,
 ) -> Result<bool> {
     let mut config = super::load_config(config_path)?.config;

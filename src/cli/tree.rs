@@ -126,7 +126,7 @@ pub fn run(
 ) -> Result<bool> {
     let mut loaded = super::load_config(config_path)?;
     loaded.config.tree.file = file.display().to_string();
-    loaded.config.mode = "tree".into();
+    loaded.config.mode = crate::agent::Mode::Tree;
     let services = crate::app::build(&loaded.config)?;
     let Some(engine) = services.tree.clone() else {
         let why = services.tree_error.clone().unwrap_or_default();

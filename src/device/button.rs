@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+
+use crate::choice::{self, Entry};
 use crossbeam_channel::{unbounded, Receiver};
 
 /// What the button did.
@@ -42,36 +44,163 @@ pub trait Button: Send {
     fn describe(&self) -> String;
 }
 
-/// Open the button named by `device.button` (see the module table);
-/// `Ok(None)` for `none`.
-pub fn open(spec: &str) -> Result<Option<Box<dyn Button>>> {
-    let spec = spec.trim();
-    if spec.is_empty() || spec == "none" {
-        return Ok(None);
-    }
-    if spec == "enter" {
-        return Ok(Some(Box::new(EnterKey::new())));
-    }
-    if let Some(path) = spec.strip_prefix("script:") {
-        return Ok(Some(Box::new(Scripted::open(Path::new(path))?)));
-    }
-    if let Some(rest) = spec.strip_prefix("gpio:") {
-        let (chip, line) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| anyhow!("device.button '{spec}': write gpio:/dev/gpiochip0:17"))?;
-        let line: u32 = line
-            .parse()
-            .map_err(|_| anyhow!("device.button '{spec}': the line must be a number (the reSpeaker 2-mic HAT button is 17)"))?;
-        return Ok(Some(Box::new(GpioLine::open(Path::new(chip), line)?)));
-    }
-    if let Some(rest) = spec.strip_prefix("input:") {
-        let (path, key) = match rest.rsplit_once(':') {
-            Some((path, key)) if !key.starts_with('/') => (path, key),
-            _ => (rest, "KEY_ENTER"),
+/// The button name table: every kind `device.button` accepts, read by the
+/// config, `earshot devices` and `doctor`.
+pub const KINDS: &[Entry] = &[
+    Entry {
+        name: "none",
+        aliases: &[""],
+        form: "none",
+        summary: "no button (voice only)",
+    },
+    Entry {
+        name: "gpio",
+        aliases: &[],
+        form: "gpio:/dev/gpiochip0:17",
+        summary: "a GPIO line, active low (reSpeaker 2-mic HAT: line 17)",
+    },
+    Entry {
+        name: "input",
+        aliases: &[],
+        form: "input:/dev/input/event0:KEY_ENTER",
+        summary: "a key of an input-event device (USB button, keyboard, reSpeaker USB array)",
+    },
+    Entry {
+        name: "enter",
+        aliases: &[],
+        form: "enter",
+        summary: "Enter in a terminal (development): first press, next release",
+    },
+    Entry {
+        name: "script",
+        aliases: &[],
+        form: "script:PATH",
+        summary: "a file or FIFO of press/release/click/wait MS lines (tests)",
+    },
+];
+
+/// `device.button`, parsed when the config is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ButtonSpec {
+    #[default]
+    None,
+    Enter,
+    Gpio {
+        chip: PathBuf,
+        line: u32,
+    },
+    Input {
+        path: PathBuf,
+        key: String,
+    },
+    Script(PathBuf),
+}
+
+/// A `device.button` value that is not one of [`KINDS`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{spec}': {reason}")]
+pub struct BadButtonSpec {
+    pub spec: String,
+    pub reason: String,
+}
+
+impl std::str::FromStr for ButtonSpec {
+    type Err = BadButtonSpec;
+
+    fn from_str(spec: &str) -> std::result::Result<Self, Self::Err> {
+        let spec = spec.trim();
+        let bad = |reason: String| BadButtonSpec {
+            spec: spec.to_string(),
+            reason,
         };
-        return Ok(Some(Box::new(InputKey::open(Path::new(path), key)?)));
+        let (kind, rest) = match spec.split_once(':') {
+            Some((kind, rest)) => (kind, Some(rest)),
+            None => (spec, None),
+        };
+        let kind = choice::find(KINDS, "button kind", kind)
+            .map(|i| KINDS[i].name)
+            .map_err(|e| bad(e.to_string()))?;
+        match (kind, rest) {
+            ("none", None) => Ok(ButtonSpec::None),
+            ("enter", None) => Ok(ButtonSpec::Enter),
+            ("script", Some(path)) if !path.is_empty() => Ok(ButtonSpec::Script(path.into())),
+            ("gpio", Some(rest)) => {
+                let (chip, line) = rest
+                    .rsplit_once(':')
+                    .ok_or_else(|| bad("write gpio:/dev/gpiochip0:17".into()))?;
+                let line = line.parse().map_err(|_| {
+                    bad("the line must be a number (the reSpeaker 2-mic HAT button is 17)".into())
+                })?;
+                Ok(ButtonSpec::Gpio {
+                    chip: chip.into(),
+                    line,
+                })
+            }
+            ("input", Some(rest)) => {
+                let (path, key) = match rest.rsplit_once(':') {
+                    Some((path, key)) if !key.starts_with('/') => (path, key),
+                    _ => (rest, "KEY_ENTER"),
+                };
+                key_code(key).map_err(|e| bad(e.to_string()))?;
+                Ok(ButtonSpec::Input {
+                    path: path.into(),
+                    key: key.to_string(),
+                })
+            }
+            _ => Err(bad(format!("use {}", choice::one_of(KINDS)))),
+        }
     }
-    bail!("device.button '{spec}' is not understood; use none, enter, gpio:/dev/gpiochip0:17, input:/dev/input/event0:KEY_ENTER or script:PATH")
+}
+
+impl ButtonSpec {
+    /// This spec's entry in [`KINDS`].
+    pub fn kind(&self) -> &'static Entry {
+        let name = match self {
+            ButtonSpec::None => "none",
+            ButtonSpec::Enter => "enter",
+            ButtonSpec::Gpio { .. } => "gpio",
+            ButtonSpec::Input { .. } => "input",
+            ButtonSpec::Script(_) => "script",
+        };
+        KINDS.iter().find(|k| k.name == name).unwrap_or(&KINDS[0])
+    }
+}
+
+impl std::fmt::Display for ButtonSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ButtonSpec::None => write!(f, "none"),
+            ButtonSpec::Enter => write!(f, "enter"),
+            ButtonSpec::Gpio { chip, line } => write!(f, "gpio:{}:{line}", chip.display()),
+            ButtonSpec::Input { path, key } => write!(f, "input:{}:{key}", path.display()),
+            ButtonSpec::Script(path) => write!(f, "script:{}", path.display()),
+        }
+    }
+}
+
+impl TryFrom<String> for ButtonSpec {
+    type Error = BadButtonSpec;
+    fn try_from(spec: String) -> std::result::Result<Self, Self::Error> {
+        spec.parse()
+    }
+}
+
+impl From<ButtonSpec> for String {
+    fn from(spec: ButtonSpec) -> String {
+        spec.to_string()
+    }
+}
+
+/// Open the button `device.button` names; `Ok(None)` for `none`.
+pub fn open(spec: &ButtonSpec) -> Result<Option<Box<dyn Button>>> {
+    Ok(Some(match spec {
+        ButtonSpec::None => return Ok(None),
+        ButtonSpec::Enter => Box::new(EnterKey::new()),
+        ButtonSpec::Script(path) => Box::new(Scripted::open(path)?),
+        ButtonSpec::Gpio { chip, line } => Box::new(GpioLine::open(chip, *line)?),
+        ButtonSpec::Input { path, key } => Box::new(InputKey::open(path, key)?),
+    }))
 }
 
 /// Read `button` on its own thread; events arrive on the returned channel,
@@ -553,6 +682,50 @@ impl Button for GpioLine {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// Parse then open, as the config and `run` do.
+    fn open(spec: &str) -> Result<Option<Box<dyn Button>>> {
+        super::open(&spec.parse::<ButtonSpec>()?)
+    }
+
+    #[test]
+    fn specs_parse_print_back_and_refuse_unknown_kinds() {
+        for spec in [
+            "none",
+            "enter",
+            "gpio:/dev/gpiochip0:17",
+            "input:/dev/input/event3:KEY_VOLUMEUP",
+            "script:/tmp/presses",
+        ] {
+            let parsed: ButtonSpec = spec.parse().unwrap();
+            assert_eq!(parsed.to_string(), spec);
+        }
+        assert_eq!("".parse::<ButtonSpec>().unwrap(), ButtonSpec::None);
+        assert_eq!(
+            "input:/dev/input/event0".parse::<ButtonSpec>().unwrap(),
+            ButtonSpec::Input {
+                path: "/dev/input/event0".into(),
+                key: "KEY_ENTER".into()
+            }
+        );
+        let err = "bogus".parse::<ButtonSpec>().unwrap_err().to_string();
+        assert!(
+            err.contains("unknown button kind 'bogus'; use none, gpio:/dev/gpiochip0:17"),
+            "{err}"
+        );
+        let err = "gpio:/dev/null:x"
+            .parse::<ButtonSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must be a number"), "{err}");
+        let err = "input:/dev/input/event0:KEY_NOPE"
+            .parse::<ButtonSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown key 'KEY_NOPE'"), "{err}");
+        assert!("enter:now".parse::<ButtonSpec>().is_err());
+        assert!("script:".parse::<ButtonSpec>().is_err());
+    }
 
     #[test]
     fn gpio_request_matches_the_kernel_layout() {

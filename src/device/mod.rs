@@ -10,13 +10,14 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct DeviceConfig {
     /// none | enter | gpio:/dev/gpiochip0:17 | input:/dev/input/eventN:KEY | script:PATH
-    pub button: String,
+    /// (the table: [`button::KINDS`]).
+    pub button: button::ButtonSpec,
 }
 
 impl Default for DeviceConfig {
     fn default() -> Self {
         Self {
-            button: "none".into(),
+            button: button::ButtonSpec::None,
         }
     }
 }

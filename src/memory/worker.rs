@@ -22,10 +22,10 @@ use super::extract::{self, ExtractError};
 use super::summary::{self, SummaryOutcome};
 use super::{explicit_memory, Memory};
 use crate::llm::{ChatModel, LlmConfig};
-use crate::store::Job;
+use crate::store::{Job, JobKind};
 
 /// Job kinds this worker runs (enqueued by `run_turn`).
-pub const KINDS: &[&str] = &["extract_memory", "summarize"];
+pub const KINDS: &[JobKind] = JobKind::ALL;
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -112,10 +112,10 @@ impl Worker {
             Err(e) => return JobEnd::Done(format!("unreadable payload ({e}); dropped")),
         };
         let user_id = payload["user_id"].as_str().unwrap_or("user-1").to_string();
-        match job.kind.as_str() {
-            "extract_memory" => self.extract(&user_id, &payload),
-            "summarize" => self.summarize(job, &payload),
-            other => JobEnd::Done(format!("unknown job kind {other}; dropped")),
+        match job.parsed_kind() {
+            Ok(JobKind::ExtractMemory) => self.extract(&user_id, &payload),
+            Ok(JobKind::Summarize) => self.summarize(job, &payload),
+            Err(e) => JobEnd::Done(format!("{e}; dropped")),
         }
     }
 

@@ -45,7 +45,15 @@ pub struct NluConfig {
     /// the spec's default) or `softmax` (a linear head trained at start on
     /// the same examples; more confident on unseen phrasings, see
     /// notes/nlu.md).
-    pub route_scorer: String,
+    pub route_scorer: RouteScorer,
+}
+
+crate::choice! {
+    /// The router's on-device scorer (`nlu.route_scorer`).
+    pub enum RouteScorer("route scorer") {
+        Knn = "knn" | "": "nearest neighbours over the route examples (R-KNN)",
+        Softmax = "softmax": "a linear head trained at start on the same examples",
+    }
 }
 
 impl Default for NluConfig {
@@ -58,7 +66,7 @@ impl Default for NluConfig {
             threshold: 0.65,
             k: 3,
             threads: 1,
-            route_scorer: "knn".into(),
+            route_scorer: RouteScorer::Knn,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::examples::{parse_examples, Examples};
 use super::knn::KnnClassifier;
@@ -48,9 +48,9 @@ pub fn route_classifier(
     embedder: Arc<dyn Embedder>,
 ) -> Result<Arc<dyn Classifier>> {
     let knn = route_knn(nlu, router, paths, embedder.clone())?;
-    match nlu.route_scorer.trim() {
-        "" | "knn" => Ok(Arc::new(knn)),
-        "softmax" => {
+    match nlu.route_scorer {
+        super::RouteScorer::Knn => Ok(Arc::new(knn)),
+        super::RouteScorer::Softmax => {
             let (matrix, labels, dims) = knn.examples_matrix();
             let head = SoftmaxHead::train(
                 matrix,
@@ -61,7 +61,6 @@ pub fn route_classifier(
             )?;
             Ok(Arc::new(HeadClassifier::new(embedder, head)))
         }
-        other => bail!("nlu.route_scorer is {other:?}; use \"knn\" or \"softmax\""),
     }
 }
 

@@ -41,7 +41,7 @@ pub struct SaveTurn<'a> {
     pub answer: &'a str,
     pub record: &'a TurnRecord,
     /// Background work to run after the reply: (kind, JSON payload).
-    pub jobs: Vec<(String, String)>,
+    pub jobs: Vec<(super::JobKind, String)>,
     /// What else the turn changed (tree state, device settings).
     pub effects: TurnEffects,
 }
@@ -187,7 +187,7 @@ impl Store {
                     }
                     _ => payload.clone(),
                 };
-                super::jobs::enqueue_in(tx, kind, &payload)?;
+                super::jobs::enqueue_in(tx, *kind, &payload)?;
             }
             if let Some(state) = &turn.effects.tree_state {
                 super::tree_state::put(tx, conversation_id, state)?;
@@ -253,7 +253,7 @@ mod tests {
                 user_text: q,
                 answer: a,
                 record: &record,
-                jobs: vec![("summarize".into(), "{}".into())],
+                jobs: vec![(crate::store::JobKind::Summarize, "{}".into())],
                 effects: TurnEffects::default(),
             })
             .unwrap()

@@ -13,7 +13,7 @@ mod turn_log;
 pub mod vector;
 
 pub use conversations::{Conversation, SaveTurn, StoredMessage, TurnEffects};
-pub use jobs::Job;
+pub use jobs::{Job, JobKind};
 pub use tree_state::TreeState;
 
 use std::path::{Path, PathBuf};

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct SttConfig {
     /// local-first | cloud-first | local-only | cloud-only
-    pub order: String,
+    pub order: Order,
     /// ggml model file under `models_dir`.
     pub whisper_model: String,
     /// `STT_LANGUAGE`
@@ -69,7 +69,7 @@ pub struct SttConfig {
 impl Default for SttConfig {
     fn default() -> Self {
         Self {
-            order: "local-first".into(),
+            order: Order::LocalFirst,
             whisper_model: "ggml-tiny.en.bin".into(),
             language: "en".into(),
             prompt: String::new(),
@@ -196,29 +196,42 @@ impl Default for FastConfig {
     }
 }
 
-/// Fallback order of the engines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    LocalFirst,
-    CloudFirst,
-    LocalOnly,
-    CloudOnly,
+crate::choice! {
+    /// Fallback order of the engines (`stt.order`).
+    pub enum Order("order") {
+        LocalFirst = "local-first" | "": "whisper on the device; the cloud when it fails",
+        CloudFirst = "cloud-first": "the cloud (GROQ_API_KEY); whisper on the device when it fails",
+        LocalOnly = "local-only": "whisper on the device only; nothing leaves it",
+        CloudOnly = "cloud-only": "the cloud only (no whisper model is loaded)",
+    }
 }
 
-impl Order {
-    /// Parse `stt.order`; the error lists the accepted values.
-    pub fn parse(s: &str) -> Result<Order, SttError> {
-        match s.trim() {
-            "local-first" | "" => Ok(Order::LocalFirst),
-            "cloud-first" => Ok(Order::CloudFirst),
-            "local-only" => Ok(Order::LocalOnly),
-            "cloud-only" => Ok(Order::CloudOnly),
-            other => Err(SttError::Config(format!(
-                "stt.order = {other:?}; use local-first, cloud-first, local-only or cloud-only"
-            ))),
-        }
-    }
+/// The STT engines this build has, as `earshot devices` and `doctor` list
+/// them (the order above picks among the first two; `wyoming` goes in
+/// front when `wyoming.stt_uri` is set). Each [`Transcriber::name`] is one
+/// of these names.
+pub const ENGINES: &[crate::choice::Entry] = &[
+    crate::choice::Entry {
+        name: "whisper",
+        aliases: &["local"],
+        form: "whisper",
+        summary: "whisper.cpp on the device (stt.whisper_model)",
+    },
+    crate::choice::Entry {
+        name: "groq",
+        aliases: &["cloud"],
+        form: "groq",
+        summary: "Groq's Whisper API (GROQ_API_KEY, stt.cloud_base_url)",
+    },
+    crate::choice::Entry {
+        name: "wyoming",
+        aliases: &[],
+        form: "wyoming",
+        summary: "a Wyoming ASR service in front of the others (wyoming.stt_uri)",
+    },
+];
 
+impl Order {
     fn wants_local(self) -> bool {
         !matches!(self, Order::CloudOnly)
     }
@@ -393,7 +406,7 @@ impl Stt {
         llm_api_key: &str,
         wyoming_cfg: &crate::wyoming_proto::WyomingConfig,
     ) -> Result<Stt, SttError> {
-        let order = Order::parse(&cfg.order)?;
+        let order = cfg.order;
         let mut local: Option<Arc<dyn Transcriber>> = None;
         let mut cloud: Option<Arc<dyn Transcriber>> = None;
         let mut unavailable = Vec::new();

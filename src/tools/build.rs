@@ -16,18 +16,42 @@ use super::todos::{self, LocalTodos, TodoBackend};
 use super::todos_notion::NotionTodos;
 use super::web_search::WebSearch;
 use super::{ToolRegistry, ToolsConfig};
+use crate::choice::Entry;
 use crate::store::Store;
 
-/// Every tool name this build knows.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "calculator",
-    "web_search",
-    "search_conversations",
-    "add_todo",
-    "list_todos",
-    "complete_todo",
-    "delete_todo",
+/// The tool name table: every tool `tools.enabled` can name (read by the
+/// registry, `earshot devices`, `config show` and `doctor`).
+/// `search_knowledge` is not here: it is offered whenever the knowledge
+/// base is loaded (`knowledge::tool::offer`), whatever `tools.enabled` says.
+pub const TOOLS: &[Entry] = &[
+    tool("calculator", "arithmetic, exactly (no LLM maths)"),
+    tool("web_search", "Tavily web search (TAVILY_API_KEY)"),
+    tool(
+        "search_conversations",
+        "search this device's past conversations",
+    ),
+    tool(
+        "add_todo",
+        "add to the to-do list (local, or Notion when configured)",
+    ),
+    tool("list_todos", "read the to-do list"),
+    tool("complete_todo", "tick an item off the to-do list"),
+    tool("delete_todo", "remove an item from the to-do list"),
 ];
+
+const fn tool(name: &'static str, summary: &'static str) -> Entry {
+    Entry {
+        name,
+        aliases: &[],
+        form: name,
+        summary,
+    }
+}
+
+/// Whether `name` is in [`TOOLS`].
+pub fn is_known_tool(name: &str) -> bool {
+    TOOLS.iter().any(|t| t.name == name)
+}
 
 const TODO_TOOLS: &[&str] = &["add_todo", "list_todos", "complete_todo", "delete_todo"];
 
@@ -96,7 +120,7 @@ pub fn build_registry(
     let mut reg = ToolRegistry::new(Duration::from_millis(t.timeout_ms.max(1)));
     reg.fingerprint = fingerprint(t, user_id, conversations.is_some());
     for name in &t.enabled {
-        if !KNOWN_TOOLS.contains(&name.as_str()) {
+        if !is_known_tool(name) {
             tracing::warn!(tool = %name, "tools.enabled names an unknown tool; ignored");
         }
     }
@@ -138,7 +162,7 @@ pub fn build_registry(
             ),
         }
     }
-    for name in KNOWN_TOOLS {
+    for name in TOOLS.iter().map(|t| t.name) {
         if !enabled(name) {
             reg.mark_unavailable(
                 name,

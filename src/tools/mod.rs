@@ -14,7 +14,8 @@ pub mod todos_notion;
 pub mod web_search;
 
 pub use build::{
-    build_registry, fingerprint, notion_configured, rebuild_if_changed, todo_backend, KNOWN_TOOLS,
+    build_registry, fingerprint, is_known_tool, notion_configured, rebuild_if_changed,
+    todo_backend, TOOLS,
 };
 
 use std::sync::Arc;

@@ -25,13 +25,23 @@ use crate::audio::playback::Clip;
 use crate::paths::Paths;
 use crate::wyoming_proto::WyomingConfig;
 
+crate::choice! {
+    /// A speech engine as `tts.order` names it: the TTS name table.
+    pub enum Engine("engine") {
+        Piper = "piper": "Piper neural voice on the device (tts.piper_voice)",
+        Espeak = "espeak" | "espeak-ng": "espeak-ng, a separate program (robotic, always there)",
+        Cloud = "cloud" | "groq": "Groq's speech API (GROQ_API_KEY, tts.cloud_base_url)",
+        Wyoming = "wyoming": "a Wyoming TTS service (wyoming.tts_uri)",
+    }
+}
+
 /// `[tts]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TtsConfig {
     /// Engines in the order tried: `piper`, `espeak`, `cloud` (Groq),
     /// `wyoming` (the service at `wyoming.tts_uri`).
-    pub order: Vec<String>,
+    pub order: Vec<Engine>,
     /// Piper voice (`<name>.onnx` + `.onnx.json` under `models_dir`).
     pub piper_voice: String,
     /// Piper speaking rate: > 1 is slower (the voice's `length_scale`);
@@ -61,7 +71,7 @@ pub struct TtsConfig {
 impl Default for TtsConfig {
     fn default() -> Self {
         Self {
-            order: vec!["piper".into(), "espeak".into()],
+            order: vec![Engine::Piper, Engine::Espeak],
             piper_voice: "en_US-joe-medium".into(),
             piper_length_scale: 0.0,
             piper_threads: 1,
@@ -119,18 +129,15 @@ impl Tts {
         let mut engines: Vec<Box<dyn Synthesizer>> = Vec::new();
         let mut skipped = Vec::new();
         for name in &cfg.order {
-            let built: Result<Box<dyn Synthesizer>> = match name.trim() {
-                "piper" => build_piper(cfg, paths),
-                "espeak" | "espeak-ng" => {
+            let built: Result<Box<dyn Synthesizer>> = match name {
+                Engine::Piper => build_piper(cfg, paths),
+                Engine::Espeak => {
                     espeak::Espeak::new(cfg).map(|e| Box::new(e) as Box<dyn Synthesizer>)
                 }
-                "cloud" | "groq" => groq::GroqTts::new(cfg, cloud_api_key)
+                Engine::Cloud => groq::GroqTts::new(cfg, cloud_api_key)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
-                "wyoming" => wyoming::WyomingTts::from_config(wyoming_cfg)
+                Engine::Wyoming => wyoming::WyomingTts::from_config(wyoming_cfg)
                     .map(|e| Box::new(e) as Box<dyn Synthesizer>),
-                other => Err(anyhow!(
-                    "unknown engine '{other}' in tts.order; use piper, espeak, cloud or wyoming"
-                )),
             };
             match built {
                 Ok(engine) => engines.push(engine),
@@ -249,9 +256,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_engine_is_a_clear_error() {
+        // Moved to load time: the name table rejects it when the config is
+        // read (config::tests::a_choice_names_its_dotted_key_and_line).
+        let err = "nonsense".parse::<Engine>().unwrap_err().to_string();
+        assert!(err.contains("unknown engine 'nonsense'"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
     fn no_engine_is_a_clear_error() {
         let cfg = TtsConfig {
-            order: vec!["nonsense".into()],
+            order: Vec::new(),
             ..Default::default()
         };
         let mut tts = Tts::from_config(
@@ -261,7 +277,7 @@ mod tests {
             &WyomingConfig::default(),
         );
         let err = tts.synthesize("hi").unwrap_err().to_string();
-        assert!(err.contains("unknown engine 'nonsense'"), "{err}");
+        assert!(err.contains("tts.order is empty"), "{err}");
         assert!(!err.contains('\n'));
     }
 }

@@ -67,7 +67,8 @@ impl Voices {
         for engine in names {
             let tts = main.take().unwrap_or_else(|| {
                 let mut one = settings.tts.clone();
-                one.order = vec![engine.to_string()];
+                // Every engine's name is in the TTS name table.
+                one.order = engine.parse().map(|e| vec![e]).unwrap_or_default();
                 make(&one)
             });
             let (name, description, languages) = describe(settings, engine);
