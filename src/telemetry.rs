@@ -74,6 +74,30 @@ impl TurnRecord {
     }
 }
 
+/// Crates whose debug/trace output shows requests on the wire (headers,
+/// hex dumps of each request, `Authorization` included): never below
+/// `info`, whatever `RUST_LOG` asks, so no level prints a key.
+const WIRE_TRACERS: &[&str] = &["ureq", "ureq_proto", "rustls", "tiny_http"];
+
+/// `filter` with every directive for a [`WIRE_TRACERS`] crate dropped and
+/// each of them pinned at `info`.
+pub fn without_wire_tracing(filter: &str) -> String {
+    let mut kept: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let target = d.split(['=', '[']).next().unwrap_or(d);
+            !WIRE_TRACERS
+                .iter()
+                .any(|w| target == *w || target.starts_with(&format!("{w}::")))
+        })
+        .collect();
+    let pins: Vec<String> = WIRE_TRACERS.iter().map(|w| format!("{w}=info")).collect();
+    kept.extend(pins.iter().map(String::as_str));
+    kept.join(",")
+}
+
 /// Set up logging: to stderr (the journal captures it under systemd), level
 /// from `EARSHOT_LOG` or `RUST_LOG`; by default `info` for long-running
 /// services (`run`, `serve`) and `warn` for one-shot commands, whose output
@@ -93,7 +117,7 @@ pub fn init_logging(verbose: bool, service: bool) {
         .unwrap_or_else(|| default.to_string());
     let under_journal = std::env::var_os("JOURNAL_STREAM").is_some();
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new(filter))
+        .with_env_filter(EnvFilter::new(without_wire_tracing(&filter)))
         .with_writer(std::io::stderr)
         .with_target(false);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -163,6 +187,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for JournalStderr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wire_tracing_is_pinned_at_info_whatever_is_asked() {
+        let f = without_wire_tracing("trace");
+        assert!(f.starts_with("trace,"), "{f}");
+        assert!(
+            f.contains("ureq=info") && f.contains("ureq_proto=info"),
+            "{f}"
+        );
+        let f = without_wire_tracing("debug,ureq=trace,ureq_proto::util=trace,earshot=debug");
+        assert!(!f.contains("trace"), "{f}");
+        assert!(f.contains("earshot=debug"), "{f}");
+    }
 
     #[test]
     fn journal_priorities_follow_syslog() {

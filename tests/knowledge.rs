@@ -1272,3 +1272,78 @@ fn llm_analysis_is_paced_and_llm_rewrite_feeds_the_search() {
     );
     assert_eq!(r["passages"][0]["tier"], 1, "the reviewed plan's tier");
 }
+
+#[test]
+fn a_long_file_shows_progress_inside_it_and_sigterm_stops_it_within_a_second() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    // ~600 KB of distinct paragraphs: thousands of chunks to embed.
+    let mut text = String::from("# Long notes\n\n");
+    for i in 0..4000 {
+        text.push_str(&format!(
+            "Paragraph {i} talks about filter number {i} and the pump schedule for week {}.\n\n",
+            i % 52
+        ));
+        if i % 100 == 0 {
+            text.push_str(&format!("## Part {i}\n\n"));
+        }
+    }
+    std::fs::write(docs.join("long.md"), &text).unwrap();
+    let mut child = earshot(dir.path())
+        .args(["ingest", docs.to_str().unwrap(), "--apply"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Wait for a progress line from inside the file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut seen = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .unwrap_or_else(|_| panic!("no progress inside the file: {seen:?}"));
+        if line.contains("long.md: chunk ") {
+            break;
+        }
+        seen.push(line);
+    }
+    let signalled = std::time::Instant::now();
+    // SAFETY: plain kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < std::time::Duration::from_secs(3),
+            "ingest ignored SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = signalled.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "stopped {took:?} after SIGTERM"
+    );
+    let _ = status;
+    // Nothing of the half-embedded file was stored.
+    let db = dir.path().join("earshot.db");
+    if db.exists() {
+        assert_eq!(
+            count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents"),
+            0
+        );
+    }
+}

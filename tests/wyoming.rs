@@ -437,6 +437,42 @@ fn two_clients_are_served_at_once() {
     assert!(recall(&expected_transcript(name), text) >= 0.8, "{text:?}");
 }
 
+#[test]
+fn fifty_stalled_connections_do_not_lock_out_home_assistants_client() {
+    // Each sends half an event and stalls (Wyoming has no authentication):
+    // they never count against the connection cap, and each is closed once
+    // the first-event deadline (5 s) passes.
+    let port = server().port;
+    let mut stalled: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(b"{\"type\": \"desc").unwrap();
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let info = client("describe", &[]);
+    assert_eq!(info["asr"][0]["name"], "earshot", "{info}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "describe took {:?} beside 50 stalled connections",
+        started.elapsed()
+    );
+    for s in &mut stalled {
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut buf = [0u8; 512];
+        let closed = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        assert!(closed, "a stalled connection was still open after 15 s");
+    }
+}
+
 /// Send `bytes` raw (then, if `close_write`, half-close), and read what
 /// the server answers until it hangs up.
 fn send_raw(bytes: &[u8], close_write: bool) -> Vec<Event> {

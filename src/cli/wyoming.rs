@@ -35,6 +35,14 @@ pub enum WyomingCommand {
         /// `busy` error.
         #[arg(long, default_value_t = 16, value_name = "N")]
         max_connections: usize,
+        /// Most connections one address may hold (Wyoming has no
+        /// authentication: one host cannot take every slot).
+        #[arg(long, default_value_t = crate::wyoming::server::MAX_PER_ADDRESS, value_name = "N")]
+        max_per_address: usize,
+        /// A new connection that sends no whole event within this long is
+        /// closed (it never counted against the caps).
+        #[arg(long, default_value_t = 5000, value_name = "MS")]
+        first_event_ms: u64,
         /// On SIGTERM, how long requests in progress get to finish before
         /// the process exits anyway (keep it under systemd's
         /// TimeoutStopSec).
@@ -49,20 +57,33 @@ pub fn run(config: Option<&Path>, command: WyomingCommand) -> Result<bool> {
         WyomingCommand::Serve {
             uri,
             max_connections,
+            max_per_address,
+            first_event_ms,
             drain_secs,
         } => serve(
             config,
             uri,
-            max_connections,
+            Caps {
+                max_connections,
+                max_per_address,
+                first_event: std::time::Duration::from_millis(first_event_ms.max(1)),
+            },
             std::time::Duration::from_secs(drain_secs),
         ),
     }
 }
 
+/// The connection limits of `wyoming serve`.
+struct Caps {
+    max_connections: usize,
+    max_per_address: usize,
+    first_event: std::time::Duration,
+}
+
 fn serve(
     config: Option<&Path>,
     uri: Option<String>,
-    max_connections: usize,
+    caps: Caps,
     drain: std::time::Duration,
 ) -> Result<bool> {
     let notifier = Notifier::from_env();
@@ -74,7 +95,10 @@ fn serve(
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);
     // Bind before the slow model load, so a taken port fails at once.
-    let server = Server::bind(&uri, limits, max_connections)?.drain(drain);
+    let server = Server::bind(&uri, limits, caps.max_connections)?
+        .max_per_address(caps.max_per_address)
+        .first_event_timeout(caps.first_event)
+        .drain(drain);
     let addr = server.local_addr();
 
     let service = Arc::new(crate::app::wyoming_service(&config)?);

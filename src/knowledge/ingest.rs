@@ -79,17 +79,45 @@ impl Report {
     }
 }
 
-/// A progress line per file: a bar on a terminal, plain lines otherwise.
+/// A progress line per file: a bar on a terminal, plain lines otherwise;
+/// inside a long file, its chunks too.
 pub struct Progress {
     total: usize,
     tty: bool,
+    /// When the last within-file line was printed (plain output prints
+    /// one every [`WITHIN_FILE_EVERY`]).
+    last_within: std::cell::Cell<Option<Instant>>,
 }
+
+/// How often a plain (non-terminal) progress line is printed inside a file.
+const WITHIN_FILE_EVERY: Duration = Duration::from_secs(2);
+
+/// Chunks embedded per batch: cancellation (SIGTERM) and progress are
+/// looked at between batches, so a batch must stay well under a second.
+const EMBED_BATCH: usize = 2;
 
 impl Progress {
     pub fn new(total: usize) -> Self {
         Self {
             total,
             tty: std::io::stderr().is_terminal(),
+            last_within: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Inside one file: `done` of `chunks` embedded.
+    fn within(&self, name: &str, done: usize, chunks: usize) {
+        if self.tty {
+            eprint!("\r\x1b[2K  {name}: chunk {done}/{chunks}");
+            return;
+        }
+        let due = self
+            .last_within
+            .get()
+            .is_none_or(|at| at.elapsed() >= WITHIN_FILE_EVERY);
+        if due && done < chunks {
+            self.last_within.set(Some(Instant::now()));
+            eprintln!("ingest   {name}: chunk {done}/{chunks}");
         }
     }
 
@@ -172,6 +200,7 @@ impl Ingest<'_> {
                     .unwrap_or_default(),
             );
             let file = self.one(
+                &progress,
                 path,
                 mode,
                 reviewed.as_ref(),
@@ -195,8 +224,12 @@ impl Ingest<'_> {
         Ok(report)
     }
 
+    // The batch's running state, passed apart so each piece stays borrowed
+    // only as long as it is needed.
+    #[allow(clippy::too_many_arguments)]
     fn one(
         &self,
+        progress: &Progress,
         path: &Path,
         mode: Mode,
         reviewed: Option<&Plan>,
@@ -286,10 +319,31 @@ impl Ingest<'_> {
             .map(|p| embedding_text(&analysis.title, p))
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let embeddings = match crate::nlu::embed_all(embedder.as_ref(), &refs, 16) {
-            Ok(v) => v,
-            Err(e) => return FileReport::failed(path, format!("embedding failed: {e:#}"), started),
-        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut embeddings = Vec::with_capacity(refs.len());
+        for batch in refs.chunks(EMBED_BATCH) {
+            if self.cancel.is_cancelled() {
+                return FileReport::failed(
+                    path,
+                    format!(
+                        "cancelled after {} of {} chunks; nothing of this file was stored",
+                        embeddings.len(),
+                        refs.len()
+                    ),
+                    started,
+                );
+            }
+            match crate::nlu::embed_all(embedder.as_ref(), batch, EMBED_BATCH) {
+                Ok(v) => embeddings.extend(v),
+                Err(e) => {
+                    return FileReport::failed(path, format!("embedding failed: {e:#}"), started)
+                }
+            }
+            progress.within(&name, embeddings.len(), refs.len());
+        }
         let model = embedder.model_id();
         let doc = NewDocument {
             path: &canonical,

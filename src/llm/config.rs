@@ -22,8 +22,20 @@ pub struct LlmConfig {
     /// Stream answers token by token (speech starts at the first sentence).
     pub stream: bool,
     pub connect_timeout_secs: u64,
+    /// Longest wait for the response head (retries included): a server
+    /// that accepts and never answers is a spoken sentence by then.
+    pub first_byte_timeout_secs: u64,
     /// Longest silence between two bytes of a response.
     pub read_timeout_secs: u64,
+    /// The whole call, retries included: a stream that trickles ends here
+    /// (the words so far are kept when no tool call is half-sent).
+    pub total_timeout_secs: u64,
+    /// A `Retry-After` longer than this is not waited for: the turn says
+    /// "try again later" at once.
+    pub max_retry_after_secs: u64,
+    /// Most characters of answer read; the rest is not read (0 = eight per
+    /// `max_completion_tokens`, at least 4096).
+    pub max_reply_chars: usize,
     /// Retries after the first attempt on 429/5xx/connection errors.
     pub max_retries: u32,
     /// First backoff; doubles per retry (a `retry-after` header wins).
@@ -45,7 +57,11 @@ impl Default for LlmConfig {
             top_p: 1.0,
             stream: true,
             connect_timeout_secs: 5,
-            read_timeout_secs: 30,
+            first_byte_timeout_secs: 10,
+            read_timeout_secs: 20,
+            total_timeout_secs: 60,
+            max_retry_after_secs: 10,
+            max_reply_chars: 0,
             max_retries: 2,
             retry_backoff_ms: 500,
             history_turns: 10,
@@ -54,6 +70,17 @@ impl Default for LlmConfig {
 }
 
 impl LlmConfig {
+    /// The reply cap in characters ([`LlmConfig::max_reply_chars`]).
+    pub fn reply_cap(&self) -> usize {
+        if self.max_reply_chars > 0 {
+            self.max_reply_chars
+        } else {
+            (self.max_completion_tokens as usize)
+                .saturating_mul(8)
+                .max(4096)
+        }
+    }
+
     /// A cloud URL with no key cannot work; a local server needs none.
     pub fn is_usable(&self) -> bool {
         !self.base_url.trim().is_empty()
@@ -75,7 +102,11 @@ impl std::fmt::Debug for LlmConfig {
             .field("top_p", &self.top_p)
             .field("stream", &self.stream)
             .field("connect_timeout_secs", &self.connect_timeout_secs)
+            .field("first_byte_timeout_secs", &self.first_byte_timeout_secs)
             .field("read_timeout_secs", &self.read_timeout_secs)
+            .field("total_timeout_secs", &self.total_timeout_secs)
+            .field("max_retry_after_secs", &self.max_retry_after_secs)
+            .field("max_reply_chars", &self.max_reply_chars)
             .field("max_retries", &self.max_retries)
             .field("retry_backoff_ms", &self.retry_backoff_ms)
             .field("history_turns", &self.history_turns)

@@ -204,6 +204,13 @@ pub enum LlmError {
     Server { status: u16 },
     #[error("the language model sent something unreadable: {0}")]
     Protocol(String),
+    /// The server put an `error` object in its reply or stream (no HTTP
+    /// error status): it gave up mid-answer.
+    #[error("the language model stopped with an error{}: {message}", code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    InReply {
+        code: Option<String>,
+        message: String,
+    },
     #[error("cancelled")]
     Cancelled,
 }
@@ -217,6 +224,7 @@ impl LlmError {
                 | LlmError::Timeout
                 | LlmError::RateLimited { .. }
                 | LlmError::Server { .. }
+                | LlmError::InReply { .. }
         )
     }
 
@@ -252,6 +260,9 @@ impl LlmError {
             ),
             LlmError::Protocol(_) => {
                 "The language model sent a reply I couldn't read. Please try again.".into()
+            }
+            LlmError::InReply { .. } => {
+                "The language model stopped with an error partway through. Please try again.".into()
             }
             LlmError::Cancelled => "Okay, stopped.".into(),
         }

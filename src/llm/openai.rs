@@ -28,6 +28,10 @@ pub struct OpenAiClient {
     api_key: String,
     agent: ureq::Agent,
     read_timeout: Duration,
+    first_byte_timeout: Duration,
+    total_timeout: Duration,
+    max_retry_after: Duration,
+    reply_cap: usize,
     max_retries: u32,
     backoff: Duration,
     configured: Result<(), String>,
@@ -57,10 +61,10 @@ impl OpenAiClient {
     pub fn new(cfg: &LlmConfig) -> Self {
         let agent = HttpSettings {
             connect_timeout: Some(Duration::from_secs(cfg.connect_timeout_secs.max(1))),
-            response_timeout: Some(Duration::from_secs(cfg.read_timeout_secs.max(1))),
-            // The idle timeout is enforced by the caller; this only bounds
-            // a reader thread left behind by a stalled stream.
-            body_timeout: Some(Duration::from_secs(600)),
+            response_timeout: Some(Duration::from_secs(cfg.first_byte_timeout_secs.max(1))),
+            // The idle and total deadlines are enforced by the caller; this
+            // only bounds a reader thread left behind by a stalled stream.
+            global_timeout: Some(Duration::from_secs(cfg.total_timeout_secs.max(1) + 5)),
             ..HttpSettings::default()
         }
         .agent();
@@ -76,6 +80,10 @@ impl OpenAiClient {
             api_key: cfg.api_key.clone(),
             agent,
             read_timeout: Duration::from_secs(cfg.read_timeout_secs.max(1)),
+            first_byte_timeout: Duration::from_secs(cfg.first_byte_timeout_secs.max(1)),
+            total_timeout: Duration::from_secs(cfg.total_timeout_secs.max(1)),
+            max_retry_after: Duration::from_secs(cfg.max_retry_after_secs),
+            reply_cap: cfg.reply_cap(),
             max_retries: cfg.max_retries,
             backoff: Duration::from_millis(cfg.retry_backoff_ms),
             configured,
@@ -85,6 +93,14 @@ impl OpenAiClient {
     /// As [`OpenAiClient::new`] with a sub-second idle timeout (tests).
     pub fn with_read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
+        self
+    }
+
+    /// As [`OpenAiClient::new`] with sub-second first-byte and total
+    /// deadlines (tests).
+    pub fn with_deadlines(mut self, first_byte: Duration, total: Duration) -> Self {
+        self.first_byte_timeout = first_byte;
+        self.total_timeout = total;
         self
     }
 
@@ -157,9 +173,13 @@ impl OpenAiClient {
         rx
     }
 
-    /// Wait for the next piece, honouring cancellation and the idle timeout.
-    fn next(&self, rx: &Receiver<Piece>, cancel: &CancelToken) -> Result<Piece, LlmError> {
-        let deadline = Instant::now() + self.read_timeout;
+    /// Wait for the next piece until `deadline`, honouring cancellation.
+    fn next_by(
+        &self,
+        rx: &Receiver<Piece>,
+        cancel: &CancelToken,
+        deadline: Instant,
+    ) -> Result<Piece, LlmError> {
         loop {
             if cancel.is_cancelled() {
                 return Err(LlmError::Cancelled);
@@ -180,18 +200,32 @@ impl OpenAiClient {
         }
     }
 
+    /// The next body piece: the idle timeout, within the call's deadline.
+    fn next(
+        &self,
+        rx: &Receiver<Piece>,
+        cancel: &CancelToken,
+        call_deadline: Instant,
+    ) -> Result<Piece, LlmError> {
+        let idle = Instant::now() + self.read_timeout;
+        self.next_by(rx, cancel, idle.min(call_deadline))
+    }
+
     /// One attempt. `emitted` tells the caller whether any token went out
     /// (then a retry would repeat text, so it must not happen).
+    /// `call_deadline` ends the whole call (retries included).
     fn attempt(
         &self,
         request: &ChatRequest,
         on_token: &mut dyn FnMut(&str),
         cancel: &CancelToken,
         emitted: &mut bool,
+        call_deadline: Instant,
     ) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let rx = self.start(request.to_json().to_string());
-        let (status, retry_after, json) = match self.next(&rx, cancel)? {
+        let head_deadline = (started + self.first_byte_timeout).min(call_deadline);
+        let (status, retry_after, json) = match self.next_by(&rx, cancel, head_deadline)? {
             Piece::Head {
                 status,
                 retry_after,
@@ -200,12 +234,21 @@ impl OpenAiClient {
             _ => return Err(LlmError::Protocol("no response head".into())),
         };
         if !(200..300).contains(&status) {
-            let body = self.read_all(&rx, cancel).unwrap_or_default();
+            let body = self
+                .read_all(&rx, cancel, call_deadline)
+                .unwrap_or_default();
             return Err(map_status(status, retry_after, &body));
         }
         if !request.stream || json {
-            let body = self.read_all(&rx, cancel)?;
+            let body = self.read_all(&rx, cancel, call_deadline)?;
             let mut response = parse_completion(&body)?;
+            if cap_text(&mut response.content, self.reply_cap) {
+                tracing::warn!(
+                    cap = self.reply_cap,
+                    "the LLM reply was longer than llm.max_reply_chars; the rest was dropped"
+                );
+                response.finish_reason = Some("length".into());
+            }
             response.first_token_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
             if !response.content.is_empty() {
                 *emitted = true;
@@ -220,10 +263,33 @@ impl OpenAiClient {
             on_token(t)
         };
         loop {
-            match self.next(&rx, cancel)? {
+            let piece = match self.next(&rx, cancel, call_deadline) {
+                Ok(piece) => piece,
+                // Out of time mid-answer: keep the words already said unless
+                // a tool call is half-sent (running half a call is worse).
+                Err(LlmError::Timeout) if Instant::now() >= call_deadline => {
+                    if stream.calls.is_empty() && !stream.content.trim().is_empty() {
+                        tracing::warn!(
+                            secs = self.total_timeout.as_secs_f64(),
+                            "the LLM stream outlasted llm.total_timeout_secs; keeping the answer so far"
+                        );
+                        stream.finish_reason = Some("timeout".into());
+                        return Ok(stream.finish(&mut emit));
+                    }
+                    return Err(LlmError::Timeout);
+                }
+                Err(e) => return Err(e),
+            };
+            match piece {
                 Piece::Bytes(bytes) => {
                     for data in parser.feed(&bytes) {
                         if stream.apply(&data, &mut emit, started)? {
+                            return Ok(stream.finish(&mut emit));
+                        }
+                        if stream.content.len() > self.reply_cap {
+                            tracing::warn!(cap = self.reply_cap, "the LLM reply was longer than llm.max_reply_chars; stopped reading");
+                            cap_text(&mut stream.content, self.reply_cap);
+                            stream.finish_reason = Some("length".into());
                             return Ok(stream.finish(&mut emit));
                         }
                     }
@@ -248,10 +314,15 @@ impl OpenAiClient {
         }
     }
 
-    fn read_all(&self, rx: &Receiver<Piece>, cancel: &CancelToken) -> Result<String, LlmError> {
+    fn read_all(
+        &self,
+        rx: &Receiver<Piece>,
+        cancel: &CancelToken,
+        call_deadline: Instant,
+    ) -> Result<String, LlmError> {
         let mut body = Vec::new();
         loop {
-            match self.next(rx, cancel)? {
+            match self.next(rx, cancel, call_deadline)? {
                 Piece::Bytes(b) => {
                     body.extend_from_slice(&b);
                     if body.len() > MAX_BODY {
@@ -274,10 +345,11 @@ impl ChatModel for OpenAiClient {
         cancel: &CancelToken,
     ) -> Result<ChatResponse, LlmError> {
         self.check_configured()?;
+        let call_deadline = Instant::now() + self.total_timeout;
         let mut attempt = 0;
         loop {
             let mut emitted = false;
-            match self.attempt(request, on_token, cancel, &mut emitted) {
+            match self.attempt(request, on_token, cancel, &mut emitted, call_deadline) {
                 Ok(mut response) => {
                     if response.model.is_empty() {
                         response.model = request.model.clone();
@@ -286,11 +358,24 @@ impl ChatModel for OpenAiClient {
                 }
                 Err(e) if e.is_retryable() && !emitted && attempt < self.max_retries => {
                     let wait = match &e {
+                        // A server that did not answer in time will not
+                        // answer the retry either: say so now.
+                        LlmError::Timeout => return Err(e),
+                        LlmError::RateLimited {
+                            retry_after: Some(d),
+                        } if *d > self.max_retry_after => {
+                            tracing::warn!(retry_after_secs = d.as_secs(), cap_secs = self.max_retry_after.as_secs(), "LLM rate limited for longer than llm.max_retry_after_secs; not waiting");
+                            return Err(e);
+                        }
                         LlmError::RateLimited {
                             retry_after: Some(d),
                         } => *d,
                         _ => self.backoff * 2u32.saturating_pow(attempt),
                     };
+                    // No retry that could not even get its head in time.
+                    if Instant::now() + wait + Duration::from_millis(100) >= call_deadline {
+                        return Err(e);
+                    }
                     tracing::warn!(error = %e, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, "LLM request failed; retrying");
                     attempt += 1;
                     let until = Instant::now() + wait;
@@ -338,7 +423,7 @@ impl StreamState {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| LlmError::Protocol(format!("a stream chunk is not JSON ({e})")))?;
         if let Some(err) = chunk.get("error") {
-            return Err(map_error_object(500, None, err));
+            return Err(in_reply_error(err));
         }
         if let Some(model) = chunk.get("model").and_then(Value::as_str) {
             self.model = model.to_string();
@@ -403,7 +488,7 @@ pub fn parse_completion(body: &str) -> Result<ChatResponse, LlmError> {
     let v: Value = serde_json::from_str(body)
         .map_err(|e| LlmError::Protocol(format!("the reply is not JSON ({e})")))?;
     if let Some(err) = v.get("error") {
-        return Err(map_error_object(500, None, err));
+        return Err(in_reply_error(err));
     }
     let message = v
         .get("choices")
@@ -436,6 +521,35 @@ pub fn parse_completion(body: &str) -> Result<ChatResponse, LlmError> {
             .to_string(),
         first_token_ms: None,
     })
+}
+
+/// An `error` object inside a 200 reply or a stream: the server gave up
+/// mid-answer (not an HTTP status, so none is invented).
+fn in_reply_error(err: &Value) -> LlmError {
+    let text = |key: &str| err.get(key).and_then(Value::as_str).map(str::to_string);
+    LlmError::InReply {
+        code: text("code").or_else(|| text("type")),
+        message: text("message")
+            .or_else(|| err.as_str().map(str::to_string))
+            .unwrap_or_else(|| err.to_string())
+            .chars()
+            .take(200)
+            .collect(),
+    }
+}
+
+/// Cut `text` to at most `cap` bytes on a character boundary; whether it
+/// was cut.
+fn cap_text(text: &mut String, cap: usize) -> bool {
+    if text.len() <= cap {
+        return false;
+    }
+    let mut end = cap;
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
 }
 
 /// The shared HTTP failure as an [`LlmError`].

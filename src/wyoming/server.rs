@@ -8,21 +8,28 @@
 //!   limits, a header line that never ends, a stream cut inside a frame)
 //!   gets an `error` event `{text, code: "bad-frame"}` (when its socket
 //!   still takes it), one warn log line, and is disconnected;
-//! - past `max_connections` a new peer gets `error {code: "busy"}` and is
-//!   closed, with a warn line naming the cap, so a flood cannot exhaust
-//!   threads or memory;
-//! - a peer silent for [`IDLE_TIMEOUT`] is closed (a half-sent header
-//!   cannot pin a slot forever), and writes time out after
-//!   [`WRITE_TIMEOUT`] so a peer that stops reading cannot wedge a thread.
+//! - a peer counts against the caps only once it has sent one whole event:
+//!   until then it is *pending*, and a pending peer with no complete event
+//!   within [`FIRST_EVENT_TIMEOUT`] is closed. Pending peers are bounded
+//!   too (the oldest is closed to make room), so connections that send
+//!   half an event and stall never lock out a real client (Wyoming has no
+//!   authentication);
+//! - past `max_connections` (or [`Server::max_per_address`] from one
+//!   address) a new peer gets `error {code: "busy"}` and is closed, with a
+//!   warn line naming the cap, so a flood cannot exhaust threads or memory;
+//! - a peer silent for [`IDLE_TIMEOUT`] is closed, and writes time out
+//!   after [`WRITE_TIMEOUT`] so a peer that stops reading cannot wedge a
+//!   thread.
 //!
 //! Stopping (SIGTERM) stops accepting at once; connections finish the
 //! request they are in (a transcription, a turn) and the events the peer
 //! had already sent, then close; [`Server::run`] waits for them up to
 //! the drain time ([`DRAIN_TIMEOUT`] unless [`Server::drain`] says).
 
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +42,10 @@ use crate::wyoming_proto::{Connection, EventWriter, WyomingUri};
 
 /// A connection with no event for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// A new connection with no complete event for this long is closed.
+pub const FIRST_EVENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Established connections one address may hold by default.
+pub const MAX_PER_ADDRESS: usize = 8;
 /// A write the peer does not drain within this long fails the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// On stop, how long in-flight requests get to finish by default (under
@@ -96,6 +107,9 @@ pub struct Server {
     addr: SocketAddr,
     limits: Limits,
     max_connections: usize,
+    max_per_address: usize,
+    max_pending: usize,
+    first_event_timeout: Duration,
     drain: Duration,
 }
 
@@ -118,8 +132,31 @@ impl Server {
             addr,
             limits,
             max_connections: max_connections.max(1),
+            max_per_address: MAX_PER_ADDRESS.min(max_connections.max(1)),
+            max_pending: (max_connections.max(1) * 4).max(64),
+            first_event_timeout: FIRST_EVENT_TIMEOUT,
             drain: DRAIN_TIMEOUT,
         })
+    }
+
+    /// Most established connections one address may hold (a flood from
+    /// one host cannot take every slot).
+    pub fn max_per_address(mut self, cap: usize) -> Server {
+        self.max_per_address = cap.max(1);
+        self
+    }
+
+    /// How long a new connection has to send its first whole event.
+    pub fn first_event_timeout(mut self, timeout: Duration) -> Server {
+        self.first_event_timeout = timeout;
+        self
+    }
+
+    /// Most connections waiting for their first event; past it the oldest
+    /// of them is closed.
+    pub fn max_pending(mut self, cap: usize) -> Server {
+        self.max_pending = cap.max(1);
+        self
     }
 
     /// How long in-flight requests get after a stop before [`Server::run`]
@@ -143,7 +180,7 @@ impl Server {
     /// polling delay) and hands connections over a channel; on stop a
     /// connection to ourselves wakes it so it can end.
     pub fn run<H: Handler>(&self, handler: Arc<H>, stop: &CancelToken, tick: &mut dyn FnMut()) {
-        let active = Arc::new(AtomicUsize::new(0));
+        let active = Arc::new(Slots::default());
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         // Unbounded: the acceptor never blocks on us, even while we stop; the
         // cap is enforced in `admit`, which is quick.
@@ -224,7 +261,7 @@ impl Server {
         handler: &Arc<H>,
         stream: TcpStream,
         peer: SocketAddr,
-        active: &Arc<AtomicUsize>,
+        active: &Arc<Slots>,
         stop: &CancelToken,
         threads: &mut Vec<JoinHandle<()>>,
     ) {
@@ -233,7 +270,7 @@ impl Server {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let _ = stream.set_nodelay(true);
-        let now = active.load(Ordering::SeqCst);
+        let now = active.open.load(Ordering::SeqCst);
         if now >= self.max_connections {
             tracing::warn!(
                 %peer,
@@ -243,6 +280,7 @@ impl Server {
             refuse(stream, self.max_connections);
             return;
         }
+        let handle = stream.try_clone().ok();
         let conn = match Connection::from_stream(stream, self.limits) {
             Ok(c) => c,
             Err(e) => {
@@ -250,15 +288,21 @@ impl Server {
                 return;
             }
         };
-        active.fetch_add(1, Ordering::SeqCst);
-        let guard = ActiveGuard(active.clone());
+        let pending_id = handle.map(|h| active.add_pending(h, peer, self.max_pending));
+        let admission = Admission {
+            slots: active.clone(),
+            pending_id,
+            peer,
+            max_connections: self.max_connections,
+            max_per_address: self.max_per_address,
+            first_event_timeout: self.first_event_timeout,
+        };
         let handler = handler.clone();
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("wyoming {peer}"))
             .spawn(move || {
-                let _guard = guard;
-                serve_connection(&*handler, &conn, peer, &stop);
+                serve_connection(&*handler, &conn, admission, &stop);
                 conn.close();
             });
         match spawned {
@@ -294,12 +338,120 @@ fn accept_loop(
     }
 }
 
-/// Decrements the open-connection count however the thread ends.
-struct ActiveGuard(Arc<AtomicUsize>);
+/// The server's connection accounting: established connections (in total
+/// and per address) and the pending ones, which have not sent a whole
+/// event yet and count against nothing but their own bound.
+#[derive(Default)]
+struct Slots {
+    open: AtomicUsize,
+    per_address: Mutex<HashMap<IpAddr, usize>>,
+    pending: Mutex<Pending>,
+}
 
-impl Drop for ActiveGuard {
+#[derive(Default)]
+struct Pending {
+    next_id: u64,
+    /// Oldest first: (id, a handle to shut the socket, the peer).
+    conns: VecDeque<(u64, TcpStream, SocketAddr)>,
+}
+
+impl Slots {
+    /// Register a pending connection; past `cap` the oldest pending one is
+    /// shut (its thread then sees the close and ends).
+    fn add_pending(&self, handle: TcpStream, peer: SocketAddr, cap: usize) -> u64 {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let id = pending.next_id;
+        pending.next_id += 1;
+        pending.conns.push_back((id, handle, peer));
+        while pending.conns.len() > cap {
+            if let Some((_, oldest, who)) = pending.conns.pop_front() {
+                tracing::warn!(peer = %who, "wyoming: closing a connection that sent no whole event ({cap} such connections are open)");
+                let _ = oldest.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        id
+    }
+
+    fn remove_pending(&self, id: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.conns.retain(|(i, _, _)| *i != id);
+    }
+
+    /// Take an established slot for `ip`, or say which cap is full.
+    fn establish(&self, ip: IpAddr, max: usize, max_per_address: usize) -> Result<(), String> {
+        let mut per = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let from_here = per.get(&ip).copied().unwrap_or(0);
+        if from_here >= max_per_address {
+            return Err(format!(
+                "{from_here} connections from {ip} are open (the per-address cap is {max_per_address})"
+            ));
+        }
+        let open = self.open.fetch_add(1, Ordering::SeqCst);
+        if open >= max {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            return Err(format!(
+                "{open} connections are open (the cap is {max}; raise it with --max-connections)"
+            ));
+        }
+        *per.entry(ip).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn release(&self, ip: IpAddr) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+        let mut per = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per.remove(&ip);
+            }
+        }
+    }
+}
+
+/// One connection's way from pending to established.
+struct Admission {
+    slots: Arc<Slots>,
+    pending_id: Option<u64>,
+    peer: SocketAddr,
+    max_connections: usize,
+    max_per_address: usize,
+    first_event_timeout: Duration,
+}
+
+impl Admission {
+    /// The first whole event arrived: leave the pending pool and take a
+    /// slot; `Err` names the full cap.
+    fn establish(&mut self) -> Result<Established, String> {
+        if let Some(id) = self.pending_id.take() {
+            self.slots.remove_pending(id);
+        }
+        self.slots
+            .establish(self.peer.ip(), self.max_connections, self.max_per_address)?;
+        Ok(Established {
+            slots: self.slots.clone(),
+            ip: self.peer.ip(),
+        })
+    }
+}
+
+impl Drop for Admission {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if let Some(id) = self.pending_id.take() {
+            self.slots.remove_pending(id);
+        }
+    }
+}
+
+/// Holds an established slot; releases it however the thread ends.
+struct Established {
+    slots: Arc<Slots>,
+    ip: IpAddr,
+}
+
+impl Drop for Established {
+    fn drop(&mut self) {
+        self.slots.release(self.ip);
     }
 }
 
@@ -319,14 +471,25 @@ fn refuse(stream: TcpStream, cap: usize) {
 fn serve_connection<H: Handler>(
     handler: &H,
     conn: &Connection,
-    peer: SocketAddr,
+    mut admission: Admission,
     stop: &CancelToken,
 ) {
+    let peer = admission.peer;
     tracing::debug!(%peer, "wyoming: connected");
     let out = conn.writer();
     let mut session = handler.open(peer);
+    let opened = Instant::now();
     let mut last_event = Instant::now();
+    let mut established: Option<Established> = None;
     loop {
+        if established.is_none() && opened.elapsed() >= admission.first_event_timeout {
+            tracing::info!(
+                %peer,
+                "wyoming: closing a connection that sent no whole event within {} ms",
+                admission.first_event_timeout.as_millis()
+            );
+            return;
+        }
         // On shutdown, finish what the peer has already sent (the end of an
         // utterance, a transcript to handle): close once it has been
         // quiet for [`QUIET_ON_STOP`].
@@ -349,6 +512,19 @@ fn serve_connection<H: Handler>(
             }
             Ok(Some(event)) => {
                 last_event = Instant::now();
+                if established.is_none() {
+                    match admission.establish() {
+                        Ok(slot) => established = Some(slot),
+                        Err(why) => {
+                            tracing::warn!(%peer, "wyoming: refused a connection: {why}");
+                            let _ = out.send(&error_event(
+                                "earshot is serving its maximum of connections; try again shortly",
+                                "busy",
+                            ));
+                            return;
+                        }
+                    }
+                }
                 let kind = event.kind.clone();
                 match handler.event(&mut session, event, &out) {
                     Ok(Flow::Continue) => {}
@@ -410,11 +586,18 @@ mod tests {
     }
 
     fn start(cap: usize) -> (SocketAddr, CancelToken, Arc<Echo>, JoinHandle<()>) {
+        start_with(cap, |s| s)
+    }
+
+    fn start_with(
+        cap: usize,
+        tune: impl FnOnce(Server) -> Server,
+    ) -> (SocketAddr, CancelToken, Arc<Echo>, JoinHandle<()>) {
         let echo = Arc::new(Echo {
             seen: Mutex::new(Vec::new()),
         });
         let uri = WyomingUri::parse("tcp://127.0.0.1:0").unwrap();
-        let server = Server::bind(&uri, Limits::default(), cap).unwrap();
+        let server = tune(Server::bind(&uri, Limits::default(), cap).unwrap());
         let addr = server.local_addr();
         let stop = CancelToken::new();
         let s2 = stop.clone();
@@ -470,6 +653,93 @@ mod tests {
             let third = connect(addr);
             third.send(&Event::new("ping")).unwrap();
             match third.recv() {
+                Ok(e) if e.kind == "pong" => break,
+                other => {
+                    assert!(Instant::now() < deadline, "never readmitted: {other:?}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        stop.cancel();
+        t.join().unwrap();
+    }
+
+    /// A socket that sent half an event and stalls.
+    fn stall(addr: SocketAddr) -> TcpStream {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"{\"type\": \"pi").unwrap();
+        s
+    }
+
+    /// Whether the server closed `s` within `within`.
+    fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+        s.set_read_timeout(Some(within)).unwrap();
+        let mut buf = [0u8; 256];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    #[test]
+    fn stalled_connections_never_lock_out_a_real_client_and_are_closed() {
+        let (addr, stop, _echo, t) =
+            start_with(2, |s| s.first_event_timeout(Duration::from_millis(400)));
+        let mut stalled: Vec<TcpStream> = (0..10).map(|_| stall(addr)).collect();
+        // Ten stalled peers and a cap of two: a real client still gets in.
+        let good = connect(addr);
+        good.send(&Event::new("ping")).unwrap();
+        assert_eq!(good.recv().unwrap().kind, "pong");
+        for s in &mut stalled {
+            assert!(
+                closed_within(s, Duration::from_secs(5)),
+                "a stalled peer stayed open"
+            );
+        }
+        // The established client is not subject to the first-event deadline.
+        good.send(&Event::new("ping")).unwrap();
+        assert_eq!(good.recv().unwrap().kind, "pong");
+        stop.cancel();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn pending_peers_past_their_bound_close_the_oldest() {
+        let (addr, stop, _echo, t) = start_with(4, |s| s.max_pending(3));
+        let mut first = stall(addr);
+        let _others: Vec<TcpStream> = (0..3).map(|_| stall(addr)).collect();
+        assert!(
+            closed_within(&mut first, Duration::from_secs(5)),
+            "the oldest pending peer stayed open"
+        );
+        let good = connect(addr);
+        good.send(&Event::new("ping")).unwrap();
+        assert_eq!(good.recv().unwrap().kind, "pong");
+        stop.cancel();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn one_address_cannot_take_every_slot() {
+        let (addr, stop, _echo, t) = start_with(4, |s| s.max_per_address(1));
+        let first = connect(addr);
+        first.send(&Event::new("ping")).unwrap();
+        assert_eq!(first.recv().unwrap().kind, "pong");
+        let second = connect(addr);
+        second.send(&Event::new("ping")).unwrap();
+        let e = second.recv().unwrap();
+        assert_eq!(e.kind, "error");
+        assert_eq!(e.str("code"), Some("busy"));
+        drop(first);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let again = connect(addr);
+            again.send(&Event::new("ping")).unwrap();
+            match again.recv() {
                 Ok(e) if e.kind == "pong" => break,
                 other => {
                     assert!(Instant::now() < deadline, "never readmitted: {other:?}");
