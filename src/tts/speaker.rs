@@ -16,11 +16,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
 use crossbeam_channel::{unbounded, Sender};
 
 use super::sentences::{self, SentenceSplitter};
-use super::Tts;
+use super::{Tts, TtsError};
 use crate::audio::playback::AudioSink;
 use crate::cancel::CancelToken;
 use crate::events::{Event, EventSink};
@@ -69,7 +68,7 @@ pub struct Speaker {
 
 impl Speaker {
     /// Start the speaking thread with these engines and this output.
-    pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker> {
+    pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker, TtsError> {
         let (tx, rx) = unbounded::<Job>();
         let shared = Arc::new(Shared::default());
         shared.volume.store(1.0f32.to_bits(), Ordering::SeqCst);
@@ -84,7 +83,7 @@ impl Speaker {
                     worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
                 }
             })
-            .map_err(|e| anyhow!("could not start the speaker thread: {e}"))?;
+            .map_err(|e| TtsError::SpeakerThread(e.to_string()))?;
         Ok(Speaker { tx, shared, sink })
     }
 
@@ -332,7 +331,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "slow"
         }
-        fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
             std::thread::sleep(self.0);
             let words = text.split_whitespace().count();
             Ok(Clip::new(vec![0.25; 3200 * words], 16_000))

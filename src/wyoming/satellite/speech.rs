@@ -15,10 +15,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
-
-use crate::audio::playback::{AudioSink, Clip};
-use crate::tts::{Synthesizer, Tts};
+use crate::audio::playback::{AudioSink, Clip, PlaybackError};
+use crate::tts::{Synthesizer, Tts, TtsError};
 use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
 use crate::wyoming_proto::client::EventWriter;
 
@@ -55,9 +53,11 @@ impl Synthesizer for SharedTts {
         self.name
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
         let mut tts = self.inner.lock().map_err(|_| {
-            anyhow!("the shared text-to-speech engine crashed earlier; restart earshot")
+            TtsError::EngineUnavailable(
+                "the shared text-to-speech engine crashed earlier; restart earshot".into(),
+            )
         })?;
         Ok(tts.synthesize(text)?.clip)
     }
@@ -132,12 +132,12 @@ impl SatelliteSink {
         s.stats.clone()
     }
 
-    fn send_clip(&self, s: &mut State, clip: &Clip) -> Result<()> {
+    fn send_clip(&self, s: &mut State, clip: &Clip) -> Result<(), PlaybackError> {
         if s.stopped {
             return Ok(()); // after a stop the rest of the answer is dropped
         }
         if let Some(e) = &s.stats.error {
-            return Err(anyhow!("{e}"));
+            return Err(PlaybackError::DeviceGone(e.to_string()));
         }
         let format = AudioFormat {
             rate: clip.sample_rate,
@@ -169,17 +169,17 @@ impl SatelliteSink {
         s.total_seconds += clip.seconds();
         result.map_err(|e| {
             s.stats.error = Some(e.clone());
-            anyhow!("{e}")
+            PlaybackError::DeviceGone(e.to_string())
         })
     }
 }
 
 impl AudioSink for SatelliteSink {
-    fn play(&self, clip: &Clip) -> Result<()> {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
         let mut s = self
             .state
             .lock()
-            .map_err(|_| anyhow!("satellite sink lock poisoned"))?;
+            .map_err(|_| PlaybackError::Poisoned("satellite sink lock poisoned"))?;
         self.send_clip(&mut s, clip)
     }
 
