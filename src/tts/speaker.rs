@@ -20,7 +20,7 @@ use crossbeam_channel::{unbounded, Sender};
 
 use super::sentences::{self, SentenceSplitter};
 use super::{Tts, TtsError};
-use crate::audio::playback::AudioSink;
+use crate::audio::playback::{AudioSink, PlaybackError};
 use crate::cancel::CancelToken;
 use crate::events::{Event, EventSink};
 
@@ -39,6 +39,16 @@ pub struct SentenceStat {
     pub queued_at: Instant,
 }
 
+/// A sentence that was not heard: its synthesis or its playback failed.
+/// Collected by the speaker thread for [`Speaker::take_errors`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpeakError {
+    #[error(transparent)]
+    Synthesis(#[from] TtsError),
+    #[error(transparent)]
+    Playback(#[from] PlaybackError),
+}
+
 struct Job {
     text: String,
     generation: u64,
@@ -53,7 +63,7 @@ struct Shared {
     /// f32 bits of the volume in [0, 1].
     volume: AtomicU32,
     stats: Mutex<Vec<SentenceStat>>,
-    errors: Mutex<Vec<String>>,
+    errors: Mutex<Vec<SpeakError>>,
     /// Held while checking the generation and queueing a clip, and while
     /// stopping, so a clip can't slip onto the output just after a stop.
     play_lock: Mutex<()>,
@@ -166,7 +176,7 @@ impl Speaker {
     }
 
     /// Synthesis/playback errors since the last call (and clears them).
-    pub fn take_errors(&self) -> Vec<String> {
+    pub fn take_errors(&self) -> Vec<SpeakError> {
         self.shared
             .errors
             .lock()
@@ -185,7 +195,7 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
         Err(e) => {
             tracing::error!("cannot speak \"{}\": {e:#}", job.text);
             if let Ok(mut errors) = shared.errors.lock() {
-                errors.push(format!("{e:#}"));
+                errors.push(e.into());
             }
             return;
         }
@@ -203,7 +213,7 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     if let Err(e) = played {
         tracing::error!("cannot play speech on {}: {e:#}", sink.describe());
         if let Ok(mut errors) = shared.errors.lock() {
-            errors.push(format!("{e:#}"));
+            errors.push(e.into());
         }
         return;
     }

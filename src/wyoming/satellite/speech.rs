@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::SatelliteError;
 use crate::audio::playback::{AudioSink, Clip, PlaybackError};
 use crate::tts::{Synthesizer, Tts, TtsError};
 use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
@@ -71,7 +72,7 @@ pub struct AnswerStats {
     /// Seconds of audio sent.
     pub audio_seconds: f64,
     /// The first write error (the session treats it as a lost connection).
-    pub error: Option<String>,
+    pub error: Option<SatelliteError>,
 }
 
 #[derive(Default)]
@@ -125,7 +126,7 @@ impl SatelliteSink {
         };
         if s.started && !s.stopped && s.stats.error.is_none() {
             if let Err(e) = self.writer.send(&audio_stop(Some(s.position_ms))) {
-                s.stats.error = Some(format!("cannot send audio-stop: {e}"));
+                s.stats.error = Some(SatelliteError::send("audio-stop", e));
             }
         }
         s.stopped = true;
@@ -144,11 +145,11 @@ impl SatelliteSink {
             width: 2,
             channels: 1,
         };
-        let result = (|| -> Result<(), String> {
+        let result = (|| -> Result<(), SatelliteError> {
             if !s.started {
                 self.writer
                     .send(&audio_start(format, Some(0)))
-                    .map_err(|e| format!("cannot send audio-start: {e}"))?;
+                    .map_err(|e| SatelliteError::send("audio-start", e))?;
                 s.started = true;
                 s.stats.first_audio_at = Some(Instant::now());
             }
@@ -160,7 +161,7 @@ impl SatelliteSink {
                         piece,
                         Some(s.position_ms),
                     ))
-                    .map_err(|e| format!("cannot send answer audio: {e}"))?;
+                    .map_err(|e| SatelliteError::send("answer audio", e))?;
                 s.position_ms += piece.len() as u64 * 1000 / u64::from(clip.sample_rate.max(1));
             }
             Ok(())
@@ -322,6 +323,8 @@ mod tests {
         let again = sink.play(&Clip::new(vec![0.1; 10], 16_000)).unwrap_err();
         assert_eq!(again.to_string(), failed);
         // …and the session learns it from the answer's stats.
-        assert_eq!(sink.finish().error.as_deref(), Some(failed.as_str()));
+        let lost = sink.finish().error.expect("the write error is kept");
+        assert!(matches!(lost, SatelliteError::Send { .. }), "{lost:?}");
+        assert_eq!(lost.to_string(), failed);
     }
 }
