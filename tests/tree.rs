@@ -574,15 +574,15 @@ fn tree_run_dry_run_changes_nothing_and_real_run_persists() {
 /// or misfire. Figures are in notes/tree.md.
 #[test]
 fn default_tree_on_held_out_utterances() {
-    use earshot::tree::interpreter::{Host, LlmAnswer, WalkInput};
+    use earshot::tree::interpreter::{Host, HostError, LlmAnswer, WalkInput};
     struct NoLlm;
     impl Host for NoLlm {
         fn llm_stream(
             &mut self,
             _: &str,
             _: &mut dyn earshot::events::EventSink,
-        ) -> Result<LlmAnswer, String> {
-            Err("no LLM in this test".into())
+        ) -> Result<LlmAnswer, HostError> {
+            Err(HostError::NoLlm("no LLM in this test".into()))
         }
     }
     let dir = state_dir();

@@ -15,9 +15,44 @@ use super::turn::TurnContext;
 use crate::events::EventSink;
 use crate::llm::LlmError;
 use crate::nlu::router::Route;
-use crate::tree::interpreter::{Host, LlmAnswer, WalkInput};
+use crate::tree::interpreter::{Host, HostError, LlmAnswer, WalkError, WalkInput};
 use crate::tree::state::{self, Origin, TreeState};
 use crate::tree::Engine;
+
+/// Why the dispatcher (intent tree or router graph) produced no answer.
+/// The turn fails with the message as its `error` sentence; the technical
+/// error, where there is one, is already in the turn log (`error`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DispatchError {
+    /// The language model failed; the message is the sentence said for it
+    /// ([`LlmError::user_sentence`]).
+    #[error("{}", .0.user_sentence())]
+    Llm(LlmError),
+    /// The agent's model kept producing malformed tool calls (Groq's
+    /// `tool_use_failed`) through every retry.
+    #[error(
+        "I had trouble using my tools for that request. Please try asking in a different way."
+    )]
+    ToolUse(LlmError),
+    /// The turn was cancelled between tool calls (barge-in, "stop").
+    #[error("Okay, stopped.")]
+    Cancelled,
+    /// The intent tree's walk stopped (a broken tree, the step bound, or
+    /// its `llm_stream` host failed).
+    #[error(transparent)]
+    Tree(#[from] WalkError),
+}
+
+impl From<DispatchError> for HostError {
+    /// The router graph answering an `llm_stream` node: a language-model
+    /// failure stays one, anything else keeps its sentence.
+    fn from(e: DispatchError) -> Self {
+        match e {
+            DispatchError::Llm(e) => HostError::Llm(e),
+            other => HostError::Failed(other.to_string()),
+        }
+    }
+}
 
 /// The resolved mode of this turn: the conversation's override, else the
 /// config default. An unresolvable mode falls back to `graph`.
@@ -57,7 +92,10 @@ pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
 }
 
 /// Answer the turn in the resolved mode.
-pub fn dispatch(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
+pub fn dispatch(
+    ctx: &mut TurnContext<'_>,
+    sink: &mut dyn EventSink,
+) -> Result<NodeAnswer, DispatchError> {
     let mode = resolve_mode(ctx);
     ctx.record.mode = Some(mode.into());
     let answer = match (mode, ctx.services.tree.clone()) {
@@ -84,7 +122,10 @@ pub fn dispatch(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<N
 }
 
 /// The router graph: decide the route, run its node.
-pub fn graph(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
+pub fn graph(
+    ctx: &mut TurnContext<'_>,
+    sink: &mut dyn EventSink,
+) -> Result<NodeAnswer, DispatchError> {
     let decision = ctx.services.router.decide(&ctx.text, &ctx.cancel);
     ctx.record.set_ms("route", decision.elapsed_ms);
     ctx.record.route = Some(decision.route.as_str().into());
@@ -108,18 +149,26 @@ struct TurnHost<'a, 'b> {
 }
 
 impl Host for TurnHost<'_, '_> {
-    fn llm_stream(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, String> {
+    fn llm_stream(
+        &mut self,
+        prompt: &str,
+        sink: &mut dyn EventSink,
+    ) -> Result<LlmAnswer, HostError> {
         let to_answer = |a: NodeAnswer| LlmAnswer {
             text: a.text,
             model: a.model,
             route: a.route,
         };
-        let sentence = |ctx: &mut TurnContext<'_>, e: LlmError| {
+        let failed = |ctx: &mut TurnContext<'_>, e: LlmError| {
             ctx.record.error = Some(e.to_string());
-            e.user_sentence()
+            HostError::Llm(e)
         };
         let (system, route) = match prompt {
-            "router" => return graph(self.ctx, sink).map(to_answer),
+            "router" => {
+                return graph(self.ctx, sink)
+                    .map(to_answer)
+                    .map_err(HostError::from)
+            }
             "simple" => (prompts::simple(), Route::Simple),
             "persona" => (prompts::persona(), Route::Persona),
             literal => (literal.to_string(), Route::Simple),
@@ -130,7 +179,7 @@ impl Host for TurnHost<'_, '_> {
                 route: "tree".into(),
                 ..to_answer(a)
             }),
-            Err(e) => Err(sentence(self.ctx, e)),
+            Err(e) => Err(failed(self.ctx, e)),
         }
     }
 }
@@ -147,7 +196,7 @@ pub fn run_tree(
     ctx: &mut TurnContext<'_>,
     engine: &Engine,
     sink: &mut dyn EventSink,
-) -> Result<NodeAnswer, String> {
+) -> Result<NodeAnswer, DispatchError> {
     let (loaded, origin) = match state::load(&ctx.services.store, ctx.conversation_id) {
         Ok(s) => s,
         Err(e) => {
@@ -180,7 +229,7 @@ pub fn run_tree(
         Err(e) => {
             ctx.record.notes.extend(e.notes.iter().cloned());
             ctx.record.extra.insert("tree_path".into(), json!(e.path));
-            return Err(e.message);
+            return Err(DispatchError::Tree(e));
         }
     };
     ctx.record.notes.extend(outcome.notes.iter().cloned());

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use super::cleanup::StreamCleaner;
+use super::dispatcher::DispatchError;
 use super::prompts;
 use super::turn::TurnContext;
 use crate::events::{Event, EventSink};
@@ -81,7 +82,7 @@ pub fn run(
     ctx: &mut TurnContext<'_>,
     route: Route,
     sink: &mut dyn EventSink,
-) -> Result<NodeAnswer, String> {
+) -> Result<NodeAnswer, DispatchError> {
     match route {
         Route::Simple => {
             main_llm(ctx, prompts::simple(), route, sink).map_err(|e| sentence(&mut ctx.record, e))
@@ -102,8 +103,8 @@ pub fn run(
     }
 }
 
-/// Keep the technical error in the turn log; say the sentence.
-fn sentence(record: &mut crate::telemetry::TurnRecord, e: LlmError) -> String {
+/// Keep the technical error in the turn log; the error says the sentence.
+fn sentence(record: &mut crate::telemetry::TurnRecord, e: LlmError) -> DispatchError {
     record.error = Some(e.to_string());
-    e.user_sentence()
+    DispatchError::Llm(e)
 }

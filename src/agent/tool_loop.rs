@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use super::cleanup::StreamCleaner;
+use super::dispatcher::DispatchError;
 use super::nodes::{build_messages, NodeAnswer};
 use super::prompts;
 use super::turn::TurnContext;
@@ -37,11 +38,14 @@ const MAX_RESULT_CHARS: usize = 4000;
 pub fn run(
     ctx: &mut TurnContext<'_>,
     sink: &mut dyn EventSink,
-) -> Option<Result<NodeAnswer, String>> {
+) -> Option<Result<NodeAnswer, DispatchError>> {
     Some(run_agent(ctx, sink))
 }
 
-fn run_agent(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<NodeAnswer, String> {
+fn run_agent(
+    ctx: &mut TurnContext<'_>,
+    sink: &mut dyn EventSink,
+) -> Result<NodeAnswer, DispatchError> {
     let services = ctx.services;
     let tools = services.tools.clone();
     let cfg = &services.settings.llm;
@@ -75,7 +79,7 @@ fn run_agent(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<Node
             ctx.record.error = Some(e.to_string());
             ctx.record
                 .note(format!("agent stopped at step {}", iteration + 1));
-            sentence(&e)
+            failure(e)
         })?;
         if iteration == 0 {
             if let Some(ms) = response.first_token_ms {
@@ -99,7 +103,7 @@ fn run_agent(ctx: &mut TurnContext<'_>, sink: &mut dyn EventSink) -> Result<Node
         messages.push(ChatMessage::assistant_tool_calls(content, calls.clone()));
         for call in &calls {
             if ctx.cancel.is_cancelled() {
-                return Err("Okay, stopped.".into());
+                return Err(DispatchError::Cancelled);
             }
             let result = run_tool(ctx, &tools, call, sink);
             messages.push(ChatMessage::tool_result(call.id.clone(), result));
@@ -132,13 +136,13 @@ fn answer(text: String, model: String, fallback_model: &str) -> NodeAnswer {
     }
 }
 
-/// The sentence the user hears for an agent failure.
-fn sentence(e: &LlmError) -> String {
+/// An agent failure: malformed tool calls past the retries are their own
+/// kind (with their own sentence), anything else is the model's failure.
+fn failure(e: LlmError) -> DispatchError {
     if e.is_tool_use_failed() {
-        "I had trouble using my tools for that request. Please try asking in a different way."
-            .into()
+        DispatchError::ToolUse(e)
     } else {
-        e.user_sentence()
+        DispatchError::Llm(e)
     }
 }
 
@@ -296,7 +300,7 @@ mod tests {
         replies: Vec<Result<ChatResponse, LlmError>>,
         cancel: CancelToken,
     ) -> (
-        Result<NodeAnswer, String>,
+        Result<NodeAnswer, DispatchError>,
         CollectSink,
         TurnRecord,
         Arc<Scripted>,
@@ -372,7 +376,9 @@ mod tests {
             })],
             cancel,
         );
-        assert_eq!(result.unwrap_err(), "Okay, stopped.");
+        let err = result.unwrap_err();
+        assert!(matches!(err, DispatchError::Cancelled), "{err:?}");
+        assert_eq!(err.to_string(), "Okay, stopped.");
         assert!(sink.events.is_empty());
         assert!(record.tools.is_empty());
     }

@@ -219,7 +219,7 @@ pub fn run_turn(
     let effects = ctx.effects;
     let answer = match answer {
         Ok(answer) => answer,
-        Err(message) => return fail(&mut record, sink, input.conversation_id, message),
+        Err(e) => return fail(&mut record, sink, input.conversation_id, e.to_string()),
     };
     if cancel.is_cancelled() {
         return fail(

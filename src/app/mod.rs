@@ -159,7 +159,7 @@ pub fn speech(config: &Config) -> crate::api::speech::Speech {
 /// `earshot wyoming serve`'s service: the agent, whisper and the voices,
 /// loaded once (seconds: call before announcing readiness).
 pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Service> {
-    let stt = stt(config).map_err(|e| e.to_string());
+    let stt = stt(config);
     let settings = crate::wyoming::service::ServiceSettings {
         tts: config.tts.clone(),
         language: config.stt.language.clone(),
@@ -171,7 +171,12 @@ pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Servi
     let make_tts = |tts: &crate::tts::TtsConfig| {
         crate::tts::Tts::from_config(tts, &paths, &config.llm.api_key, &config.wyoming)
     };
-    crate::wyoming::service::Service::new(build(config)?, stt, &settings, &make_tts)
+    Ok(crate::wyoming::service::Service::new(
+        build(config)?,
+        stt,
+        &settings,
+        &make_tts,
+    ))
 }
 
 /// What the knowledge base takes from the config.

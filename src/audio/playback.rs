@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::Result;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 /// Mono audio at a sample rate: what a speech engine produces.
@@ -86,7 +86,7 @@ impl Clip {
 /// [`play`]: AudioSink::play
 pub trait AudioSink: Send + Sync {
     /// Queue a clip after whatever is already queued.
-    fn play(&self, clip: &Clip) -> Result<()>;
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError>;
     /// Drop everything queued and playing, now (barge-in, "stop").
     fn stop(&self);
     /// Whether anything is still queued or sounding.
@@ -96,6 +96,63 @@ pub trait AudioSink: Send + Sync {
     fn played_seconds(&self) -> f64;
     /// A short description for logs (`default`, `file out.wav`, …).
     fn describe(&self) -> String;
+}
+
+/// Why speech could not be played (or an output not opened). The speaker
+/// logs it and keeps the answer's text; callers branch on the kind (an
+/// output that is gone fails every later clip too, a satellite's broken
+/// connection ends its session). Each message is one line saying what to
+/// change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlaybackError {
+    /// There is no default sound output.
+    #[error("no sound output device found; connect a speaker, or use --output FILE.wav")]
+    NoDefaultDevice,
+    /// No output has this name; `found` lists the ones that exist.
+    #[error("no sound output called '{name}' (found: {}); see `earshot devices`", if found.is_empty() { "none".to_string() } else { found.join(", ") })]
+    NoDevice { name: String, found: Vec<String> },
+    /// The device exists but would not open a stream.
+    #[error("could not open the sound output '{name}': {reason}; pick another with `earshot devices` or use --output FILE.wav")]
+    Open { name: String, reason: String },
+    /// The output went away while in use (its playback thread stopped, a
+    /// satellite stopped taking audio): later clips fail too.
+    #[error("{0}")]
+    DeviceGone(String),
+    /// The output file could not be created.
+    #[error("could not create the output file {}: {reason}", path.display())]
+    Create { path: PathBuf, reason: String },
+    /// Writing (or finishing) the output file failed: disk full, file
+    /// removed, permissions.
+    #[error("could not {action} {}: {reason}", path.display())]
+    Write {
+        /// `write` or `finish`.
+        action: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    /// No output could be opened or listed at all (the [`NullSink`]
+    /// stand-in repeats why for every clip).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The clip cannot be played (a sample rate of 0).
+    #[error("{0}")]
+    BadClip(&'static str),
+    /// The sink's lock was poisoned by a panic on another thread.
+    #[error("{0}")]
+    Poisoned(&'static str),
+    /// A thread the sink needs could not be started.
+    #[error("could not start the {what} thread: {reason}")]
+    Thread { what: &'static str, reason: String },
+}
+
+impl PlaybackError {
+    fn write(path: &Path, e: impl std::fmt::Display) -> PlaybackError {
+        PlaybackError::Write {
+            action: "write",
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    }
 }
 
 /// Open the output named in the config or on the command line:
@@ -130,8 +187,8 @@ impl NullSink {
 }
 
 impl AudioSink for NullSink {
-    fn play(&self, _clip: &Clip) -> Result<()> {
-        Err(anyhow!("{}", self.reason))
+    fn play(&self, _clip: &Clip) -> Result<(), PlaybackError> {
+        Err(PlaybackError::Unavailable(self.reason.clone()))
     }
     fn stop(&self) {}
     fn is_playing(&self) -> bool {
@@ -148,7 +205,7 @@ impl AudioSink for NullSink {
 // ---------------------------------------------------------------- rodio
 
 enum RodioCmd {
-    Play(Clip, Sender<Result<()>>),
+    Play(Clip, Sender<Result<(), PlaybackError>>),
     Stop,
 }
 
@@ -165,7 +222,7 @@ pub struct RodioSink {
 impl RodioSink {
     /// Check that the device exists now (so a wrong name is reported at
     /// start), then start the thread that owns the stream.
-    pub fn new(name: &str) -> Result<Self> {
+    pub fn new(name: &str) -> Result<Self, PlaybackError> {
         let name = if name.is_empty() { "default" } else { name };
         find_output_device(name)?;
         let (tx, rx) = unbounded();
@@ -177,7 +234,10 @@ impl RodioSink {
         thread::Builder::new()
             .name("playback".into())
             .spawn(move || rodio_thread(&thread_name, &rx, &q, &p))
-            .context("could not start the playback thread")?;
+            .map_err(|e| PlaybackError::Thread {
+                what: "playback",
+                reason: e.to_string(),
+            })?;
         Ok(Self {
             name: name.to_string(),
             tx,
@@ -188,15 +248,14 @@ impl RodioSink {
 }
 
 impl AudioSink for RodioSink {
-    fn play(&self, clip: &Clip) -> Result<()> {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
         let (reply_tx, reply_rx) = bounded(1);
         self.queued.fetch_add(1, Ordering::SeqCst);
+        let gone = || PlaybackError::DeviceGone("the playback thread has stopped".into());
         self.tx
             .send(RodioCmd::Play(clip.clone(), reply_tx))
-            .map_err(|_| anyhow!("the playback thread has stopped"))?;
-        let result = reply_rx
-            .recv()
-            .map_err(|_| anyhow!("the playback thread has stopped"))?;
+            .map_err(|_| gone())?;
+        let result = reply_rx.recv().map_err(|_| gone())?;
         if result.is_err() {
             self.queued.store(0, Ordering::SeqCst);
         }
@@ -239,16 +298,14 @@ fn rodio_thread(
     loop {
         match rx.recv_timeout(Duration::from_millis(10)) {
             Ok(RodioCmd::Play(clip, reply)) => {
-                let result = (|| -> Result<()> {
-                    if open.is_none() {
-                        open = Some(open_stream(name)?);
-                    }
-                    let stream = open
-                        .as_mut()
-                        .ok_or_else(|| anyhow!("the output stream did not open"))?;
+                let result = (|| -> Result<(), PlaybackError> {
+                    let stream = match &mut open {
+                        Some(stream) => stream,
+                        slot => slot.insert(open_stream(name)?),
+                    };
                     let channels = std::num::NonZeroU16::MIN;
                     let rate = std::num::NonZeroU32::new(clip.sample_rate)
-                        .ok_or_else(|| anyhow!("a clip had a sample rate of 0"))?;
+                        .ok_or(PlaybackError::BadClip("a clip had a sample rate of 0"))?;
                     stream.seconds += clip.seconds();
                     stream.player.append(rodio::buffer::SamplesBuffer::new(
                         channels,
@@ -280,12 +337,13 @@ fn rodio_thread(
     }
 }
 
-fn open_stream(name: &str) -> Result<OpenStream> {
+fn open_stream(name: &str) -> Result<OpenStream, PlaybackError> {
     let device = find_output_device(name)?;
     let mut stream = rodio::DeviceSinkBuilder::from_device(device)
         .and_then(|b| b.open_sink_or_fallback())
-        .map_err(|e| {
-            anyhow!("could not open the sound output '{name}': {e}; pick another with `earshot devices` or use --output FILE.wav")
+        .map_err(|e| PlaybackError::Open {
+            name: name.to_string(),
+            reason: e.to_string(),
         })?;
     stream.log_on_drop(false);
     let player = rodio::Player::connect_new(stream.mixer());
@@ -297,17 +355,17 @@ fn open_stream(name: &str) -> Result<OpenStream> {
 }
 
 /// The cpal output device called `name` (`default` = the host's default).
-pub fn find_output_device(name: &str) -> Result<cpal::Device> {
+pub fn find_output_device(name: &str) -> Result<cpal::Device, PlaybackError> {
     use cpal::traits::{DeviceTrait, HostTrait};
     let host = cpal::default_host();
     if name.is_empty() || name == "default" {
-        return host.default_output_device().ok_or_else(|| {
-            anyhow!("no sound output device found; connect a speaker, or use --output FILE.wav")
-        });
+        return host
+            .default_output_device()
+            .ok_or(PlaybackError::NoDefaultDevice);
     }
     let devices = host
         .output_devices()
-        .map_err(|e| anyhow!("could not list sound outputs: {e}"))?;
+        .map_err(|e| PlaybackError::Unavailable(format!("could not list sound outputs: {e}")))?;
     let mut seen = Vec::new();
     for device in devices {
         let shown = device.to_string();
@@ -323,14 +381,10 @@ pub fn find_output_device(name: &str) -> Result<cpal::Device> {
         }
         seen.push(shown);
     }
-    Err(anyhow!(
-        "no sound output called '{name}' (found: {}); see `earshot devices`",
-        if seen.is_empty() {
-            "none".to_string()
-        } else {
-            seen.join(", ")
-        }
-    ))
+    Err(PlaybackError::NoDevice {
+        name: name.to_string(),
+        found: seen,
+    })
 }
 
 // ---------------------------------------------------------------- WAV file
@@ -351,9 +405,11 @@ struct WavState {
 
 impl WavFileSink {
     /// Create (truncate) the file now, so a bad path fails at start.
-    pub fn create(path: &Path) -> Result<Self> {
-        let file = File::create(path)
-            .with_context(|| format!("could not create the output file {}", path.display()))?;
+    pub fn create(path: &Path) -> Result<Self, PlaybackError> {
+        let file = File::create(path).map_err(|e| PlaybackError::Create {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
         drop(file);
         Ok(Self {
             path: path.to_path_buf(),
@@ -366,20 +422,22 @@ impl WavFileSink {
     }
 
     /// Write the header and close the file (also done on drop).
-    pub fn finish(&self) -> Result<()> {
+    pub fn finish(&self) -> Result<(), PlaybackError> {
         let mut state = self
             .state
             .lock()
-            .map_err(|_| anyhow!("the WAV writer is poisoned"))?;
+            .map_err(|_| PlaybackError::Poisoned("the WAV writer is poisoned"))?;
         if let Some(writer) = state.writer.take() {
-            writer
-                .finalize()
-                .with_context(|| format!("could not finish {}", self.path.display()))?;
+            writer.finalize().map_err(|e| PlaybackError::Write {
+                action: "finish",
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })?;
         } else if state.rate == 0 {
             // Nothing was played: still leave a valid (empty) WAV.
-            let writer = hound::WavWriter::create(&self.path, wav_spec(22_050))
-                .with_context(|| format!("could not write {}", self.path.display()))?;
-            writer.finalize()?;
+            hound::WavWriter::create(&self.path, wav_spec(22_050))
+                .and_then(|writer| writer.finalize())
+                .map_err(|e| PlaybackError::write(&self.path, e))?;
         }
         Ok(())
     }
@@ -398,37 +456,36 @@ fn to_i16(s: f32) -> i16 {
     (s.clamp(-1.0, 1.0) * 32767.0).round() as i16
 }
 
-fn write_samples(state: &mut WavState, path: &Path, clip: &Clip) -> Result<()> {
-    if state.writer.is_none() {
-        if state.rate == 0 {
-            state.rate = clip.sample_rate.max(1);
-        }
-        let writer = hound::WavWriter::create(path, wav_spec(state.rate))
-            .with_context(|| format!("could not write {}", path.display()))?;
-        state.writer = Some(writer);
+fn write_samples(state: &mut WavState, path: &Path, clip: &Clip) -> Result<(), PlaybackError> {
+    // The first clip sets the rate; a writer reopened after `finish`
+    // keeps it.
+    if state.rate == 0 {
+        state.rate = clip.sample_rate.max(1);
     }
-    let clip = clip.resampled(state.rate);
-    let writer = state
-        .writer
-        .as_mut()
-        .ok_or_else(|| anyhow!("the WAV writer is closed"))?;
+    let rate = state.rate;
+    let writer = match &mut state.writer {
+        Some(writer) => writer,
+        slot => slot.insert(
+            hound::WavWriter::create(path, wav_spec(rate))
+                .map_err(|e| PlaybackError::write(path, e))?,
+        ),
+    };
+    let clip = clip.resampled(rate);
     for s in &clip.samples {
         writer
             .write_sample(to_i16(*s))
-            .with_context(|| format!("could not write {}", path.display()))?;
+            .map_err(|e| PlaybackError::write(path, e))?;
     }
-    writer
-        .flush()
-        .with_context(|| format!("could not write {}", path.display()))?;
+    writer.flush().map_err(|e| PlaybackError::write(path, e))?;
     Ok(())
 }
 
 impl AudioSink for WavFileSink {
-    fn play(&self, clip: &Clip) -> Result<()> {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
         let mut state = self
             .state
             .lock()
-            .map_err(|_| anyhow!("the WAV writer is poisoned"))?;
+            .map_err(|_| PlaybackError::Poisoned("the WAV writer is poisoned"))?;
         write_samples(&mut state, &self.path, clip)?;
         self.played_micros
             .fetch_add((clip.seconds() * 1e6) as u64, Ordering::SeqCst);
@@ -480,7 +537,8 @@ struct PacedQueue {
 }
 
 impl PacedWavSink {
-    pub fn create(path: &Path) -> Result<Self> {
+    /// Create (truncate) the file now and start the thread that writes it.
+    pub fn create(path: &Path) -> Result<Self, PlaybackError> {
         let shared = Arc::new(Paced {
             queue: Mutex::new(PacedQueue::default()),
             wake: Condvar::new(),
@@ -492,7 +550,10 @@ impl PacedWavSink {
         thread::Builder::new()
             .name("paced-output".into())
             .spawn(move || paced_thread(&worker, &file))
-            .context("could not start the paced output thread")?;
+            .map_err(|e| PlaybackError::Thread {
+                what: "paced output",
+                reason: e.to_string(),
+            })?;
         Ok(Self {
             path: path.to_path_buf(),
             shared,
@@ -538,12 +599,12 @@ fn paced_thread(shared: &Paced, file: &WavFileSink) {
 }
 
 impl AudioSink for PacedWavSink {
-    fn play(&self, clip: &Clip) -> Result<()> {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
         let mut queue = self
             .shared
             .queue
             .lock()
-            .map_err(|_| anyhow!("the paced output is poisoned"))?;
+            .map_err(|_| PlaybackError::Poisoned("the paced output is poisoned"))?;
         if queue.rate == 0 {
             queue.rate = clip.sample_rate.max(1);
         }
@@ -645,9 +706,12 @@ mod tests {
 
     #[test]
     fn unknown_device_names_what_exists() {
-        let err = find_output_device("no-such-card-xyz")
-            .unwrap_err()
-            .to_string();
+        let err = find_output_device("no-such-card-xyz").unwrap_err();
+        assert!(
+            matches!(&err, PlaybackError::NoDevice { name, .. } if name == "no-such-card-xyz"),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(err.contains("no-such-card-xyz"), "{err}");
     }
 }

@@ -100,7 +100,11 @@ fn measure_one(
     if !speaker.wait_done(&CancelToken::new(), Duration::from_secs(120)) {
         bail!("speech did not finish within 120 s");
     }
-    let errors = speaker.take_errors();
+    let errors: Vec<String> = speaker
+        .take_errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     if !errors.is_empty() {
         bail!("text-to-speech failed: {}", errors.join("; "));
     }

@@ -74,7 +74,11 @@ pub fn run(
         file.finish()?;
     }
     let stats = speaker.take_stats();
-    let errors = speaker.take_errors();
+    let errors: Vec<String> = speaker
+        .take_errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let synth_ms: f64 = stats.iter().map(|s| s.synth_ms).sum();
     let audio_ms: f64 = stats.iter().map(|s| s.audio_ms).sum();
     let first_audio_ms = stats.first().map(|s| s.ready_to_audio_ms);

@@ -20,7 +20,7 @@ use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::telemetry::TurnRecord;
 use crate::tree::engine::{check, read_tree};
-use crate::tree::interpreter::{Host, LlmAnswer, WalkInput};
+use crate::tree::interpreter::{Host, HostError, LlmAnswer, WalkInput};
 
 /// `earshot tree check FILE`: exit 0 when the tree loads (warnings are
 /// printed), 1 with one line per problem when it does not.
@@ -110,8 +110,10 @@ impl EventSink for Printer {
 struct NoLlm;
 
 impl Host for NoLlm {
-    fn llm_stream(&mut self, prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, String> {
-        Err(format!("dry run: no LLM is called (prompt '{prompt}')"))
+    fn llm_stream(&mut self, prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
+        Err(HostError::NoLlm(format!(
+            "dry run: no LLM is called (prompt '{prompt}')"
+        )))
     }
 }
 
@@ -220,7 +222,7 @@ pub fn run(
         }
         Err(e) => {
             printer.emit(&Event::Error {
-                message: e.message.clone(),
+                message: e.to_string(),
             });
             if json {
                 super::print_json(&json!({

@@ -147,14 +147,60 @@ impl ActionOutput {
     }
 }
 
+/// Why an action gave no answer. The walk takes the node's `on_fail`,
+/// notes the error and says its message, so every message is one sentence
+/// for the user. An answer the user should hear as a normal reply ("I
+/// couldn't find \"milk\" on your to-do list.") is not an error: it is
+/// [`ActionOutput::failed`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ActionError {
+    /// No answer within the node's timeout (`tree.action_timeout_ms`); the
+    /// action may still finish in the background, its output is dropped.
+    #[error("That took too long ({action} gave no answer within {:.0} s), so I stopped waiting.", .after.as_secs_f64())]
+    Timeout {
+        action: &'static str,
+        after: Duration,
+    },
+    /// The node's `args` lack what the action needs: the tree file is
+    /// wrong. `reason` completes "This tree's ACTION node has …".
+    #[error("This tree's {action} node has {reason}.")]
+    BadArgument {
+        action: &'static str,
+        name: &'static str,
+        reason: String,
+    },
+    /// Reading or writing the device settings (the `device_state` table)
+    /// failed; `0` is the store's one-line error.
+    #[error("I couldn't update the device settings: {0}.")]
+    DeviceState(String),
+    /// The to-do backend (local list or Notion) failed; `0` is its
+    /// one-line error.
+    #[error("I couldn't use the to-do list: {0}.")]
+    Todos(String),
+    /// The memory module failed.
+    #[error(transparent)]
+    Memory(#[from] memory::MemoryOpsError),
+    /// The action's thread could not be started (the system is out of
+    /// threads or memory).
+    #[error("I couldn't start {action}: {reason}.")]
+    Spawn {
+        action: &'static str,
+        reason: String,
+    },
+    /// The action panicked.
+    #[error("Something went wrong inside {action}.")]
+    Crashed { action: &'static str },
+}
+
 /// One named device action.
 pub trait Action: Send + Sync {
     fn name(&self) -> &'static str;
     /// Whether it changes anything stored (todos, device state, memories):
     /// such actions are skipped under dry-run.
     fn changes_state(&self) -> bool;
-    /// Run it. `Err` is a sentence for the user (the walk takes `on_fail`).
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String>;
+    /// Run it. An error's message is said to the user and the walk takes
+    /// `on_fail`.
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError>;
 }
 
 /// The actions a tree may name.
@@ -214,7 +260,7 @@ pub fn run_bounded(
     call: ActionCall,
     env: ActionEnv,
     timeout: Duration,
-) -> Result<ActionOutput, String> {
+) -> Result<ActionOutput, ActionError> {
     let name = action.name();
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::Builder::new()
@@ -222,15 +268,18 @@ pub fn run_bounded(
         .spawn(move || {
             let _ = tx.send(action.run(&call, &env));
         })
-        .map_err(|e| format!("I couldn't start {name}: {e}."))?;
+        .map_err(|e| ActionError::Spawn {
+            action: name,
+            reason: e.to_string(),
+        })?;
     match rx.recv_timeout(timeout) {
         Ok(result) => result,
-        Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(format!(
-            "That took too long ({name} gave no answer within {:.0} s), so I stopped waiting.",
-            timeout.as_secs_f64()
-        )),
+        Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(ActionError::Timeout {
+            action: name,
+            after: timeout,
+        }),
         Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-            Err(format!("Something went wrong inside {name}."))
+            Err(ActionError::Crashed { action: name })
         }
     }
 }
@@ -247,7 +296,7 @@ mod tests {
         fn changes_state(&self) -> bool {
             false
         }
-        fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+        fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
             std::thread::sleep(Duration::from_secs(3));
             Ok(ActionOutput::said("late"))
         }
@@ -267,8 +316,13 @@ mod tests {
         .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(1));
         assert!(
-            err.contains("took too long") && err.contains("slow"),
-            "{err}"
+            matches!(err, ActionError::Timeout { action: "slow", .. }),
+            "{err:?}"
+        );
+        let said = err.to_string();
+        assert!(
+            said.contains("took too long") && said.contains("slow"),
+            "{said}"
         );
     }
 

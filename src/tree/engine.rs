@@ -40,8 +40,32 @@ pub struct Published {
     pub conversation_id: Option<i64>,
 }
 
-/// A classifier, or why there is none.
+/// A classifier, or why there is none (the builder's one-line reason).
 pub type ClassifierSlot = Result<Arc<dyn Classifier>, String>;
+
+/// Why an intent set has no classifier. Not fatal: the set's classify
+/// nodes take their fallback and the turn log says why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClassifierError {
+    /// Building it failed (no ONNX Runtime on this board, the embedding
+    /// model missing); `reason` is the builder's one-line error and names
+    /// the fix.
+    #[error("intent set '{set}': {reason}")]
+    Unavailable { set: String, reason: String },
+    /// The tree never classifies with this set, so none was built.
+    #[error("no classifier was built for intent set '{set}'")]
+    NotBuilt { set: String },
+}
+
+impl ClassifierError {
+    /// Why, without the set's name (for notes that already name it).
+    pub fn reason(&self) -> String {
+        match self {
+            ClassifierError::Unavailable { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        }
+    }
+}
 
 /// A loaded, validated tree with what it needs to run.
 pub struct Engine {
@@ -260,18 +284,25 @@ impl Engine {
         self.sets.get(set).map(|e| e.keys().cloned().collect())
     }
     /// A set's classifier, or why it is unavailable.
-    pub fn classifier(&self, set: &str) -> Result<Arc<dyn Classifier>, String> {
+    pub fn classifier(&self, set: &str) -> Result<Arc<dyn Classifier>, ClassifierError> {
         match self.classifiers.get(set) {
             Some(Ok(c)) => Ok(c.clone()),
-            Some(Err(why)) => Err(why.clone()),
-            None => Err(format!("no classifier was built for intent set '{set}'")),
+            Some(Err(why)) => Err(ClassifierError::Unavailable {
+                set: set.into(),
+                reason: why.clone(),
+            }),
+            None => Err(ClassifierError::NotBuilt { set: set.into() }),
         }
     }
-    /// Whether every classifier the tree uses is available.
-    pub fn classifiers_ready(&self) -> Result<(), String> {
+    /// Whether every classifier the tree uses is available (the first one
+    /// that is not, otherwise).
+    pub fn classifiers_ready(&self) -> Result<(), ClassifierError> {
         for (name, slot) in &self.classifiers {
             if let Err(why) = slot {
-                return Err(format!("intent set '{name}': {why}"));
+                return Err(ClassifierError::Unavailable {
+                    set: name.clone(),
+                    reason: why.clone(),
+                });
             }
         }
         Ok(())

@@ -48,6 +48,41 @@ pub trait Scope {
 
 const ROOTS: &[&str] = &["text", "phase", "intent", "confidence", "state", "device"];
 
+/// Why a `condition` expression does not parse. The tree loader (and the
+/// walk, for a tree built without validation) reports it with the node's
+/// id; each message is one line saying what to change in the expression.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExprError {
+    #[error("the expression is empty")]
+    Empty,
+    #[error("a string literal is not closed")]
+    UnclosedString,
+    #[error("a '(' is not closed")]
+    UnclosedParen,
+    #[error("the expression ends too early")]
+    EndsEarly,
+    #[error("'{0}' is not a number")]
+    NotANumber(String),
+    #[error("unexpected character '{0}'")]
+    UnexpectedChar(char),
+    #[error("unexpected '{0}'")]
+    UnexpectedSymbol(&'static str),
+    /// Tokens left over; `rest` is the first one as the lexer saw it.
+    #[error("unexpected {rest} after a complete expression")]
+    Trailing { rest: String },
+    #[error("unknown name '{0}' (use text, phase, intent, confidence, state.KEY or device.KEY)")]
+    UnknownName(String),
+    #[error("'{0}' needs a key, e.g. {0}.dnd")]
+    NeedsKey(String),
+    #[error("'{0}' is not a valid name")]
+    BadName(String),
+    #[error("`matches` needs a string literal pattern")]
+    MatchesNeedsLiteral,
+    /// `reason` is the regex crate's message on one line.
+    #[error("bad regex '{pattern}': {reason}")]
+    BadRegex { pattern: String, reason: String },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Str(String),
@@ -56,7 +91,7 @@ enum Tok {
     Sym(&'static str),
 }
 
-fn lex(src: &str) -> Result<Vec<Tok>, String> {
+fn lex(src: &str) -> Result<Vec<Tok>, ExprError> {
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -72,7 +107,7 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             i += 1;
             loop {
                 match chars.get(i) {
-                    None => return Err("a string literal is not closed".into()),
+                    None => return Err(ExprError::UnclosedString),
                     // `\'` is a quote; any other escape is kept for regexes (`\b`).
                     Some('\\') if chars.get(i + 1) == Some(&quote) => {
                         s.push(quote);
@@ -99,7 +134,7 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             let s: String = chars[start..i].iter().collect();
-            let n = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
+            let n = s.parse().map_err(|_| ExprError::NotANumber(s.clone()))?;
             out.push(Tok::Num(n));
             continue;
         }
@@ -125,7 +160,7 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
                 i += s.len();
                 out.push(Tok::Sym(s));
             }
-            None => return Err(format!("unexpected character '{c}'")),
+            None => return Err(ExprError::UnexpectedChar(c)),
         }
     }
     Ok(out)
@@ -161,7 +196,7 @@ impl Parser {
         }
     }
 
-    fn or(&mut self) -> Result<Expr, String> {
+    fn or(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.and()?;
         while self.eat_sym(&["||"]).is_some() || self.eat_word("or") {
             left = Expr::Or(Box::new(left), Box::new(self.and()?));
@@ -169,7 +204,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn and(&mut self) -> Result<Expr, String> {
+    fn and(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.not()?;
         while self.eat_sym(&["&&"]).is_some() || self.eat_word("and") {
             left = Expr::And(Box::new(left), Box::new(self.not()?));
@@ -177,24 +212,26 @@ impl Parser {
         Ok(left)
     }
 
-    fn not(&mut self) -> Result<Expr, String> {
+    fn not(&mut self) -> Result<Expr, ExprError> {
         if self.eat_sym(&["!"]).is_some() || self.eat_word("not") {
             return Ok(Expr::Not(Box::new(self.not()?)));
         }
         self.cmp()
     }
 
-    fn cmp(&mut self) -> Result<Expr, String> {
+    fn cmp(&mut self) -> Result<Expr, ExprError> {
         let left = self.value()?;
         if self.eat_word("matches") {
             return match self.value()? {
                 Expr::Lit(Value::String(pattern)) => {
-                    let re = Regex::new(&format!("(?i){pattern}")).map_err(|e| {
-                        format!("bad regex '{pattern}': {}", first_line(&e.to_string()))
-                    })?;
+                    let re =
+                        Regex::new(&format!("(?i){pattern}")).map_err(|e| ExprError::BadRegex {
+                            reason: first_line(&e.to_string()),
+                            pattern: pattern.clone(),
+                        })?;
                     Ok(Expr::Matches(Box::new(left), re))
                 }
-                _ => Err("`matches` needs a string literal pattern".into()),
+                _ => Err(ExprError::MatchesNeedsLiteral),
             };
         }
         let op = if let Some(s) = self.eat_sym(&["==", "!=", "<=", ">=", "<", ">"]) {
@@ -214,12 +251,12 @@ impl Parser {
         Ok(Expr::Cmp(Box::new(left), op, Box::new(self.value()?)))
     }
 
-    fn value(&mut self) -> Result<Expr, String> {
+    fn value(&mut self) -> Result<Expr, ExprError> {
         let tok = self
             .toks
             .get(self.pos)
             .cloned()
-            .ok_or_else(|| "the expression ends too early".to_string())?;
+            .ok_or(ExprError::EndsEarly)?;
         self.pos += 1;
         match tok {
             Tok::Str(s) => Ok(Expr::Lit(Value::String(s))),
@@ -227,11 +264,11 @@ impl Parser {
             Tok::Sym("(") => {
                 let inner = self.or()?;
                 if self.eat_sym(&[")"]).is_none() {
-                    return Err("a '(' is not closed".into());
+                    return Err(ExprError::UnclosedParen);
                 }
                 Ok(inner)
             }
-            Tok::Sym(s) => Err(format!("unexpected '{s}'")),
+            Tok::Sym(s) => Err(ExprError::UnexpectedSymbol(s)),
             Tok::Ident(word) => match word.as_str() {
                 "true" => Ok(Expr::Lit(Value::Bool(true))),
                 "false" => Ok(Expr::Lit(Value::Bool(false))),
@@ -239,15 +276,13 @@ impl Parser {
                 _ => {
                     let parts: Vec<String> = word.split('.').map(str::to_string).collect();
                     if !ROOTS.contains(&parts[0].as_str()) {
-                        return Err(format!(
-                            "unknown name '{word}' (use text, phase, intent, confidence, state.KEY or device.KEY)"
-                        ));
+                        return Err(ExprError::UnknownName(word));
                     }
                     if matches!(parts[0].as_str(), "state" | "device") && parts.len() < 2 {
-                        return Err(format!("'{word}' needs a key, e.g. {word}.dnd"));
+                        return Err(ExprError::NeedsKey(word));
                     }
                     if parts.iter().any(String::is_empty) {
-                        return Err(format!("'{word}' is not a valid name"));
+                        return Err(ExprError::BadName(word));
                     }
                     Ok(Expr::Path(parts))
                 }
@@ -265,18 +300,17 @@ fn first_line(s: &str) -> String {
 }
 
 /// Parse an expression; the error is one line saying what is wrong.
-pub fn parse(src: &str) -> Result<Expr, String> {
+pub fn parse(src: &str) -> Result<Expr, ExprError> {
     let toks = lex(src)?;
     if toks.is_empty() {
-        return Err("the expression is empty".into());
+        return Err(ExprError::Empty);
     }
     let mut p = Parser { toks, pos: 0 };
     let expr = p.or()?;
     if p.pos != p.toks.len() {
-        return Err(format!(
-            "unexpected {:?} after a complete expression",
-            p.toks[p.pos]
-        ));
+        return Err(ExprError::Trailing {
+            rest: format!("{:?}", p.toks[p.pos]),
+        });
     }
     Ok(expr)
 }
@@ -412,7 +446,7 @@ mod tests {
             "a $ b",
             "phase 'x'",
         ] {
-            let err = parse(bad).unwrap_err();
+            let err = parse(bad).unwrap_err().to_string();
             assert!(!err.contains('\n') && !err.is_empty(), "{bad}: {err}");
         }
     }

@@ -25,10 +25,11 @@ use serde_json::{Map, Value};
 
 use super::actions::{run_bounded, ActionCall, ActionOutput};
 use super::engine::{Engine, Published};
-use super::expr::{self, Scope};
+use super::expr::{self, ExprError, Scope};
 use super::model::Node;
 use super::{tags, StateKey};
 use crate::events::{Event, EventSink};
+use crate::llm::LlmError;
 use crate::store::Store;
 
 /// Utterances longer than this never match a device intent: a device
@@ -59,8 +60,32 @@ pub struct LlmAnswer {
 pub trait Host {
     /// `prompt` is `router` (the router graph answers), `simple`,
     /// `persona`, or a literal system prompt. Streams `content` to `sink`.
-    /// `Err` is a sentence for the user (e.g. no LLM configured).
-    fn llm_stream(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, String>;
+    /// An error ends the walk; its message is the sentence the user hears.
+    fn llm_stream(
+        &mut self,
+        prompt: &str,
+        sink: &mut dyn EventSink,
+    ) -> Result<LlmAnswer, HostError>;
+}
+
+/// Why a [`Host`] gave no answer to an `llm_stream` node. The walk stops
+/// with it ([`WalkFailure::Host`]); callers branch on the variant (the
+/// turn keeps the language model's technical error in its log, a dry run
+/// just notes that no LLM was called).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostError {
+    /// This host never calls a language model (a dry run, on-device
+    /// recognition); the text says so.
+    #[error("{0}")]
+    NoLlm(String),
+    /// The language model failed; the message is the sentence said for
+    /// it ([`LlmError::user_sentence`]).
+    #[error("{}", .0.user_sentence())]
+    Llm(LlmError),
+    /// The host answered through a path that failed with its own
+    /// sentence (the router graph's agent, e.g. a malformed tool call).
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// The result of a classify node.
@@ -101,14 +126,38 @@ pub struct WalkOutcome {
     pub answered_by: Option<String>,
 }
 
-/// A walk that could not finish: becomes the turn's `error` frame.
+/// A walk that could not finish: becomes the turn's `error` frame. Its
+/// message is [`WalkError::failure`]'s one sentence for the user.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
+#[error("{failure}")]
 pub struct WalkError {
-    /// One sentence for the user.
-    pub message: String,
+    /// What went wrong (callers branch on it).
+    pub failure: WalkFailure,
+    /// Node ids visited before the failure, in order.
     pub path: Vec<String>,
     pub notes: Vec<String>,
+}
+
+/// Why a walk stopped before an `end` node. A broken tree is a fault of
+/// the tree file (`earshot tree check` finds most of them before a walk);
+/// the step bound and the host are run-time failures.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WalkFailure {
+    #[error("The intent tree is broken: node '{node}' does not exist.")]
+    MissingNode { node: String },
+    /// `field` is the branch that was needed (`next`, `default`, …).
+    #[error("The intent tree is broken: node '{node}' has no '{field}'.")]
+    MissingBranch { node: String, field: String },
+    #[error("The intent tree is broken: node '{node}': {error}.")]
+    BadExpression { node: String, error: ExprError },
+    #[error("The intent tree is broken: node '{node}' has a bad key '{key}'.")]
+    BadKey { node: String, key: String },
+    /// `last` is the tail of the path, `a → b → c`.
+    #[error("The intent tree took more than {max_steps} steps without reaching an end node (last: {last}).")]
+    TooManySteps { max_steps: usize, last: String },
+    /// An `llm_stream` node's host failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
 }
 
 struct WalkScope<'a> {
@@ -304,7 +353,8 @@ impl Walk<'_> {
                 }
                 output.ok
             }
-            Err(sentence) => {
+            Err(e) => {
+                let sentence = e.to_string();
                 self.out.notes.push(format!(
                     "action '{name}' at node '{node}' failed: {sentence}"
                 ));
@@ -344,7 +394,8 @@ impl Walk<'_> {
                         }
                         hit
                     }
-                    Err(why) => {
+                    Err(e) => {
+                        let why = e.reason();
                         self.out.notes.push(format!(
                             "node '{node}': classifier '{set}' is unavailable ({why}); took the fallback"
                         ));
@@ -401,8 +452,8 @@ pub fn walk(
     };
     let max_steps = engine.max_steps();
     let mut current = tree.entry.clone();
-    let fail = |w: &Walk<'_>, message: String| WalkError {
-        message,
+    let fail = |w: &Walk<'_>, failure: WalkFailure| WalkError {
+        failure,
         path: w.out.path.clone(),
         notes: w.out.notes.clone(),
     };
@@ -410,15 +461,19 @@ pub fn walk(
         let Some(def) = tree.nodes.get(&current) else {
             return Err(fail(
                 &w,
-                format!("The intent tree is broken: node '{current}' does not exist."),
+                WalkFailure::MissingNode {
+                    node: current.clone(),
+                },
             ));
         };
         w.out.path.push(current.clone());
         w.out
             .recommendations
             .extend(def.recommendations.iter().cloned());
-        let missing =
-            |field: &str| format!("The intent tree is broken: node '{current}' has no '{field}'.");
+        let missing = |field: &str| WalkFailure::MissingBranch {
+            node: current.clone(),
+            field: field.into(),
+        };
         let next: Option<String> = match &def.node {
             Node::End {} => {
                 let answer = w.parts.join(" ");
@@ -457,10 +512,13 @@ pub fn walk(
                 on_true,
                 on_false,
             } => {
-                let parsed = expr::parse(expression).map_err(|e| {
+                let parsed = expr::parse(expression).map_err(|error| {
                     fail(
                         &w,
-                        format!("The intent tree is broken: node '{current}': {e}."),
+                        WalkFailure::BadExpression {
+                            node: current.clone(),
+                            error,
+                        },
                     )
                 })?;
                 if expr::truthy(&expr::eval(&parsed, &w.scope())) {
@@ -518,7 +576,7 @@ pub fn walk(
                             }
                             w.out.llm = Some(answer);
                         }
-                        Err(sentence) => return Err(fail(&w, sentence)),
+                        Err(e) => return Err(fail(&w, WalkFailure::Host(e))),
                     }
                 }
                 next.clone()
@@ -598,9 +656,10 @@ pub fn walk(
                     None => {
                         return Err(fail(
                             &w,
-                            format!(
-                            "The intent tree is broken: node '{current}' has a bad key '{key}'."
-                        ),
+                            WalkFailure::BadKey {
+                                node: current.clone(),
+                                key: key.clone(),
+                            },
                         ))
                     }
                 }
@@ -630,10 +689,10 @@ pub fn walk(
         .collect();
     Err(fail(
         &w,
-        format!(
-            "The intent tree took more than {max_steps} steps without reaching an end node (last: {}).",
-            tail.join(" → ")
-        ),
+        WalkFailure::TooManySteps {
+            max_steps,
+            last: tail.join(" → "),
+        },
     ))
 }
 
@@ -683,7 +742,7 @@ mod tests {
             &mut self,
             prompt: &str,
             sink: &mut dyn EventSink,
-        ) -> Result<LlmAnswer, String> {
+        ) -> Result<LlmAnswer, HostError> {
             self.prompts.push(prompt.into());
             sink.emit(&Event::Content {
                 data: self.reply.clone(),
@@ -1010,14 +1069,14 @@ mod tests {
         let s = setup(json, true, 50);
         let (r, ..) = go(&s, "what time is it", "idle", false);
         let err = r.unwrap_err();
-        assert!(
-            err.message.contains("more than 50 steps"),
-            "{}",
-            err.message
-        );
+        assert!(err.to_string().contains("more than 50 steps"), "{err}");
+        assert!(matches!(
+            err.failure,
+            WalkFailure::TooManySteps { max_steps: 50, .. }
+        ));
         assert_eq!(err.path.len(), 50);
         let s = setup(json, true, 7);
         let (r, ..) = go(&s, "what time is it", "idle", false);
-        assert!(r.unwrap_err().message.contains("more than 7 steps"));
+        assert!(r.unwrap_err().to_string().contains("more than 7 steps"));
     }
 }

@@ -27,7 +27,7 @@ pub mod tags;
 pub mod validate;
 
 pub use engine::Engine;
-pub use interpreter::{Host, LlmAnswer, WalkInput, WalkOutcome};
+pub use interpreter::{Host, HostError, LlmAnswer, WalkError, WalkFailure, WalkInput, WalkOutcome};
 pub use model::{Node, Tree};
 
 use serde::{Deserialize, Serialize};

@@ -9,9 +9,9 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 
-use super::{Synthesizer, TtsConfig};
+use super::{Synthesizer, TtsConfig, TtsError};
 use crate::audio::playback::Clip;
 
 /// Longest an espeak-ng run may take before we give up on it.
@@ -42,19 +42,31 @@ impl Synthesizer for Espeak {
         "espeak"
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
         let speed = self.speed.to_string();
         let wav = run(
             &self.program,
             &["-v", &self.voice, "-s", &speed, "--stdout"],
             text,
         )?;
-        parse_wav(&wav).context("espeak-ng wrote an unreadable WAV")
+        parse_wav(&wav)
+            .map_err(|e| TtsError::Failed(format!("espeak-ng wrote an unreadable WAV: {e}")))
     }
 }
 
+/// The program cannot be started: not installed (with the fix), or not
+/// runnable.
+fn cannot_start(program: &str, e: &std::io::Error) -> TtsError {
+    TtsError::EngineUnavailable(match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "the program '{program}' is not installed; install it with `apt-get install espeak-ng`"
+        ),
+        _ => format!("cannot run '{program}': {e}"),
+    })
+}
+
 /// Fail with the fix when the program is not installed.
-pub fn check_program(program: &str) -> Result<()> {
+pub fn check_program(program: &str) -> Result<(), TtsError> {
     match Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
@@ -62,16 +74,13 @@ pub fn check_program(program: &str) -> Result<()> {
         .status()
     {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "the program '{program}' is not installed; install it with `apt-get install espeak-ng`"
-        ),
-        Err(e) => bail!("cannot run '{program}': {e}"),
+        Err(e) => Err(cannot_start(program, &e)),
     }
 }
 
 /// IPA phonemes for `text` from `espeak-ng -q --ipa -v VOICE`, one string
 /// per clause as espeak-ng splits them (it drops the punctuation).
-pub fn phonemize(program: &str, voice: &str, text: &str) -> Result<Vec<String>> {
+pub fn phonemize(program: &str, voice: &str, text: &str) -> Result<Vec<String>, TtsError> {
     let out = run(program, &["-q", "--ipa", "-v", voice], text)?;
     let out = String::from_utf8_lossy(&out);
     Ok(out
@@ -83,24 +92,19 @@ pub fn phonemize(program: &str, voice: &str, text: &str) -> Result<Vec<String>> 
 
 /// Run `program args`, feed `input` on stdin, return stdout; fail on a
 /// non-zero exit or after [`TIMEOUT`].
-pub fn run(program: &str, args: &[&str], input: &str) -> Result<Vec<u8>> {
+pub fn run(program: &str, args: &[&str], input: &str) -> Result<Vec<u8>, TtsError> {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => anyhow!(
-                "the program '{program}' is not installed; install it with `apt-get install espeak-ng`"
-            ),
-            _ => anyhow!("cannot run '{program}': {e}"),
-        })?;
+        .map_err(|e| cannot_start(program, &e))?;
     // Write stdin from a thread so a large output can't deadlock us.
     let mut stdin = child
         .stdin
         .take()
-        .ok_or_else(|| anyhow!("no stdin for {program}"))?;
+        .ok_or_else(|| TtsError::Failed(format!("no stdin for {program}")))?;
     let text = input.replace(['\r', '\n'], " ");
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(text.as_bytes());
@@ -109,7 +113,7 @@ pub fn run(program: &str, args: &[&str], input: &str) -> Result<Vec<u8>> {
     let mut stdout = child
         .stdout
         .take()
-        .ok_or_else(|| anyhow!("no stdout for {program}"))?;
+        .ok_or_else(|| TtsError::Failed(format!("no stdout for {program}")))?;
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = stdout.read_to_end(&mut buf);
@@ -117,41 +121,51 @@ pub fn run(program: &str, args: &[&str], input: &str) -> Result<Vec<u8>> {
     });
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| TtsError::Failed(e.to_string()))?
+        {
             break status;
         }
         if started.elapsed() > TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            bail!(
+            return Err(TtsError::Timeout(format!(
                 "{program} took longer than {} s; gave up",
                 TIMEOUT.as_secs()
-            );
+            )));
         }
         std::thread::sleep(Duration::from_millis(2));
     };
     let _ = writer.join();
     let out = reader
         .join()
-        .map_err(|_| anyhow!("reading {program}'s output failed"))?;
+        .map_err(|_| TtsError::Failed(format!("reading {program}'s output failed")))?;
     if !status.success() {
         let mut err = String::new();
         if let Some(mut stderr) = child.stderr.take() {
             let _ = stderr.read_to_string(&mut err);
         }
-        bail!(
+        return Err(TtsError::Failed(format!(
             "{program} failed ({status}): {}",
             err.lines().next().unwrap_or("no message")
-        );
+        )));
     }
     Ok(out)
 }
 
+/// Why bytes are not a WAV this module can read (one line; the caller
+/// says whose bytes they were).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct WavError(String);
+
 /// Parse a 16-bit PCM WAV as espeak-ng writes it to a pipe: its sizes are
 /// placeholders (it can't seek back), so the data runs to the end.
-pub fn parse_wav(bytes: &[u8]) -> Result<Clip> {
+pub fn parse_wav(bytes: &[u8]) -> Result<Clip, WavError> {
+    let bail = |why: String| Err(WavError(why));
     if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
-        bail!("not a WAV file ({} bytes)", bytes.len());
+        return bail(format!("not a WAV file ({} bytes)", bytes.len()));
     }
     let mut pos = 12;
     let mut rate = 0u32;
@@ -169,7 +183,7 @@ pub fn parse_wav(bytes: &[u8]) -> Result<Clip> {
         let body = pos + 8;
         if id == b"fmt " {
             if body + 16 > bytes.len() {
-                bail!("WAV format chunk is truncated");
+                return bail("WAV format chunk is truncated".into());
             }
             format = u16::from_le_bytes([bytes[body], bytes[body + 1]]);
             channels = u16::from_le_bytes([bytes[body + 2], bytes[body + 3]]);
@@ -182,7 +196,7 @@ pub fn parse_wav(bytes: &[u8]) -> Result<Clip> {
             bits = u16::from_le_bytes([bytes[body + 14], bytes[body + 15]]);
         } else if id == b"data" {
             if format != 1 || bits != 16 || channels == 0 || rate == 0 {
-                bail!("unsupported WAV (format {format}, {bits} bits, {channels} channels, {rate} Hz); expected 16-bit PCM");
+                return bail(format!("unsupported WAV (format {format}, {bits} bits, {channels} channels, {rate} Hz); expected 16-bit PCM"));
             }
             let end = body.saturating_add(size).min(bytes.len());
             let data = &bytes[body.min(end)..end];
@@ -202,7 +216,7 @@ pub fn parse_wav(bytes: &[u8]) -> Result<Clip> {
         }
         pos = body.saturating_add(size + (size & 1));
     }
-    bail!("WAV has no data chunk")
+    bail("WAV has no data chunk".into())
 }
 
 #[cfg(test)]

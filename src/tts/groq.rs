@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use serde_json::json;
 
-use super::{espeak::parse_wav, Synthesizer, TtsConfig};
+use super::{espeak::parse_wav, Synthesizer, TtsConfig, TtsError};
 use crate::audio::playback::Clip;
 use crate::http::{self, HttpError, HttpSettings};
 
@@ -51,7 +51,7 @@ impl Synthesizer for GroqTts {
         "cloud"
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
         let body = json!({
             "model": self.model,
             "input": text,
@@ -70,25 +70,30 @@ impl Synthesizer for GroqTts {
         let response = request
             .send(body.as_bytes())
             .map_err(|e| match HttpError::from(e) {
-                HttpError::Timeout => {
-                    anyhow!(
-                        "the speech service at {} timed out before answering",
-                        self.url
-                    )
-                }
-                HttpError::Connect { reason } => {
-                    anyhow!("cannot reach the speech service at {}: {reason}", self.url)
-                }
-                other => anyhow!("cannot reach the speech service at {}: {other}", self.url),
+                HttpError::Timeout => TtsError::Timeout(format!(
+                    "the speech service at {} timed out before answering",
+                    self.url
+                )),
+                HttpError::Connect { reason } => TtsError::EngineUnavailable(format!(
+                    "cannot reach the speech service at {}: {reason}",
+                    self.url
+                )),
+                other => TtsError::EngineUnavailable(format!(
+                    "cannot reach the speech service at {}: {other}",
+                    self.url
+                )),
             })?;
         let reply = http::read_reply(response, MAX_BYTES).map_err(|e| match e {
-            HttpError::Timeout => {
-                anyhow!("the speech service at {} timed out mid-answer", self.url)
-            }
-            HttpError::Interrupted { reason } => {
-                anyhow!("reading the speech service's answer failed: {reason}")
-            }
-            other => anyhow!("reading the speech service's answer failed: {other}"),
+            HttpError::Timeout => TtsError::Timeout(format!(
+                "the speech service at {} timed out mid-answer",
+                self.url
+            )),
+            HttpError::Interrupted { reason } => TtsError::Failed(format!(
+                "reading the speech service's answer failed: {reason}"
+            )),
+            other => TtsError::Failed(format!(
+                "reading the speech service's answer failed: {other}"
+            )),
         })?;
         let status = reply.head.status;
         let content_type = reply.head.content_type.to_ascii_lowercase();
@@ -98,11 +103,16 @@ impl Synthesizer for GroqTts {
                 .ok()
                 .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
                 .unwrap_or_else(|| format!("{} bytes of {content_type}", bytes.len()));
-            bail!("the speech service answered HTTP {status}: {detail}");
+            return Err(TtsError::Failed(format!(
+                "the speech service answered HTTP {status}: {detail}"
+            )));
         }
         if content_type.contains("html") || content_type.contains("json") {
-            bail!("the speech service sent {content_type} instead of audio");
+            return Err(TtsError::Failed(format!(
+                "the speech service sent {content_type} instead of audio"
+            )));
         }
-        parse_wav(&bytes).map_err(|e| anyhow!("the speech service's audio is unreadable: {e}"))
+        parse_wav(&bytes)
+            .map_err(|e| TtsError::Failed(format!("the speech service's audio is unreadable: {e}")))
     }
 }

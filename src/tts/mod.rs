@@ -18,7 +18,7 @@ pub mod wyoming;
 
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::audio::playback::Clip;
@@ -93,7 +93,38 @@ pub trait Synthesizer: Send {
     /// The engine's name as `tts.order` spells it.
     fn name(&self) -> &'static str;
     /// Speak one sentence (already cleaned for speech) into mono audio.
-    fn synthesize(&mut self, text: &str) -> Result<Clip>;
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError>;
+}
+
+/// Why an engine, or the whole chain, gave no speech for a sentence.
+/// [`Tts`] moves on to the next engine whatever the kind; callers branch
+/// on it (a chain with no engine at all is a set-up problem to report
+/// once, every engine failing a run-time one). Each message is one line
+/// naming the part that failed and, where there is one, the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TtsError {
+    /// The engine cannot be used right now: its program is not installed,
+    /// its service is unreachable or skipped after a failure, the shared
+    /// engine broke.
+    #[error("{0}")]
+    EngineUnavailable(String),
+    /// No answer within the engine's time limit.
+    #[error("{0}")]
+    Timeout(String),
+    /// The engine ran but gave no usable audio for this sentence (its
+    /// model or service failed, the answer was unreadable).
+    #[error("{0}")]
+    Failed(String),
+    /// The chain has no engine (`0`: why each configured one is missing).
+    #[error("no text-to-speech engine is available ({0}); install espeak-ng or run scripts/fetch-piper.sh")]
+    NoEngine(String),
+    /// Every engine failed on this sentence: `engine: reason` each, in
+    /// the order tried.
+    #[error("every text-to-speech engine failed: {}", .0.join("; "))]
+    AllFailed(Vec<String>),
+    /// The [`speaker::Speaker`]'s thread could not be started.
+    #[error("could not start the speaker thread: {0}")]
+    SpeakerThread(String),
 }
 
 /// The engines of `tts.order` that could be built, tried in order.
@@ -165,7 +196,7 @@ impl Tts {
 
     /// Synthesise with the first engine that works; each failure is logged
     /// with the engine that takes over.
-    pub fn synthesize(&mut self, text: &str) -> Result<Spoken> {
+    pub fn synthesize(&mut self, text: &str) -> Result<Spoken, TtsError> {
         let mut failures = Vec::new();
         for engine in &mut self.engines {
             let started = Instant::now();
@@ -195,19 +226,13 @@ impl Tts {
             }
         }
         if self.engines.is_empty() {
-            return Err(anyhow!(
-                "no text-to-speech engine is available ({}); install espeak-ng or run scripts/fetch-piper.sh",
-                if self.skipped.is_empty() {
-                    "tts.order is empty".to_string()
-                } else {
-                    self.skipped.join("; ")
-                }
-            ));
+            return Err(TtsError::NoEngine(if self.skipped.is_empty() {
+                "tts.order is empty".to_string()
+            } else {
+                self.skipped.join("; ")
+            }));
         }
-        Err(anyhow!(
-            "every text-to-speech engine failed: {}",
-            failures.join("; ")
-        ))
+        Err(TtsError::AllFailed(failures))
     }
 }
 
@@ -232,8 +257,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "cloud"
         }
-        fn synthesize(&mut self, _text: &str) -> Result<Clip> {
-            Err(anyhow!("HTTP 500"))
+        fn synthesize(&mut self, _text: &str) -> Result<Clip, TtsError> {
+            Err(TtsError::Failed("HTTP 500".into()))
         }
     }
     struct Beep;
@@ -241,7 +266,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "espeak"
         }
-        fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
             Ok(Clip::new(vec![0.1; text.len()], 16_000))
         }
     }
@@ -276,7 +301,9 @@ mod tests {
             "",
             &WyomingConfig::default(),
         );
-        let err = tts.synthesize("hi").unwrap_err().to_string();
+        let err = tts.synthesize("hi").unwrap_err();
+        assert!(matches!(err, TtsError::NoEngine(_)), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("tts.order is empty"), "{err}");
         assert!(!err.contains('\n'));
     }

@@ -19,7 +19,7 @@ use ort::value::Tensor;
 use serde::Deserialize;
 
 use super::TtsConfig;
-use super::{espeak, Synthesizer};
+use super::{espeak, Synthesizer, TtsError};
 use crate::audio::playback::Clip;
 use crate::paths::Paths;
 
@@ -162,7 +162,7 @@ impl Piper {
     }
 
     /// Phoneme string for `text` (with clause punctuation restored).
-    pub fn phonemes(&self, text: &str) -> Result<String> {
+    pub fn phonemes(&self, text: &str) -> Result<String, TtsError> {
         let clauses = espeak::phonemize(&self.espeak_program, &self.espeak_voice, text)?;
         Ok(join_clauses(&clauses, &clause_marks(text)))
     }
@@ -178,7 +178,7 @@ impl Synthesizer for Piper {
         "piper"
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
         let phonemes = self.phonemes(text)?;
         let ids = self.ids_for(&phonemes);
         if ids.len() <= 3 {
@@ -186,11 +186,11 @@ impl Synthesizer for Piper {
             return Ok(Clip::new(Vec::new(), self.sample_rate));
         }
         let err = |e: ort::Error| {
-            anyhow!(
+            TtsError::Failed(format!(
                 "Piper ({}) failed: {}",
                 self.model.display(),
                 e.to_string().replace('\n', " ")
-            )
+            ))
         };
         let n = ids.len();
         let input = Tensor::from_array(([1usize, n], ids)).map_err(err)?;
@@ -207,17 +207,17 @@ impl Synthesizer for Piper {
         }
         let model = self.model.clone();
         let outputs = self.session.run(inputs).map_err(|e| {
-            anyhow!(
+            TtsError::Failed(format!(
                 "Piper ({}) failed: {}",
                 model.display(),
                 e.to_string().replace('\n', " ")
-            )
+            ))
         })?;
         let (_, audio) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
-            anyhow!(
+            TtsError::Failed(format!(
                 "Piper returned no audio: {}",
                 e.to_string().replace('\n', " ")
-            )
+            ))
         })?;
         Ok(Clip::new(normalise(audio), self.sample_rate))
     }

@@ -16,12 +16,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
 use crossbeam_channel::{unbounded, Sender};
 
 use super::sentences::{self, SentenceSplitter};
-use super::Tts;
-use crate::audio::playback::AudioSink;
+use super::{Tts, TtsError};
+use crate::audio::playback::{AudioSink, PlaybackError};
 use crate::cancel::CancelToken;
 use crate::events::{Event, EventSink};
 
@@ -40,6 +39,16 @@ pub struct SentenceStat {
     pub queued_at: Instant,
 }
 
+/// A sentence that was not heard: its synthesis or its playback failed.
+/// Collected by the speaker thread for [`Speaker::take_errors`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpeakError {
+    #[error(transparent)]
+    Synthesis(#[from] TtsError),
+    #[error(transparent)]
+    Playback(#[from] PlaybackError),
+}
+
 struct Job {
     text: String,
     generation: u64,
@@ -54,7 +63,7 @@ struct Shared {
     /// f32 bits of the volume in [0, 1].
     volume: AtomicU32,
     stats: Mutex<Vec<SentenceStat>>,
-    errors: Mutex<Vec<String>>,
+    errors: Mutex<Vec<SpeakError>>,
     /// Held while checking the generation and queueing a clip, and while
     /// stopping, so a clip can't slip onto the output just after a stop.
     play_lock: Mutex<()>,
@@ -69,7 +78,7 @@ pub struct Speaker {
 
 impl Speaker {
     /// Start the speaking thread with these engines and this output.
-    pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker> {
+    pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker, TtsError> {
         let (tx, rx) = unbounded::<Job>();
         let shared = Arc::new(Shared::default());
         shared.volume.store(1.0f32.to_bits(), Ordering::SeqCst);
@@ -84,7 +93,7 @@ impl Speaker {
                     worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
                 }
             })
-            .map_err(|e| anyhow!("could not start the speaker thread: {e}"))?;
+            .map_err(|e| TtsError::SpeakerThread(e.to_string()))?;
         Ok(Speaker { tx, shared, sink })
     }
 
@@ -167,7 +176,7 @@ impl Speaker {
     }
 
     /// Synthesis/playback errors since the last call (and clears them).
-    pub fn take_errors(&self) -> Vec<String> {
+    pub fn take_errors(&self) -> Vec<SpeakError> {
         self.shared
             .errors
             .lock()
@@ -186,7 +195,7 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
         Err(e) => {
             tracing::error!("cannot speak \"{}\": {e:#}", job.text);
             if let Ok(mut errors) = shared.errors.lock() {
-                errors.push(format!("{e:#}"));
+                errors.push(e.into());
             }
             return;
         }
@@ -204,7 +213,7 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     if let Err(e) = played {
         tracing::error!("cannot play speech on {}: {e:#}", sink.describe());
         if let Ok(mut errors) = shared.errors.lock() {
-            errors.push(format!("{e:#}"));
+            errors.push(e.into());
         }
         return;
     }
@@ -332,7 +341,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "slow"
         }
-        fn synthesize(&mut self, text: &str) -> Result<Clip> {
+        fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
             std::thread::sleep(self.0);
             let words = text.split_whitespace().count();
             Ok(Clip::new(vec![0.25; 3200 * words], 16_000))

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 use serde_json::json;
 
-use super::Synthesizer;
+use super::{Synthesizer, TtsError};
 use crate::audio::playback::Clip;
 use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
 use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
@@ -139,10 +139,10 @@ impl Synthesizer for WyomingTts {
         "wyoming"
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
-        self.backoff
-            .check()
-            .map_err(|e| anyhow!("Wyoming TTS service at {}: {e}", self.uri))?;
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
+        self.backoff.check().map_err(|e| {
+            TtsError::EngineUnavailable(format!("Wyoming TTS service at {}: {e}", self.uri))
+        })?;
         match self.request(text) {
             Ok(clip) => {
                 self.backoff.succeeded();
@@ -150,11 +150,11 @@ impl Synthesizer for WyomingTts {
             }
             Err(reason) => {
                 let retry = self.backoff.failed();
-                Err(anyhow!(
+                Err(TtsError::Failed(format!(
                     "Wyoming TTS service at {}: {reason} (not asked again for {} ms)",
                     self.uri,
                     retry.as_millis()
-                ))
+                )))
             }
         }
     }
@@ -223,7 +223,9 @@ mod tests {
             e.contains(&garbage.to_string()) && e.contains("width"),
             "{e}"
         );
-        let e = format!("{:#}", tts.synthesize("Hello.").unwrap_err());
+        let e = tts.synthesize("Hello.").unwrap_err();
+        assert!(matches!(e, TtsError::EngineUnavailable(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("skipped"), "{e}");
 
         let cut = service(|s| {

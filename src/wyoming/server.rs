@@ -33,7 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::cancel::CancelToken;
@@ -94,6 +93,19 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Result<Flow, ProtocolError>;
 }
 
+/// Why the server could not start listening (`earshot wyoming serve`
+/// exits with the message, which names the setting to change).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot resolve {uri}; check wyoming.serve_uri or --uri: {reason}")]
+    Resolve { uri: String, reason: String },
+    /// The port is taken, or the address is not this machine's.
+    #[error("cannot listen on {uri} (in use, or not an address of this machine?); pick another with --uri: {reason}")]
+    Listen { uri: String, reason: String },
+    #[error("cannot read the listening address: {0}")]
+    LocalAddr(String),
+}
+
 /// `error` event as the `wyoming` library defines it (`text`, `code`).
 pub fn error_event(text: &str, code: &str) -> Event {
     Event::with_data("error", json!({"text": text, "code": code}))
@@ -115,18 +127,26 @@ pub struct Server {
 
 impl Server {
     /// Bind `uri` (port 0 picks a free port; see [`Server::local_addr`]).
-    pub fn bind(uri: &WyomingUri, limits: Limits, max_connections: usize) -> Result<Server> {
+    pub fn bind(
+        uri: &WyomingUri,
+        limits: Limits,
+        max_connections: usize,
+    ) -> Result<Server, ServeError> {
         let authority = uri.authority();
         let addrs: Vec<SocketAddr> = authority
             .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {uri}; check wyoming.serve_uri or --uri"))?
+            .map_err(|e| ServeError::Resolve {
+                uri: uri.to_string(),
+                reason: e.to_string(),
+            })?
             .collect();
-        let listener = TcpListener::bind(&addrs[..]).with_context(|| {
-            format!("cannot listen on {uri} (in use, or not an address of this machine?); pick another with --uri")
+        let listener = TcpListener::bind(&addrs[..]).map_err(|e| ServeError::Listen {
+            uri: uri.to_string(),
+            reason: e.to_string(),
         })?;
         let addr = listener
             .local_addr()
-            .context("cannot read the listening address")?;
+            .map_err(|e| ServeError::LocalAddr(e.to_string()))?;
         Ok(Server {
             listener,
             addr,

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Local, TimeZone};
 
-use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 
 /// "It's 6:05 PM."
 pub struct TimeNow;
@@ -49,7 +49,7 @@ impl Action for TimeNow {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         Ok(ActionOutput::said(say_time(&device_now())))
     }
 }
@@ -61,7 +61,7 @@ impl Action for DateToday {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         Ok(ActionOutput::said(say_date(&device_now())))
     }
 }

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 use crate::tree::keys;
 
 /// Speak the node's `args.text` (for fixed answers such as "Okay, I'll keep it").
@@ -31,8 +31,8 @@ pub struct Volume {
 /// Volume when none was ever set.
 pub const DEFAULT_VOLUME: i64 = 50;
 
-fn store_err(e: crate::store::StoreError) -> String {
-    format!("I couldn't update the device settings: {e}.")
+fn store_err(e: crate::store::StoreError) -> ActionError {
+    ActionError::DeviceState(e.to_string())
 }
 
 impl Action for Say {
@@ -42,10 +42,14 @@ impl Action for Say {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         match call.arg("text").and_then(Value::as_str) {
             Some(text) if !text.trim().is_empty() => Ok(ActionOutput::said(text.trim())),
-            _ => Err("This tree's say node has no text to say.".into()),
+            _ => Err(ActionError::BadArgument {
+                action: "say",
+                name: "text",
+                reason: "no text to say".into(),
+            }),
         }
     }
 }
@@ -57,7 +61,7 @@ impl Action for Stop {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         Ok(ActionOutput::said("Okay.").with_phase("idle"))
     }
 }
@@ -69,7 +73,7 @@ impl Action for Repeat {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         match call
             .device_state(env, keys::LAST_ANSWER)
             .map_err(store_err)?
@@ -91,7 +95,7 @@ impl Action for DoNotDisturb {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let value = if self.on { "on" } else { "off" };
         Ok(ActionOutput::said(if self.on {
             "Okay, I'm paused. Say resume when you want me back."
@@ -122,7 +126,7 @@ impl Action for Volume {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let current = call
             .device_state(env, keys::VOLUME)
             .map_err(store_err)?
@@ -209,6 +213,8 @@ mod tests {
             .run(&call("resume"), &env)
             .unwrap();
         assert_eq!(changed(&resumed, keys::DND).as_deref(), Some("off"));
-        assert!(Say.run(&call("x"), &env).is_err());
+        let err = Say.run(&call("x"), &env).unwrap_err();
+        assert!(matches!(err, ActionError::BadArgument { name: "text", .. }));
+        assert_eq!(err.to_string(), "This tree's say node has no text to say.");
     }
 }

@@ -1,7 +1,7 @@
 //! Spoken arithmetic through the calculator tool (R-TOOL's evaluator and
 //! bounds): "what's twelve times seven" → "That's 84."
 
-use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 use crate::tools::calculator::{evaluate, format_result, CalcError};
 use crate::tree::spoken_math::to_expression;
 
@@ -15,7 +15,7 @@ impl Action for Calculate {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let spoken = call.arg_or_text("expression");
         // Not arithmetic after all: say nothing, let on_fail decide.
         let Some(expr) = to_expression(&spoken) else {

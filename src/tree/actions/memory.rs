@@ -2,18 +2,32 @@
 //! "remember that …", "forget …". The memory module provides the
 //! operations through [`MemoryOps`]; without it these actions say so.
 
-use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 
 /// The memory operations the tree needs, implemented over the memory
 /// module (so the tree does not know how memories are stored or indexed).
 pub trait MemoryOps: Send + Sync {
     /// The user's memories, newest first.
-    fn list(&self, user_id: &str) -> Result<Vec<String>, String>;
+    fn list(&self, user_id: &str) -> Result<Vec<String>, MemoryOpsError>;
     /// Store a fact as said; returns the stored text.
-    fn remember(&self, user_id: &str, text: &str) -> Result<String, String>;
+    fn remember(&self, user_id: &str, text: &str) -> Result<String, MemoryOpsError>;
     /// Delete the memory that best matches `query`; returns its text, or
-    /// `None` when nothing matches.
-    fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, String>;
+    /// `None` when nothing matches (not an error: the action says so).
+    fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, MemoryOpsError>;
+}
+
+/// Why a [`MemoryOps`] call failed: one variant per operation, so the
+/// sentence says what could not be done; `0` is the memory module's
+/// one-line error (database, embedder, index). The memory actions pass it
+/// on as [`ActionError::Memory`]; the user hears the message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MemoryOpsError {
+    #[error("I couldn't read my memory: {0}")]
+    List(String),
+    #[error("I couldn't remember that: {0}")]
+    Remember(String),
+    #[error("I couldn't forget that: {0}")]
+    Forget(String),
 }
 
 /// Said when no memory module is wired in.
@@ -39,7 +53,7 @@ impl Action for MemoryList {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
@@ -70,7 +84,7 @@ impl Action for MemoryRemember {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
@@ -93,7 +107,7 @@ impl Action for MemoryForget {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
@@ -114,22 +128,22 @@ impl Action for MemoryForget {
 /// The device's memory module fills the seam (the tree sits above memory,
 /// so the implementation lives here and memory knows nothing of the tree).
 impl MemoryOps for crate::memory::Memory {
-    fn list(&self, user_id: &str) -> Result<Vec<String>, String> {
+    fn list(&self, user_id: &str) -> Result<Vec<String>, MemoryOpsError> {
         crate::memory::Memory::list(self, user_id)
             .map(|items| items.into_iter().map(|m| m.text).collect())
-            .map_err(|e| format!("I couldn't read my memory: {e:#}"))
+            .map_err(|e| MemoryOpsError::List(format!("{e:#}")))
     }
 
-    fn remember(&self, user_id: &str, text: &str) -> Result<String, String> {
+    fn remember(&self, user_id: &str, text: &str) -> Result<String, MemoryOpsError> {
         crate::memory::Memory::remember(self, user_id, text)
             .map(|r| r.item.text)
-            .map_err(|e| format!("I couldn't remember that: {e:#}"))
+            .map_err(|e| MemoryOpsError::Remember(format!("{e:#}")))
     }
 
-    fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, String> {
+    fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, MemoryOpsError> {
         crate::memory::Memory::forget(self, user_id, query)
             .map(|item| item.map(|m| m.text))
-            .map_err(|e| format!("I couldn't forget that: {e:#}"))
+            .map_err(|e| MemoryOpsError::Forget(format!("{e:#}")))
     }
 }
 

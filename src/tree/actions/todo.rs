@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::{json, Value};
 
-use super::{Action, ActionCall, ActionEnv, ActionOutput};
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 use crate::tools::todos::{describe_list, TodoBackend, TodoError};
 
 /// The phase a deletion waits in for the user's yes/no.
@@ -101,7 +101,7 @@ pub fn item_to_delete(text: &str) -> String {
     t.trim().to_string()
 }
 
-fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, String> {
+fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, ActionError> {
     match e {
         TodoError::NotFound(q) => Ok(ActionOutput::failed(format!(
             "I couldn't find \"{q}\" on your to-do list."
@@ -115,7 +115,7 @@ fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, String> {
         TodoError::TitleTooLong => Ok(ActionOutput::failed(
             "That's too long for a to-do item; say it in a few words.",
         )),
-        TodoError::Backend(e) => Err(format!("I couldn't use the to-do list: {e}.")),
+        TodoError::Backend(e) => Err(ActionError::Todos(e)),
     }
 }
 
@@ -126,7 +126,7 @@ impl Action for TodoAdd {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let item = item_arg_or(call, item_to_add);
         if item.is_empty() {
             return Ok(ActionOutput::failed("What should I add to your list?"));
@@ -148,7 +148,7 @@ impl Action for TodoList {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         match backend(env).list(false) {
             Ok(items) => Ok(ActionOutput::said(describe_list(&items))),
             Err(e) => not_found_or_ambiguous(e),
@@ -172,7 +172,7 @@ impl Action for TodoComplete {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let query = item_arg_or(call, item_to_complete);
         match backend(env).complete(&query) {
             Ok(item) => Ok(ActionOutput::said(format!(
@@ -192,7 +192,7 @@ impl Action for TodoDeleteRequest {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let query = item_arg_or(call, item_to_delete);
         match backend(env).find(&query) {
             Ok(item) => Ok(ActionOutput::said(format!(
@@ -213,7 +213,7 @@ impl Action for TodoDeleteConfirm {
     fn changes_state(&self) -> bool {
         true
     }
-    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, String> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let Some(title) = call
             .state
             .get(PENDING_KEY)

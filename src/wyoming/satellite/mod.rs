@@ -34,8 +34,6 @@ use std::net::TcpStream;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-
 use crate::agent::Services;
 use crate::audio::vad::VadConfig;
 use crate::cancel::CancelToken;
@@ -53,6 +51,46 @@ pub const NO_INPUT: &str = "none";
 /// True when `audio.input` says there is no local microphone.
 pub fn is_no_input(name: &str) -> bool {
     name.trim().eq_ignore_ascii_case(NO_INPUT)
+}
+
+/// Why a satellite could not be driven, or why its connection ended. The
+/// host logs it (`cannot connect: …` / `lost: …`) and reconnects after its
+/// backoff; only [`SatelliteError::BadUri`] and [`SatelliteError::Local`]
+/// from [`SatelliteHosts::start`] stop `earshot run` from starting.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SatelliteError {
+    /// An entry of `wyoming.satellites` is not a Wyoming URI.
+    #[error("wyoming.satellites: {0}")]
+    BadUri(String),
+    /// The satellite could not be reached (name not resolved, refused,
+    /// timed out) or its socket not set up.
+    #[error("{0}")]
+    Connect(String),
+    /// The satellite broke the protocol: a malformed frame, or audio in a
+    /// format earshot cannot decode.
+    #[error("{0}")]
+    Protocol(String),
+    /// The satellite hung up.
+    #[error("the satellite closed the connection")]
+    Closed,
+    /// A write to the satellite failed (it stopped reading within the
+    /// write timeout, or the connection dropped); `what` is what was sent.
+    #[error("cannot send {what}: {reason}")]
+    Send { what: String, reason: String },
+    /// Earshot's own side could not be set up (a thread, the speaker,
+    /// the `audio.vad` settings).
+    #[error("{0}")]
+    Local(String),
+}
+
+impl SatelliteError {
+    /// A failed write of `what` (an event kind, "answer audio").
+    pub fn send(what: &str, e: impl std::fmt::Display) -> SatelliteError {
+        SatelliteError::Send {
+            what: what.to_string(),
+            reason: e.to_string(),
+        }
+    }
 }
 
 /// The running satellite threads.
@@ -75,7 +113,7 @@ impl SatelliteHosts {
         vad: &VadConfig,
         shutdown: &CancelToken,
         json: bool,
-    ) -> Result<SatelliteHosts> {
+    ) -> Result<SatelliteHosts, SatelliteError> {
         let cfg = cfg.clone();
         let mut threads = Vec::new();
         if cfg.satellites.is_empty() {
@@ -83,8 +121,7 @@ impl SatelliteHosts {
         }
         let tts = SharedTts::new(tts());
         for raw in &cfg.satellites {
-            let uri =
-                WyomingUri::parse(raw).map_err(|e| anyhow::anyhow!("wyoming.satellites: {e}"))?;
+            let uri = WyomingUri::parse(raw).map_err(|e| SatelliteError::BadUri(e.to_string()))?;
             let host = Host {
                 label: uri.to_string(),
                 uri,
@@ -99,7 +136,9 @@ impl SatelliteHosts {
             let thread = std::thread::Builder::new()
                 .name(format!("satellite {}", host.label))
                 .spawn(move || host.run())
-                .context("cannot start a satellite thread")?;
+                .map_err(|e| {
+                    SatelliteError::Local(format!("cannot start a satellite thread: {e}"))
+                })?;
             threads.push(thread);
         }
         tracing::info!(count = threads.len(), "satellite hosts started");
@@ -193,19 +232,21 @@ impl Host {
 
     /// Connect with `connect_timeout_ms`; writes time out after
     /// `request_timeout_ms` (a satellite that stops reading).
-    fn connect(&self) -> Result<Connection, String> {
+    fn connect(&self) -> Result<Connection, SatelliteError> {
         let timeout = Duration::from_millis(self.cfg.connect_timeout_ms.max(1));
         let write_timeout = Duration::from_millis(self.cfg.request_timeout_ms.max(1));
-        let stream = dial(&self.uri, timeout).map_err(|e| match e {
-            DialError::Resolve(m) => m,
-            DialError::Connect(e) => e.to_string(),
+        let stream = dial(&self.uri, timeout).map_err(|e| {
+            SatelliteError::Connect(match e {
+                DialError::Resolve(m) => m,
+                DialError::Connect(e) => e.to_string(),
+            })
         })?;
         stream
             .set_write_timeout(Some(write_timeout))
-            .map_err(|e| format!("cannot set a write timeout: {e}"))?;
+            .map_err(|e| SatelliteError::Connect(format!("cannot set a write timeout: {e}")))?;
         bound_send_buffer(&stream);
         Connection::from_stream(stream, self.cfg.limits())
-            .map_err(|e| format!("cannot use the connection: {e}"))
+            .map_err(|e| SatelliteError::Connect(format!("cannot use the connection: {e}")))
     }
 }
 

@@ -35,6 +35,7 @@ use serde_json::{json, Value};
 
 use super::speech::{playback_end, AnswerStats, SatelliteSink, SharedTts};
 use super::worker::{Job, Outcome};
+use super::SatelliteError;
 use crate::agent::Services;
 use crate::audio::resample::Stream16k;
 use crate::audio::vad::{Endpointer, Utterance, VadConfig, VadEvent};
@@ -70,7 +71,7 @@ pub(super) struct Ctx<'a> {
 pub(super) enum End {
     Shutdown,
     Lost {
-        reason: String,
+        reason: SatelliteError,
         /// The satellite streamed audio: reconnecting soon is reasonable.
         healthy: bool,
     },
@@ -120,7 +121,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
         Ok(s) => Arc::new(s),
         Err(e) => {
             return End::Lost {
-                reason: format!("{e:#}"),
+                reason: SatelliteError::Local(e.to_string()),
                 healthy: false,
             }
         }
@@ -129,7 +130,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
         Ok(e) => e,
         Err(e) => {
             return End::Lost {
-                reason: format!("audio.vad settings: {e}"),
+                reason: SatelliteError::Local(format!("audio.vad settings: {e}")),
                 healthy: false,
             }
         }
@@ -137,7 +138,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
     for event in [Event::new("describe"), Event::new("run-satellite")] {
         if let Err(e) = writer.send(&event) {
             return End::Lost {
-                reason: format!("cannot send {}: {e}", event.kind),
+                reason: SatelliteError::send(&event.kind, e),
                 healthy: false,
             };
         }
@@ -173,13 +174,13 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
             Ok(None) => continue,
             Err(ProtocolError::Closed) => {
                 break End::Lost {
-                    reason: "the satellite closed the connection".into(),
+                    reason: SatelliteError::Closed,
                     healthy: s.healthy,
                 }
             }
             Err(e) => {
                 break End::Lost {
-                    reason: e.to_string(),
+                    reason: SatelliteError::Protocol(e.to_string()),
                     healthy: s.healthy,
                 }
             }
@@ -229,10 +230,10 @@ struct Session {
 }
 
 impl Session {
-    fn send(&self, event: &Event) -> Result<(), String> {
+    fn send(&self, event: &Event) -> Result<(), SatelliteError> {
         self.writer
             .send(event)
-            .map_err(|e| format!("cannot send {}: {e}", event.kind))
+            .map_err(|e| SatelliteError::send(&event.kind, e))
     }
 
     fn on_event(
@@ -240,7 +241,7 @@ impl Session {
         ctx: &mut Ctx<'_>,
         endpointer: &mut Endpointer,
         event: Event,
-    ) -> Result<(), String> {
+    ) -> Result<(), SatelliteError> {
         // Events queued behind the worker's end see the phase after it.
         if let Some(lost) = self.poll_phase(ctx, endpointer) {
             return Err(lost);
@@ -248,7 +249,7 @@ impl Session {
         match event.kind.as_str() {
             "audio-chunk" => self.on_audio(ctx, endpointer, &event),
             "audio-start" => {
-                AudioFormat::from_event(&event)?;
+                AudioFormat::from_event(&event).map_err(SatelliteError::Protocol)?;
                 Ok(())
             }
             "run-pipeline" => {
@@ -344,8 +345,8 @@ impl Session {
         ctx: &mut Ctx<'_>,
         endpointer: &mut Endpointer,
         event: &Event,
-    ) -> Result<(), String> {
-        let format = AudioFormat::from_event(event)?;
+    ) -> Result<(), SatelliteError> {
+        let format = AudioFormat::from_event(event).map_err(SatelliteError::Protocol)?;
         self.healthy = true;
         let payload = event.payload.as_deref().unwrap_or_default();
         if self.paused || !matches!(self.phase, Phase::Listening) {
@@ -357,12 +358,14 @@ impl Session {
         let resampler = match &mut self.resampler {
             Some((rate, r)) if *rate == format.rate => r,
             slot => {
-                let r = Stream16k::new(format.rate)?;
+                let r = Stream16k::new(format.rate).map_err(SatelliteError::Protocol)?;
                 &mut slot.insert((format.rate, r)).1
             }
         };
         let mut at16k = Vec::with_capacity(mono.len() * SAMPLE_RATE as usize / 8000 + 16);
-        resampler.push(&mono, &mut at16k)?;
+        resampler
+            .push(&mono, &mut at16k)
+            .map_err(SatelliteError::Local)?;
         let pcm = crate::audio::to_i16(&at16k);
         tracing::trace!(
             samples = pcm.len(),
@@ -397,7 +400,11 @@ impl Session {
 
     /// The request is complete: tell the satellite, then STT, turn and
     /// answer on a worker.
-    fn start_turn(&mut self, ctx: &mut Ctx<'_>, utterance: Utterance) -> Result<(), String> {
+    fn start_turn(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        utterance: Utterance,
+    ) -> Result<(), SatelliteError> {
         self.send(&Event::with_data(
             "voice-stopped",
             json!({ "timestamp": utterance.end_ms() }),
@@ -421,7 +428,7 @@ impl Session {
         let worker = std::thread::Builder::new()
             .name(format!("satellite-turn {}", self.label))
             .spawn(move || job.run(utterance))
-            .map_err(|e| format!("cannot start a turn thread: {e}"))?;
+            .map_err(|e| SatelliteError::Local(format!("cannot start a turn thread: {e}")))?;
         self.dropped_ms = 0;
         self.played = false;
         self.phase = Phase::Busy { worker, cancel };
@@ -429,7 +436,11 @@ impl Session {
     }
 
     /// Move on when the worker finished or the answer has played.
-    fn poll_phase(&mut self, ctx: &mut Ctx<'_>, endpointer: &mut Endpointer) -> Option<String> {
+    fn poll_phase(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        endpointer: &mut Endpointer,
+    ) -> Option<SatelliteError> {
         match &self.phase {
             Phase::Busy { worker, .. } if worker.is_finished() => {
                 self.finish_worker(ctx, endpointer)
@@ -444,7 +455,11 @@ impl Session {
 
     /// Join the worker (finished, or past its last write) and go on to
     /// playing or listening. Returns why the connection is lost, if it is.
-    fn finish_worker(&mut self, ctx: &mut Ctx<'_>, endpointer: &mut Endpointer) -> Option<String> {
+    fn finish_worker(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        endpointer: &mut Endpointer,
+    ) -> Option<SatelliteError> {
         let Phase::Busy { worker, .. } = std::mem::replace(&mut self.phase, Phase::Listening)
         else {
             return None;

@@ -15,10 +15,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
-
-use crate::audio::playback::{AudioSink, Clip};
-use crate::tts::{Synthesizer, Tts};
+use super::SatelliteError;
+use crate::audio::playback::{AudioSink, Clip, PlaybackError};
+use crate::tts::{Synthesizer, Tts, TtsError};
 use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, audio_stop, AudioFormat};
 use crate::wyoming_proto::client::EventWriter;
 
@@ -55,9 +54,11 @@ impl Synthesizer for SharedTts {
         self.name
     }
 
-    fn synthesize(&mut self, text: &str) -> Result<Clip> {
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
         let mut tts = self.inner.lock().map_err(|_| {
-            anyhow!("the shared text-to-speech engine crashed earlier; restart earshot")
+            TtsError::EngineUnavailable(
+                "the shared text-to-speech engine crashed earlier; restart earshot".into(),
+            )
         })?;
         Ok(tts.synthesize(text)?.clip)
     }
@@ -71,7 +72,7 @@ pub struct AnswerStats {
     /// Seconds of audio sent.
     pub audio_seconds: f64,
     /// The first write error (the session treats it as a lost connection).
-    pub error: Option<String>,
+    pub error: Option<SatelliteError>,
 }
 
 #[derive(Default)]
@@ -125,30 +126,30 @@ impl SatelliteSink {
         };
         if s.started && !s.stopped && s.stats.error.is_none() {
             if let Err(e) = self.writer.send(&audio_stop(Some(s.position_ms))) {
-                s.stats.error = Some(format!("cannot send audio-stop: {e}"));
+                s.stats.error = Some(SatelliteError::send("audio-stop", e));
             }
         }
         s.stopped = true;
         s.stats.clone()
     }
 
-    fn send_clip(&self, s: &mut State, clip: &Clip) -> Result<()> {
+    fn send_clip(&self, s: &mut State, clip: &Clip) -> Result<(), PlaybackError> {
         if s.stopped {
             return Ok(()); // after a stop the rest of the answer is dropped
         }
         if let Some(e) = &s.stats.error {
-            return Err(anyhow!("{e}"));
+            return Err(PlaybackError::DeviceGone(e.to_string()));
         }
         let format = AudioFormat {
             rate: clip.sample_rate,
             width: 2,
             channels: 1,
         };
-        let result = (|| -> Result<(), String> {
+        let result = (|| -> Result<(), SatelliteError> {
             if !s.started {
                 self.writer
                     .send(&audio_start(format, Some(0)))
-                    .map_err(|e| format!("cannot send audio-start: {e}"))?;
+                    .map_err(|e| SatelliteError::send("audio-start", e))?;
                 s.started = true;
                 s.stats.first_audio_at = Some(Instant::now());
             }
@@ -160,7 +161,7 @@ impl SatelliteSink {
                         piece,
                         Some(s.position_ms),
                     ))
-                    .map_err(|e| format!("cannot send answer audio: {e}"))?;
+                    .map_err(|e| SatelliteError::send("answer audio", e))?;
                 s.position_ms += piece.len() as u64 * 1000 / u64::from(clip.sample_rate.max(1));
             }
             Ok(())
@@ -169,17 +170,17 @@ impl SatelliteSink {
         s.total_seconds += clip.seconds();
         result.map_err(|e| {
             s.stats.error = Some(e.clone());
-            anyhow!("{e}")
+            PlaybackError::DeviceGone(e.to_string())
         })
     }
 }
 
 impl AudioSink for SatelliteSink {
-    fn play(&self, clip: &Clip) -> Result<()> {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
         let mut s = self
             .state
             .lock()
-            .map_err(|_| anyhow!("satellite sink lock poisoned"))?;
+            .map_err(|_| PlaybackError::Poisoned("satellite sink lock poisoned"))?;
         self.send_clip(&mut s, clip)
     }
 
@@ -322,6 +323,8 @@ mod tests {
         let again = sink.play(&Clip::new(vec![0.1; 10], 16_000)).unwrap_err();
         assert_eq!(again.to_string(), failed);
         // …and the session learns it from the answer's stats.
-        assert_eq!(sink.finish().error.as_deref(), Some(failed.as_str()));
+        let lost = sink.finish().error.expect("the write error is kept");
+        assert!(matches!(lost, SatelliteError::Send { .. }), "{lost:?}");
+        assert_eq!(lost.to_string(), failed);
     }
 }

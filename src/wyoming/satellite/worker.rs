@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::speech::{AnswerStats, SatelliteSink};
+use super::SatelliteError;
 use crate::agent::turn::{run_turn, TurnInput};
 use crate::agent::Services;
 use crate::audio::vad::Utterance;
@@ -30,7 +31,7 @@ pub(super) struct Outcome {
     pub conversation_id: Option<i64>,
     pub answer: AnswerStats,
     /// A write to the satellite failed: the connection is gone.
-    pub lost: Option<String>,
+    pub lost: Option<SatelliteError>,
 }
 
 /// One request's work, moved onto its worker thread.
@@ -77,7 +78,7 @@ impl Job {
                         json!({"text": sentence, "code": "stt-failed"}),
                     ))
                     .err()
-                    .map(|e| format!("cannot send error: {e}"));
+                    .map(|e| SatelliteError::send("error", e));
                 if outcome.lost.is_none() && self.speaks {
                     self.speaker.say(sentence);
                     self.speaker.wait_done(&self.cancel, ANSWER_LIMIT);
@@ -99,7 +100,7 @@ impl Job {
             .writer
             .send(&Event::with_data("transcript", json!({"text": t.text})))
         {
-            outcome.lost = Some(format!("cannot send transcript: {e}"));
+            outcome.lost = Some(SatelliteError::send("transcript", e));
             return outcome;
         }
         let mut input = TurnInput::text(t.text.clone());
@@ -177,7 +178,7 @@ struct SatelliteSpeech<'a> {
     inner: TurnSpeech<'a>,
     writer: &'a EventWriter,
     speaks: bool,
-    lost: Option<String>,
+    lost: Option<SatelliteError>,
 }
 
 impl SatelliteSpeech<'_> {
@@ -186,7 +187,7 @@ impl SatelliteSpeech<'_> {
             return;
         }
         if let Err(e) = self.writer.send(&event) {
-            self.lost = Some(format!("cannot send {}: {e}", event.kind));
+            self.lost = Some(SatelliteError::send(&event.kind, e));
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use serde_json::json;
 
-use crate::stt::Stt;
+use crate::stt::{Stt, SttError};
 use crate::wyoming::server::{error_event, Flow};
 use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
 use crate::wyoming_proto::client::EventWriter;
@@ -47,7 +47,7 @@ impl Capture {
 /// Handle one ASR event.
 pub fn on_event(
     peer: std::net::SocketAddr,
-    stt: Result<&Stt, &String>,
+    stt: Result<&Stt, &SttError>,
     capture: &mut Capture,
     event: &Event,
     out: &EventWriter,

@@ -23,7 +23,7 @@ use crate::agent::turn::{run_turn, TurnInput};
 use crate::agent::Services;
 use crate::cancel::CancelToken;
 use crate::events::{CollectSink, EventSink};
-use crate::tree::{Host, LlmAnswer, WalkInput};
+use crate::tree::{Host, HostError, LlmAnswer, WalkInput};
 use crate::wyoming::server::Flow;
 use crate::wyoming_proto::client::EventWriter;
 use crate::wyoming_proto::protocol::{Event, ProtocolError};
@@ -35,8 +35,8 @@ const OTHER: &str = "other";
 struct NoLlm;
 
 impl Host for NoLlm {
-    fn llm_stream(&mut self, _prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, String> {
-        Err("recognition runs without an LLM".into())
+    fn llm_stream(&mut self, _prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
+        Err(HostError::NoLlm("recognition runs without an LLM".into()))
     }
 }
 

@@ -22,11 +22,9 @@ pub mod tts;
 
 use std::net::SocketAddr;
 
-use anyhow::Result;
-
 use super::server::{Flow, Handler};
 use crate::agent::Services;
-use crate::stt::Stt;
+use crate::stt::{Stt, SttError};
 use crate::wyoming_proto::client::EventWriter;
 use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
@@ -49,7 +47,7 @@ pub struct Service {
     services: Services,
     /// Whisper, or why it could not be loaded (then `transcribe` answers
     /// with an `error` naming the fix).
-    stt: Result<Stt, String>,
+    stt: Result<Stt, SttError>,
     voices: tts::Voices,
     info: Event,
 }
@@ -59,13 +57,14 @@ impl Service {
     /// memory) and `stt` (whisper, or why it could not be loaded), with one
     /// voice per working engine that `make_tts` builds from a `[tts]`
     /// section. Everything is built by the caller ([`crate::app`]) before
-    /// readiness is announced.
+    /// readiness is announced, so nothing here can fail: a missing part
+    /// is answered per request.
     pub fn new(
         services: Services,
-        stt: Result<Stt, String>,
+        stt: Result<Stt, SttError>,
         settings: &ServiceSettings,
         make_tts: &dyn Fn(&crate::tts::TtsConfig) -> crate::tts::Tts,
-    ) -> Result<Service> {
+    ) -> Service {
         if let Err(e) = &stt {
             tracing::error!(
                 "wyoming: speech-to-text unavailable, transcribe will answer with an error: {e}"
@@ -73,12 +72,12 @@ impl Service {
         }
         let voices = tts::Voices::load(settings, make_tts);
         let info = info::info_event(&services, settings, stt.is_ok(), &voices);
-        Ok(Service {
+        Service {
             services,
             stt,
             voices,
             info,
-        })
+        }
     }
 
     /// Make the first transcription as fast as the rest (in the
