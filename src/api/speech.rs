@@ -44,6 +44,19 @@ pub fn check_wav(bytes: &[u8]) -> Result<WavInfo, ApiError> {
     })
 }
 
+/// A recording within `max_secs` seconds (`api.max_voice_secs`), else a
+/// 413 naming the limit: speech-to-text time grows with the length.
+pub fn within_duration(info: &WavInfo, max_secs: u64) -> Result<(), ApiError> {
+    let secs = f64::from(info.frames) / f64::from(info.sample_rate.max(1));
+    if secs > max_secs as f64 {
+        return Err(ApiError::new(
+            413,
+            format!("the recording is {secs:.1} s long; the limit is {max_secs} s (api.max_voice_secs); send a shorter clip or raise the limit"),
+        ));
+    }
+    Ok(())
+}
+
 /// The speech engines the API uses, built once.
 pub struct Speech {
     stt: Result<Stt, String>,
@@ -224,5 +237,14 @@ mod tests {
         );
         assert_eq!(check_wav(b"RIFFnope").unwrap_err().status, 400);
         assert!(check_wav(&wav(0)).unwrap_err().message.contains("no audio"));
+    }
+
+    #[test]
+    fn recordings_are_bounded_in_length() {
+        let info = check_wav(&wav(16000 * 2)).unwrap();
+        assert!(within_duration(&info, 2).is_ok());
+        let err = within_duration(&info, 1).unwrap_err();
+        assert_eq!(err.status, 413);
+        assert!(err.message.contains("api.max_voice_secs"), "{}", err.message);
     }
 }
