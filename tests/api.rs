@@ -838,7 +838,8 @@ fn health_within(addr: &str, limit: Duration) -> Duration {
         let ok = std::net::TcpStream::connect(addr)
             .ok()
             .and_then(|mut s| {
-                s.write_all(&req("GET", "/api/health", addr, &[], "")).ok()?;
+                s.write_all(&req("GET", "/api/health", addr, &[], ""))
+                    .ok()?;
                 read_answer(&mut s, Duration::from_millis(250))
             })
             .is_some_and(|r| r.status == 200);
@@ -930,7 +931,10 @@ fn slow_connection_flood_is_capped_timed_out_and_health_recovers() {
     });
     let answer = read_answer(&mut big, Duration::from_secs(10)).expect("an answer");
     assert_eq!(answer.status, 431, "{answer:?}");
-    assert!(error_of(&answer.json()).contains("16384 bytes"), "{answer:?}");
+    assert!(
+        error_of(&answer.json()).contains("16384 bytes"),
+        "{answer:?}"
+    );
     sender.join().unwrap();
     let grown = rss_kib(serve.child.id()).saturating_sub(rss_before);
     assert!(grown < 8 * 1024, "RSS grew by {grown} KiB");
@@ -980,12 +984,20 @@ fn out_of_file_descriptors_the_api_lives_on() {
     let addr = addr_of(&serve);
     health_within(&addr, Duration::from_secs(5));
     let pid = serve.child.id();
-    // Leave the server 12 descriptors above the highest it has open.
-    let highest = std::fs::read_dir(format!("/proc/{pid}/fd"))
+    // Leave the server 12 free descriptors (the limit caps the lowest
+    // free number, and some libraries hold high ones).
+    let open: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
-        .max()
-        .unwrap();
+        .collect();
+    let mut limit = 0u64;
+    let mut free = 0;
+    while free < 12 {
+        if !open.contains(&limit) {
+            free += 1;
+        }
+        limit += 1;
+    }
     // SAFETY: prlimit with valid pointers on our own child.
     let rc = unsafe {
         let mut current: libc::rlimit = std::mem::zeroed();
@@ -996,7 +1008,7 @@ fn out_of_file_descriptors_the_api_lives_on() {
             &mut current,
         );
         let lowered = libc::rlimit {
-            rlim_cur: highest + 13,
+            rlim_cur: limit,
             rlim_max: current.rlim_max,
         };
         libc::prlimit(
@@ -1234,9 +1246,7 @@ fn browser_pages_cannot_drive_the_loopback_api() {
 fn text_inputs_have_limits_with_clear_413s() {
     let llm = fake_llm(Duration::ZERO);
     let serve = Serve::start(&llm, NO_SPEECH, &[], "127.0.0.1:0");
-    let post = |path: &str, body: &Value| {
-        post_json(&serve.url(path), &body.to_string(), None)
-    };
+    let post = |path: &str, body: &Value| post_json(&serve.url(path), &body.to_string(), None);
     let (status, v) = post("/api/tts", &json!({"text": "é".repeat(2001)}));
     assert_eq!(status, 413, "{v}");
     assert!(
@@ -1249,7 +1259,10 @@ fn text_inputs_have_limits_with_clear_413s() {
     for path in ["/api/chat", "/api/chat/stream"] {
         let (status, v) = post(path, &json!({"text": "a".repeat(8001)}));
         assert_eq!(status, 413, "{path}: {v}");
-        assert!(error_of(&v).contains("limit is 8000 (api.max_chat_chars)"), "{v}");
+        assert!(
+            error_of(&v).contains("limit is 8000 (api.max_chat_chars)"),
+            "{v}"
+        );
     }
     let (status, v) = post(
         "/api/feedback",

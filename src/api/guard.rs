@@ -94,7 +94,11 @@ impl Policy {
                 "the Host header {host:?} is malformed; send host[:port]"
             )));
         };
-        if let Ok(ip) = name.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        if let Ok(ip) = name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
             // An IP literal cannot be rebound to another site's name.
             return if ip == self.bound || self.bound.is_unspecified() {
                 Ok(())

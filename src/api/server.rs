@@ -411,23 +411,25 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
     let ctx = &shared.ctx;
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (head, early) =
-        match wire::read_head(&stream, Deadline::after(shared.header_timeout, &shared.stop)) {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                if let Some(error) = e.to_api_error(shared.header_timeout) {
-                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                    let refused = Refused {
-                        error,
-                        path: String::new(),
-                        cors: None,
-                    };
-                    let bytes = routes::refusal_bytes(&refused);
-                    answer_early(&shared, &stream, &bytes, slot, HEAD_LINGER, 64 * 1024);
-                }
-                return;
+    let (head, early) = match wire::read_head(
+        &stream,
+        Deadline::after(shared.header_timeout, &shared.stop),
+    ) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            if let Some(error) = e.to_api_error(shared.header_timeout) {
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let refused = Refused {
+                    error,
+                    path: String::new(),
+                    cors: None,
+                };
+                let bytes = routes::refusal_bytes(&refused);
+                answer_early(&shared, &stream, &bytes, slot, HEAD_LINGER, 64 * 1024);
             }
-        };
+            return;
+        }
+    };
     let admitted = match routes::admit(ctx, head) {
         Ok(admitted) => admitted,
         Err(refused) => {

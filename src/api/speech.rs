@@ -245,6 +245,10 @@ mod tests {
         assert!(within_duration(&info, 2).is_ok());
         let err = within_duration(&info, 1).unwrap_err();
         assert_eq!(err.status, 413);
-        assert!(err.message.contains("api.max_voice_secs"), "{}", err.message);
+        assert!(
+            err.message.contains("api.max_voice_secs"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -218,7 +218,9 @@ fn read_within(stream: &TcpStream, buf: &mut [u8], deadline: Deadline) -> io::Re
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -476,9 +478,12 @@ mod tests {
             Framing::Chunked
         );
         assert_eq!(
-            framing(&head(&[("Transfer-Encoding", "chunked"), ("Content-Length", "3")]))
-                .unwrap_err()
-                .status,
+            framing(&head(&[
+                ("Transfer-Encoding", "chunked"),
+                ("Content-Length", "3")
+            ]))
+            .unwrap_err()
+            .status,
             400
         );
         assert_eq!(
@@ -505,11 +510,16 @@ mod tests {
     fn responses_close_and_drop_broken_headers() {
         let bytes = response_bytes(413, &[("X-A", "1"), ("X-B", "a\r\nEvil: 1")], b"{}", false);
         let text = String::from_utf8(bytes).unwrap();
-        assert!(text.starts_with("HTTP/1.1 413 Content Too Large\r\n"), "{text}");
+        assert!(
+            text.starts_with("HTTP/1.1 413 Content Too Large\r\n"),
+            "{text}"
+        );
         assert!(text.contains("Connection: close\r\n"));
         assert!(text.contains("X-A: 1\r\n") && !text.contains("Evil"));
         assert!(text.ends_with("Content-Length: 2\r\n\r\n{}"), "{text}");
         let head = response_bytes(200, &[], b"{}", true);
-        assert!(String::from_utf8(head).unwrap().ends_with("Content-Length: 2\r\n\r\n"));
+        assert!(String::from_utf8(head)
+            .unwrap()
+            .ends_with("Content-Length: 2\r\n\r\n"));
     }
 }
