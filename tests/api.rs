@@ -974,8 +974,7 @@ fn slow_connection_flood_is_capped_timed_out_and_health_recovers() {
 
 /// Point 1: out of file descriptors (EMFILE), the accept loop logs it,
 /// sheds, and keeps going; once the flood closes, health answers within
-/// 1 s. Also: closing slow connections frees their slots at once (the
-/// header deadline here is long).
+/// 1 s.
 #[test]
 fn out_of_file_descriptors_the_api_lives_on() {
     let llm = fake_llm(Duration::ZERO);
@@ -1040,14 +1039,26 @@ fn out_of_file_descriptors_the_api_lives_on() {
     let output = serve.output.lock().unwrap().clone();
     assert_eq!(said(), 1, "{output}");
     assert!(output.contains("Too many open files"), "{output}");
+}
 
-    // The cap: 3 slow connections on a 3-slot server, a 4th gets 503;
-    // closing the 3 frees the slots at once (no deadline involved).
-    drop(serve);
-    let config = format!("[api]\nmax_connections = 3\nheader_timeout_ms = 20000\n{NO_SPEECH}");
+/// Point 1: the token is checked on the head, before the body: a
+/// tokenless request declaring a 1 MB body gets its 401 without sending
+/// any of it, and `Expect: 100-continue` only gets "100 Continue" once the
+/// token is right. Also the cap: closing slow connections frees their
+/// slots at once (the header deadline here is long).
+#[test]
+fn the_token_is_checked_before_the_body_is_read_and_closing_frees_slots() {
+    use std::io::Write;
+    let llm = fake_llm(Duration::ZERO);
+    let token = "hardening-token";
+    let config = format!(
+        "[api]\ntoken = \"{token}\"\nmax_connections = 3\nheader_timeout_ms = 20000\n{NO_SPEECH}"
+    );
     let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
     let addr = addr_of(&serve);
     health_within(&addr, Duration::from_secs(5));
+    // The cap: 3 slow connections on this 3-slot server, a 4th gets 503;
+    // closing the 3 frees the slots at once (no deadline involved).
     let held: Vec<std::net::TcpStream> = (0..3).map(|_| slow_connection(&addr)).collect();
     let answer = {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
@@ -1057,20 +1068,7 @@ fn out_of_file_descriptors_the_api_lives_on() {
     assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
     drop(held);
     health_within(&addr, Duration::from_secs(1));
-}
 
-/// Point 1: the token is checked on the head, before the body: a
-/// tokenless request declaring a 1 MB body gets its 401 without sending
-/// any of it, and `Expect: 100-continue` only gets "100 Continue" once the
-/// token is right.
-#[test]
-fn the_token_is_checked_before_the_body_is_read() {
-    use std::io::Write;
-    let llm = fake_llm(Duration::ZERO);
-    let token = "hardening-token";
-    let config = format!("[api]\ntoken = \"{token}\"\n{NO_SPEECH}");
-    let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
-    let addr = addr_of(&serve);
     let head = |auth: &str| {
         format!(
             "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n{auth}\r\n"
@@ -1112,8 +1110,13 @@ fn the_token_is_checked_before_the_body_is_read() {
 /// refused, and nothing is stored: a `text/plain` POST (no preflight), a
 /// foreign `Origin`, a rebinding `Host`. Listed hosts and origins work,
 /// with CORS headers and a preflight for the origin.
+///
+/// Point 3 on the same server: every text input has a limit with a clear
+/// 413: TTS text at 2,000 characters by default (the configured value is
+/// checked in the flood test), chat text at 8,000, a feedback note at the
+/// chat limit.
 #[test]
-fn browser_pages_cannot_drive_the_loopback_api() {
+fn browser_pages_cannot_drive_the_api_and_text_inputs_are_capped() {
     let llm = fake_llm(Duration::ZERO);
     let config = format!(
         "[api]\nallowed_hosts = [\"earshot.local\"]\nallowed_origins = [\"http://localhost:3000\"]\n{NO_SPEECH}"
@@ -1237,15 +1240,9 @@ fn browser_pages_cannot_drive_the_loopback_api() {
         answer.header("access-control-allow-origin").as_deref(),
         Some("http://localhost:3000")
     );
-}
 
-/// Point 3: every text input has a limit with a clear 413: TTS text at
-/// 2,000 characters by default (the configured value is checked in the
-/// flood test), chat text at 8,000, a feedback note at the chat limit.
-#[test]
-fn text_inputs_have_limits_with_clear_413s() {
-    let llm = fake_llm(Duration::ZERO);
-    let serve = Serve::start(&llm, NO_SPEECH, &[], "127.0.0.1:0");
+    // Point 3: over-limit texts never reach the LLM.
+    let llm_seen = llm.requests().len();
     let post = |path: &str, body: &Value| post_json(&serve.url(path), &body.to_string(), None);
     let (status, v) = post("/api/tts", &json!({"text": "é".repeat(2001)}));
     assert_eq!(status, 413, "{v}");
@@ -1269,7 +1266,8 @@ fn text_inputs_have_limits_with_clear_413s() {
         &json!({"turn_id": 1, "kind": "error", "note": "n".repeat(8001)}),
     );
     assert_eq!(status, 413, "{v}");
-    assert!(llm.requests().is_empty());
+    assert!(error_of(&v).contains("api.max_chat_chars"), "{v}");
+    assert_eq!(llm.requests().len(), llm_seen);
 }
 
 /// Point 1: the unit raises the descriptor limit well above the API's
