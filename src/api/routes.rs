@@ -15,8 +15,9 @@
 //! token, `Content-Type`, body framing, in that order. Only an admitted
 //! request has its body read and goes to a worker ([`handle`]).
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::net::TcpStream;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +48,9 @@ pub struct Context {
     pub max_voice_secs: u64,
     /// The `Host` / `Origin` rules.
     pub policy: Arc<Policy>,
+    /// Set when the server shuts down: reads give up, a TTS stops between
+    /// sentences, blocked writes get a short grace.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// The routes, parsed from the path.
@@ -331,8 +335,9 @@ pub fn handle(ctx: &Context, request: Request, stream: &TcpStream) {
         }
         Err(error) => refusal_bytes(&Refused { error, path, cors }),
     };
-    let mut out = stream;
-    let _ = out.write_all(&bytes).and_then(|()| out.flush());
+    if let Err(e) = wire::write_answer(stream, &bytes, &ctx.stop) {
+        tracing::info!(error = %e, "API client went away before reading the answer");
+    }
 }
 
 /// POST /api/feedback `{"turn_id", "kind": "not_helpful"|"error", "note"?}`
@@ -380,7 +385,7 @@ fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
             let map = body::json_object(&request.body)?;
             let text = body::required_text(&map, "text")?;
             body::within_chars(&text, ctx.max_tts_chars, "\"text\"", "api.max_tts_chars")?;
-            let wav = ctx.speech.synthesize(&text)?;
+            let wav = ctx.speech.synthesize_until(&text, &ctx.stop)?;
             Ok(Reply::Wav(wav, Vec::new()))
         }
         Route::Feedback => feedback(ctx, request),

@@ -42,7 +42,8 @@ const _: fn() = || {
     shareable::<Services>();
 };
 
-/// How long writing one answer may block on a client that does not read.
+/// How long one write of the SSE stream may block on a client that does
+/// not read (then the turn is cancelled as for a client gone).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections over the cap that get a written 503 at once, each on its
@@ -74,8 +75,6 @@ struct Shared {
     /// Connections answered early and read on until the client closes
     /// (their slot is already free); at most `max_connections`.
     lingering: AtomicUsize,
-    /// Set by [`ApiServer::shutdown`]: reads in progress give up.
-    stop: AtomicBool,
     header_timeout: Duration,
     body_timeout: Duration,
 }
@@ -166,6 +165,7 @@ impl ApiServer {
             max_chat_chars: config.max_chat_chars,
             max_voice_secs: config.max_voice_secs,
             policy: Arc::new(policy),
+            stop: Arc::new(AtomicBool::new(false)),
         };
         let shared = Arc::new(Shared {
             ctx,
@@ -173,7 +173,6 @@ impl ApiServer {
             max_connections: config.max_connections.max(1),
             shedding: AtomicUsize::new(0),
             lingering: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
             header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(config.body_timeout_ms.max(1)),
         });
@@ -280,7 +279,7 @@ impl ApiServer {
             .spawn(move || {
                 let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
                 let _ = (&stream).write_all(&busy_bytes(max));
-                let deadline = Deadline::after(Duration::from_secs(1), &owner.stop);
+                let deadline = Deadline::after(Duration::from_secs(1), &owner.ctx.stop);
                 wire::linger(&stream, 64 * 1024, deadline);
                 owner.shedding.fetch_sub(1, Ordering::SeqCst);
             });
@@ -348,7 +347,7 @@ impl ApiServer {
             workers,
             ..
         } = self;
-        shared.stop.store(true, Ordering::SeqCst);
+        shared.ctx.stop.store(true, Ordering::SeqCst);
         drop(listener);
         // Workers stop once this and every connection thread's sender is
         // gone and the queue is empty.
@@ -413,7 +412,7 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let (head, early) = match wire::read_head(
         &stream,
-        Deadline::after(shared.header_timeout, &shared.stop),
+        Deadline::after(shared.header_timeout, &shared.ctx.stop),
     ) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -440,7 +439,7 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
         }
     };
     if let Some(bytes) = routes::quick(&admitted) {
-        answer(&stream, &bytes);
+        answer(&shared, &stream, &bytes);
         return;
     }
     if admitted.framing != Framing::Empty
@@ -451,7 +450,7 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
     {
         let _ = (&stream).write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    let deadline = Deadline::after(shared.body_timeout, &shared.stop);
+    let deadline = Deadline::after(shared.body_timeout, &shared.ctx.stop);
     let body = match wire::read_body(
         &stream,
         &early,
@@ -487,7 +486,7 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
                 path: job.request.admitted.head.path().to_string(),
                 cors: job.request.admitted.cors.clone(),
             };
-            answer(&job.stream, &routes::refusal_bytes(&refused));
+            answer(&shared, &job.stream, &routes::refusal_bytes(&refused));
         }
     }
 }
@@ -512,15 +511,14 @@ fn run_job(ctx: &Context, job: Job) {
             path: String::new(),
             cors: None,
         };
-        let _ = (&stream).write_all(&routes::refusal_bytes(&refused));
+        let _ = wire::write_answer(&stream, &routes::refusal_bytes(&refused), &ctx.stop);
     }
     let _ = stream.shutdown(Shutdown::Write);
 }
 
 /// Write a whole answer to a request whose body was read, and close.
-fn answer(stream: &TcpStream, bytes: &[u8]) {
-    let mut out = stream;
-    let _ = out.write_all(bytes).and_then(|()| out.flush());
+fn answer(shared: &Shared, stream: &TcpStream, bytes: &[u8]) {
+    let _ = wire::write_answer(stream, bytes, &shared.ctx.stop);
     let _ = stream.shutdown(Shutdown::Write);
 }
 
@@ -536,8 +534,7 @@ fn answer_early(
     linger: Duration,
     unread: u64,
 ) {
-    let mut out = stream;
-    let written = out.write_all(bytes).and_then(|()| out.flush());
+    let written = wire::write_answer(stream, bytes, &shared.ctx.stop);
     drop(slot);
     if written.is_err() {
         return;
@@ -546,7 +543,7 @@ fn answer_early(
         wire::linger(
             stream,
             unread.min(wire::DRAIN_LIMIT),
-            Deadline::after(linger, &shared.stop),
+            Deadline::after(linger, &shared.ctx.stop),
         );
     } else {
         let _ = stream.shutdown(Shutdown::Write);

@@ -9,6 +9,7 @@
 
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::ApiError;
@@ -105,6 +106,12 @@ impl Speech {
 
     /// Text to a 16-bit mono WAV at the engine's own rate.
     pub fn synthesize(&self, text: &str) -> Result<Vec<u8>, ApiError> {
+        self.synthesize_until(text, &AtomicBool::new(false))
+    }
+
+    /// [`Speech::synthesize`], giving up between sentences (503) once
+    /// `stop` is set, so a long text does not hold up shutdown.
+    pub fn synthesize_until(&self, text: &str, stop: &AtomicBool) -> Result<Vec<u8>, ApiError> {
         let mut tts = self.tts.lock().unwrap_or_else(|p| p.into_inner());
         if tts.engine_names().is_empty() {
             return Err(ApiError::unavailable(format!(
@@ -129,6 +136,11 @@ impl Speech {
         let mut samples: Vec<f32> = Vec::new();
         let mut rate = 0u32;
         for sentence in &sentences {
+            if stop.load(Ordering::SeqCst) {
+                return Err(ApiError::unavailable(
+                    "earshot is shutting down; the speech was not finished, retry in a moment",
+                ));
+            }
             let spoken = tts.synthesize(sentence).map_err(|e| {
                 ApiError::unavailable(format!(
                     "text-to-speech failed: {}",

@@ -357,6 +357,50 @@ pub fn read_body(
     }
 }
 
+/// How long writing one whole answer may take, however slowly the client
+/// reads (a socket write timeout alone restarts with every byte read).
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a blocked answer may still take once shutdown has begun.
+const WRITE_GRACE_ON_STOP: Duration = Duration::from_secs(2);
+
+/// Write all of `bytes` within [`WRITE_DEADLINE`] (or
+/// [`WRITE_GRACE_ON_STOP`] after `stop` is set); a client that reads too
+/// slowly gets cut off (`TimedOut`) instead of holding a worker or the
+/// shutdown.
+pub fn write_answer(stream: &TcpStream, bytes: &[u8], stop: &AtomicBool) -> io::Result<()> {
+    let mut at = Instant::now() + WRITE_DEADLINE;
+    let mut stop_seen = false;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if !stop_seen && stop.load(Ordering::SeqCst) {
+            stop_seen = true;
+            at = at.min(Instant::now() + WRITE_GRACE_ON_STOP);
+        }
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read the answer in time",
+            ));
+        }
+        stream.set_write_timeout(Some(left.min(READ_SLICE)))?;
+        match (&mut &*stream).write(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// How much of a refused body [`linger`] reads and throws away so the
 /// client, still sending, gets the answer instead of a reset connection.
 pub const DRAIN_LIMIT: u64 = 64 * 1024 * 1024;
@@ -503,6 +547,22 @@ mod tests {
                 .unwrap_err()
                 .status,
             400
+        );
+    }
+
+    #[test]
+    fn a_client_that_never_reads_cannot_hold_a_writer_past_shutdown() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let stop = AtomicBool::new(true);
+        let started = Instant::now();
+        let err = write_answer(&server, &vec![0u8; 256 * 1024 * 1024], &stop).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        let took = started.elapsed();
+        assert!(
+            took < WRITE_GRACE_ON_STOP + Duration::from_secs(2),
+            "{took:?}"
         );
     }
 
