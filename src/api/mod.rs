@@ -6,12 +6,24 @@
 //! bounded pool of worker threads so a burst of requests queues or gets a
 //! clear 503 instead of starving the device.
 //!
-//! Code map: [`server`] binds, authenticates and feeds the pool;
-//! [`routes`] maps method + path to a handler and turns every failure into
-//! a JSON `{"error": …}`; [`body`] reads bodies within the size limit and
-//! validates JSON fields; [`sse`] streams a turn's events as they happen;
-//! [`multipart`] takes the `audio` field out of a form upload; [`speech`]
-//! is the seam to speech-to-text and text-to-speech.
+//! Every input is bounded before it costs anything: at most
+//! `api.max_connections` open connections (503 beyond), header blocks of
+//! 16 KiB / 64 fields within `api.header_timeout_ms` (431 / 408), the token
+//! and a browser page's `Host`/`Origin`/`Content-Type` checked before the
+//! body (401 / 403 / 415), bodies within `api.max_body_bytes` and
+//! `api.body_timeout_ms`, texts within `api.max_tts_chars` /
+//! `api.max_chat_chars` and recordings within `api.max_voice_secs` (413).
+//!
+//! Code map: [`server`] binds, accepts within the cap (surviving EMFILE),
+//! runs one short-lived thread per connection and feeds the pool;
+//! [`wire`] reads heads and bodies within their limits and writes answers;
+//! [`guard`] holds the `Host`/`Origin`/JSON-only rules; [`routes`] admits
+//! a request from its head, maps method + path to a handler and turns
+//! every failure into a JSON `{"error": …}`; [`body`] reads bodies within
+//! the size limit and validates JSON fields; [`sse`] streams a turn's
+//! events as they happen; [`multipart`] takes the `audio` field out of a
+//! form upload; [`speech`] is the seam to speech-to-text and
+//! text-to-speech.
 
 pub mod body;
 pub mod guard;

@@ -42,9 +42,11 @@ pub struct Context {
     pub token: String,
     pub max_body_bytes: usize,
     pub keepalive: Duration,
-    /// `api.max_tts_chars`, `api.max_chat_chars`, `api.max_voice_secs`.
+    /// `api.max_tts_chars`: longest text POST /api/tts speaks (413).
     pub max_tts_chars: usize,
+    /// `api.max_chat_chars`: longest chat text or feedback note (413).
     pub max_chat_chars: usize,
+    /// `api.max_voice_secs`: longest recording POST /api/voice takes (413).
     pub max_voice_secs: u64,
     /// The `Host` / `Origin` rules.
     pub policy: Arc<Policy>,
@@ -109,7 +111,9 @@ impl Route {
 /// A request that passed [`admit`]: what to run and how to answer.
 #[derive(Debug, Clone)]
 pub struct Admitted {
+    /// The endpoint.
     pub route: Route,
+    /// The request line and headers as parsed.
     pub head: Head,
     /// The allowed `Origin` of a browser page, echoed in CORS headers.
     pub cors: Option<String>,
@@ -125,14 +129,19 @@ pub struct Admitted {
 /// page's origin is allowed (so it can read the error).
 #[derive(Debug, Clone)]
 pub struct Refused {
+    /// The status and sentence to answer.
     pub error: ApiError,
+    /// The request path (for the `Allow` header of a 405).
     pub path: String,
+    /// The allowed browser origin, if any.
     pub cors: Option<String>,
 }
 
 /// An admitted request with its body, for a worker.
 pub struct Request {
+    /// What [`admit`] found in the head.
     pub admitted: Admitted,
+    /// The whole body, read within its limits.
     pub body: Vec<u8>,
 }
 
