@@ -740,3 +740,551 @@ fn sigterm_finishes_the_in_flight_turn_and_keeps_secrets_out_of_logs() {
         "secret leaked: {output}"
     );
 }
+
+// ---------------------------------------------------------------------
+// Hardening (issue 23): floods, header limits, browser pages, input caps.
+// Raw sockets, so every byte (Host, Origin, half requests) is the test's.
+// ---------------------------------------------------------------------
+
+/// Speech engines off: these servers start fast and need no models.
+const NO_SPEECH: &str =
+    "[stt]\norder = \"local-only\"\nwhisper_model = \"missing.bin\"\n[tts]\norder = []\n";
+
+fn addr_of(serve: &Serve) -> String {
+    serve.base.trim_start_matches("http://").to_string()
+}
+
+/// A parsed raw answer.
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Raw {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| panic!("not JSON: {:?}", String::from_utf8_lossy(&self.body)))
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    }
+}
+
+fn parse_raw(bytes: &[u8]) -> Option<Raw> {
+    let text = String::from_utf8_lossy(bytes);
+    let end = text.find("\r\n\r\n")?;
+    let head = text[..end].to_string();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Raw {
+        status,
+        head,
+        body: bytes[end + 4..].to_vec(),
+    })
+}
+
+/// Read what the server sends until it closes (every answer closes), or
+/// `wait` passes; `None` if nothing parseable came.
+fn read_answer(stream: &mut std::net::TcpStream, wait: Duration) -> Option<Raw> {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    parse_raw(&bytes)
+}
+
+/// Send `request` as is and read the answer.
+fn raw(addr: &str, request: &[u8]) -> Raw {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request).unwrap();
+    read_answer(&mut stream, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no answer to {:?}", String::from_utf8_lossy(request)))
+}
+
+/// A request with a Host of `addr` and the given extra header lines.
+fn req(method: &str, path: &str, addr: &str, headers: &[&str], body: &str) -> Vec<u8> {
+    let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    for h in headers {
+        text.push_str(h);
+        text.push_str("\r\n");
+    }
+    if !body.is_empty() || method == "POST" {
+        text.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    text.into_bytes()
+}
+
+/// Poll GET /api/health until it answers 200; panics after `limit`.
+/// Returns how long it took.
+fn health_within(addr: &str, limit: Duration) -> Duration {
+    use std::io::Write;
+    let start = Instant::now();
+    loop {
+        let ok = std::net::TcpStream::connect(addr)
+            .ok()
+            .and_then(|mut s| {
+                s.write_all(&req("GET", "/api/health", addr, &[], ""))
+                    .ok()?;
+                read_answer(&mut s, Duration::from_millis(250))
+            })
+            .is_some_and(|r| r.status == 200);
+        if ok {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "/api/health did not answer within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A connection that sent half a request head and waits.
+fn slow_connection(addr: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let _ = s.write_all(format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").as_bytes());
+    s
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Point 1: slow connections beyond `api.max_connections` get a 503 at
+/// once, the ones inside it a 408 at `api.header_timeout_ms`, and health
+/// answers within 1 s of the flood ending — while the attacker still holds
+/// every socket open. Header blocks over 16 KiB or 64 fields are a 431 and
+/// cost no memory.
+#[test]
+fn slow_connection_flood_is_capped_timed_out_and_health_recovers() {
+    let llm = fake_llm(Duration::ZERO);
+    let config = format!(
+        "[api]\nmax_connections = 8\nheader_timeout_ms = 300\nmax_tts_chars = 10\n{NO_SPEECH}"
+    );
+    let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
+    let addr = addr_of(&serve);
+    health_within(&addr, Duration::from_secs(5));
+
+    // 40 half requests, held open.
+    let mut flood: Vec<std::net::TcpStream> = (0..40).map(|_| slow_connection(&addr)).collect();
+    health_within(&addr, Duration::from_secs(1));
+    // Every flood connection got an answer: 503 (over the cap) or 408.
+    let mut statuses = std::collections::BTreeMap::new();
+    for s in &mut flood {
+        let answer = read_answer(s, Duration::from_secs(2)).expect("an answer, not a hang");
+        if answer.status == 503 {
+            assert!(
+                error_of(&answer.json()).contains("api.max_connections = 8"),
+                "{answer:?}"
+            );
+        }
+        if answer.status == 408 {
+            assert!(
+                error_of(&answer.json()).contains("api.header_timeout_ms"),
+                "{answer:?}"
+            );
+        }
+        *statuses.entry(answer.status).or_insert(0) += 1;
+    }
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert!(statuses[&503] >= 30, "{statuses:?}");
+    assert!((1..=8).contains(&statuses[&408]), "{statuses:?}");
+    drop(flood);
+
+    // Header block over 16 KiB: 431, read no further (a 20 MB header line
+    // sent in the background leaves the server's memory where it was).
+    let rss_before = rss_kib(serve.child.id());
+    let mut big = std::net::TcpStream::connect(&addr).unwrap();
+    let mut writer = big.try_clone().unwrap();
+    let head = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nX-Big: ");
+    let sender = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = writer.write_all(head.as_bytes());
+        let line = vec![b'a'; 1024 * 1024];
+        for _ in 0..20 {
+            if writer.write_all(&line).is_err() {
+                break;
+            }
+        }
+    });
+    let answer = read_answer(&mut big, Duration::from_secs(10)).expect("an answer");
+    assert_eq!(answer.status, 431, "{answer:?}");
+    assert!(
+        error_of(&answer.json()).contains("16384 bytes"),
+        "{answer:?}"
+    );
+    sender.join().unwrap();
+    let grown = rss_kib(serve.child.id()).saturating_sub(rss_before);
+    assert!(grown < 8 * 1024, "RSS grew by {grown} KiB");
+
+    // Too many header fields: 431.
+    let fields: Vec<String> = (0..100).map(|i| format!("X-F{i}: 1")).collect();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let answer = raw(&addr, &req("GET", "/api/health", &addr, &fields, ""));
+    assert_eq!(answer.status, 431, "{answer:?}");
+    assert!(error_of(&answer.json()).contains("64 header fields"));
+    // A request line that never ends is a 431 too, not a hang.
+    let answer = raw(
+        &addr,
+        format!("GET /{} HTTP/1.1\r\n", "a".repeat(20_000)).as_bytes(),
+    );
+    assert_eq!(answer.status, 431, "{answer:?}");
+
+    // TTS text over the configured limit (10 here): 413 naming it.
+    let answer = raw(
+        &addr,
+        &req(
+            "POST",
+            "/api/tts",
+            &addr,
+            &["Content-Type: application/json"],
+            r#"{"text": "eleven char"}"#,
+        ),
+    );
+    assert_eq!(answer.status, 413, "{answer:?}");
+    assert!(
+        error_of(&answer.json()).contains("limit is 10 (api.max_tts_chars)"),
+        "{answer:?}"
+    );
+    // Still serving.
+    health_within(&addr, Duration::from_secs(1));
+}
+
+/// Point 1: out of file descriptors (EMFILE), the accept loop logs it,
+/// sheds, and keeps going; once the flood closes, health answers within
+/// 1 s.
+#[test]
+fn out_of_file_descriptors_the_api_lives_on() {
+    let llm = fake_llm(Duration::ZERO);
+    let config = format!("[api]\nmax_connections = 500\nheader_timeout_ms = 20000\n{NO_SPEECH}");
+    let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
+    let addr = addr_of(&serve);
+    health_within(&addr, Duration::from_secs(5));
+    let pid = serve.child.id();
+    // Leave the server 12 free descriptors (the limit caps the lowest
+    // free number, and some libraries hold high ones).
+    let open: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .collect();
+    let mut limit = 0u64;
+    let mut free = 0;
+    while free < 12 {
+        if !open.contains(&limit) {
+            free += 1;
+        }
+        limit += 1;
+    }
+    // SAFETY: prlimit with valid pointers on our own child.
+    let rc = unsafe {
+        let mut current: libc::rlimit = std::mem::zeroed();
+        libc::prlimit(
+            pid as i32,
+            libc::RLIMIT_NOFILE,
+            std::ptr::null(),
+            &mut current,
+        );
+        let lowered = libc::rlimit {
+            rlim_cur: limit,
+            rlim_max: current.rlim_max,
+        };
+        libc::prlimit(
+            pid as i32,
+            libc::RLIMIT_NOFILE,
+            &lowered,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit failed: {}", std::io::Error::last_os_error());
+
+    let flood: Vec<std::net::TcpStream> = (0..60).map(|_| slow_connection(&addr)).collect();
+    // The server said so (once, not once per connection).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let said = || {
+        serve
+            .output
+            .lock()
+            .unwrap()
+            .matches("out of file descriptors")
+            .count()
+    };
+    while said() == 0 {
+        assert!(Instant::now() < deadline, "no EMFILE log line");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(flood);
+    health_within(&addr, Duration::from_secs(1));
+    let output = serve.output.lock().unwrap().clone();
+    assert_eq!(said(), 1, "{output}");
+    assert!(output.contains("Too many open files"), "{output}");
+}
+
+/// Point 1: the token is checked on the head, before the body: a
+/// tokenless request declaring a 1 MB body gets its 401 without sending
+/// any of it, and `Expect: 100-continue` only gets "100 Continue" once the
+/// token is right. Also the cap: closing slow connections frees their
+/// slots at once (the header deadline here is long).
+#[test]
+fn the_token_is_checked_before_the_body_is_read_and_closing_frees_slots() {
+    use std::io::Write;
+    let llm = fake_llm(Duration::ZERO);
+    let token = "hardening-token";
+    let config = format!(
+        "[api]\ntoken = \"{token}\"\nmax_connections = 3\nheader_timeout_ms = 20000\n{NO_SPEECH}"
+    );
+    let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
+    let addr = addr_of(&serve);
+    health_within(&addr, Duration::from_secs(5));
+    // The cap: 3 slow connections on this 3-slot server, a 4th gets 503;
+    // closing the 3 frees the slots at once (no deadline involved).
+    let held: Vec<std::net::TcpStream> = (0..3).map(|_| slow_connection(&addr)).collect();
+    let answer = {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        read_answer(&mut s, Duration::from_secs(2)).expect("a 503")
+    };
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    drop(held);
+    health_within(&addr, Duration::from_secs(1));
+
+    let head = |auth: &str| {
+        format!(
+            "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n{auth}\r\n"
+        )
+    };
+    for auth in ["", "Authorization: Bearer wrong\r\n"] {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(head(auth).as_bytes()).unwrap();
+        let started = Instant::now();
+        let answer = read_answer(&mut s, Duration::from_secs(5)).expect("a 401");
+        assert_eq!(answer.status, 401, "{answer:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(!answer.head.contains("100 Continue"), "{answer:?}");
+        assert_eq!(answer.header("www-authenticate").as_deref(), Some("Bearer"));
+    }
+    // The right token: "100 Continue", then the body is read.
+    let body = r#"{"text": "hi"}"#;
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(
+        format!(
+            "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\nAuthorization: Bearer {token}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut first = [0u8; 25];
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(body.as_bytes()).unwrap();
+    let answer = read_answer(&mut s, Duration::from_secs(20)).expect("an answer");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["response"], "Hello there, friend.");
+    assert!(!serve.output.lock().unwrap().contains(token));
+}
+
+/// Point 2: what a web page could send to the token-less loopback API is
+/// refused, and nothing is stored: a `text/plain` POST (no preflight), a
+/// foreign `Origin`, a rebinding `Host`. Listed hosts and origins work,
+/// with CORS headers and a preflight for the origin.
+///
+/// Point 3 on the same server: every text input has a limit with a clear
+/// 413: TTS text at 2,000 characters by default (the configured value is
+/// checked in the flood test), chat text at 8,000, a feedback note at the
+/// chat limit.
+#[test]
+fn browser_pages_cannot_drive_the_api_and_text_inputs_are_capped() {
+    let llm = fake_llm(Duration::ZERO);
+    let config = format!(
+        "[api]\nallowed_hosts = [\"earshot.local\"]\nallowed_origins = [\"http://localhost:3000\"]\n{NO_SPEECH}"
+    );
+    let serve = Serve::start(&llm, &config, &[], "127.0.0.1:0");
+    let addr = addr_of(&serve);
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let chat = r#"{"text": "remember that my pin is 1234"}"#;
+
+    // The cross-origin "simple request" a page sends without a preflight.
+    let answer = raw(
+        &addr,
+        &req(
+            "POST",
+            "/api/chat",
+            &addr,
+            &["Content-Type: text/plain;charset=UTF-8"],
+            chat,
+        ),
+    );
+    assert_eq!(answer.status, 415, "{answer:?}");
+    assert!(error_of(&answer.json()).contains("application/json"));
+    // Same with a foreign Origin, even as JSON.
+    for content_type in ["text/plain", "application/json"] {
+        let answer = raw(
+            &addr,
+            &req(
+                "POST",
+                "/api/chat",
+                &addr,
+                &[
+                    &format!("Content-Type: {content_type}"),
+                    "Origin: https://evil.example",
+                ],
+                chat,
+            ),
+        );
+        assert_eq!(answer.status, 403, "{answer:?}");
+        assert!(error_of(&answer.json()).contains("allowed_origins"));
+        assert!(answer.header("access-control-allow-origin").is_none());
+    }
+    // Forms and multipart on JSON routes are refused too.
+    let answer = raw(
+        &addr,
+        &req(
+            "POST",
+            "/api/tts",
+            &addr,
+            &["Content-Type: application/x-www-form-urlencoded"],
+            "text=hi",
+        ),
+    );
+    assert_eq!(answer.status, 415, "{answer:?}");
+    // Voice takes multipart only.
+    let answer = raw(
+        &addr,
+        &req(
+            "POST",
+            "/api/voice",
+            &addr,
+            &["Content-Type: text/plain"],
+            "x",
+        ),
+    );
+    assert_eq!(answer.status, 415, "{answer:?}");
+    // DNS rebinding: the page's own name as Host, reading conversations.
+    let rebound = format!("rebind.evil.example:{port}");
+    let answer = raw(&addr, &req("GET", "/api/conversations", &rebound, &[], ""));
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert!(error_of(&answer.json()).contains("allowed_hosts"));
+    // Nothing reached the LLM and nothing was stored.
+    assert!(llm.requests().is_empty(), "{:?}", llm.requests());
+    let answer = raw(&addr, &req("GET", "/api/conversations", &addr, &[], ""));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["conversations"], json!([]));
+
+    // Allowed: localhost and a listed name, any port.
+    for host in [format!("localhost:{port}"), "earshot.local".to_string()] {
+        let answer = raw(&addr, &req("GET", "/api/conversations", &host, &[], ""));
+        assert_eq!(answer.status, 200, "{host}: {answer:?}");
+    }
+    // A listed origin: preflight, then the call, both with CORS headers.
+    let answer = raw(
+        &addr,
+        &req(
+            "OPTIONS",
+            "/api/chat",
+            &addr,
+            &[
+                "Origin: http://localhost:3000",
+                "Access-Control-Request-Method: POST",
+                "Access-Control-Request-Headers: content-type",
+            ],
+            "",
+        ),
+    );
+    assert_eq!(answer.status, 204, "{answer:?}");
+    assert_eq!(
+        answer.header("access-control-allow-origin").as_deref(),
+        Some("http://localhost:3000")
+    );
+    assert!(answer
+        .header("access-control-allow-headers")
+        .unwrap()
+        .contains("Content-Type"));
+    let answer = raw(
+        &addr,
+        &req(
+            "POST",
+            "/api/chat",
+            &addr,
+            &[
+                "Content-Type: application/json",
+                "Origin: http://localhost:3000",
+            ],
+            r#"{"text": "hello"}"#,
+        ),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.header("access-control-allow-origin").as_deref(),
+        Some("http://localhost:3000")
+    );
+
+    // Point 3: over-limit texts never reach the LLM.
+    let llm_seen = llm.requests().len();
+    let post = |path: &str, body: &Value| post_json(&serve.url(path), &body.to_string(), None);
+    let (status, v) = post("/api/tts", &json!({"text": "é".repeat(2001)}));
+    assert_eq!(status, 413, "{v}");
+    assert!(
+        error_of(&v).contains("2001 characters; the limit is 2000 (api.max_tts_chars)"),
+        "{v}"
+    );
+    // At the limit it goes on to synthesis (no engine here: 503).
+    let (status, v) = post("/api/tts", &json!({"text": "a".repeat(2000)}));
+    assert_eq!(status, 503, "{v}");
+    for path in ["/api/chat", "/api/chat/stream"] {
+        let (status, v) = post(path, &json!({"text": "a".repeat(8001)}));
+        assert_eq!(status, 413, "{path}: {v}");
+        assert!(
+            error_of(&v).contains("limit is 8000 (api.max_chat_chars)"),
+            "{v}"
+        );
+    }
+    let (status, v) = post(
+        "/api/feedback",
+        &json!({"turn_id": 1, "kind": "error", "note": "n".repeat(8001)}),
+    );
+    assert_eq!(status, 413, "{v}");
+    assert!(error_of(&v).contains("api.max_chat_chars"), "{v}");
+    assert_eq!(llm.requests().len(), llm_seen);
+}
+
+/// Point 1: the unit raises the descriptor limit well above the API's
+/// connection cap (and the rest of the process).
+#[test]
+fn the_unit_sets_a_descriptor_limit() {
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/earshot.service"),
+    )
+    .unwrap();
+    let limit: u64 = unit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("LimitNOFILE="))
+        .expect("LimitNOFILE= in the unit")
+        .trim()
+        .parse()
+        .unwrap();
+    let cap = earshot::api::ApiConfig::default().max_connections as u64;
+    assert!(limit >= 4096 && limit >= 16 * cap, "LimitNOFILE={limit}");
+}

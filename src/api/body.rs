@@ -13,34 +13,67 @@ const DRAIN_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Read the whole body, refusing anything over `max` bytes with a 413.
 /// A declared `Content-Length` over the limit is refused before reading
-/// (tiny_http discards the unread rest so the client still gets the reply).
+/// (the server then drains what the client still sends, so it gets the
+/// reply). A read that timed out is a 408, one cut off by shutdown a 503.
 pub fn read_limited(
     reader: &mut dyn Read,
     declared: Option<usize>,
     max: usize,
 ) -> Result<Vec<u8>, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            413,
-            format!("the request body is larger than {max} bytes (api.max_body_bytes); send less or raise the limit"),
-        )
-    };
     if declared.is_some_and(|len| len > max) {
-        return Err(too_large());
+        return Err(too_large(max));
     }
     let mut body = Vec::with_capacity(declared.unwrap_or(0).min(max));
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     reader
         .take(limit)
         .read_to_end(&mut body)
-        .map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
+        .map_err(|e| read_failed(&e))?;
     if body.len() > max {
         // Read on (within reason) so the client, still sending, gets the
         // 413 instead of a reset connection.
         let _ = std::io::copy(&mut reader.take(DRAIN_LIMIT), &mut std::io::sink());
-        return Err(too_large());
+        return Err(too_large(max));
     }
     Ok(body)
+}
+
+/// The 413 for a body over `api.max_body_bytes`.
+pub fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        413,
+        format!("the request body is larger than {max} bytes (api.max_body_bytes); send less or raise the limit"),
+    )
+}
+
+/// A failed body read as the answer to send.
+fn read_failed(e: &std::io::Error) -> ApiError {
+    match e.kind() {
+        std::io::ErrorKind::TimedOut => ApiError::new(
+            408,
+            "the request body did not arrive in time (api.body_timeout_ms); send it faster or raise the limit",
+        ),
+        std::io::ErrorKind::Interrupted => {
+            ApiError::unavailable("earshot is shutting down; retry in a moment")
+        }
+        std::io::ErrorKind::InvalidInput => ApiError::bad_request(
+            "the chunked request body is malformed; send valid chunked encoding or use Content-Length",
+        ),
+        _ => ApiError::bad_request(format!("could not read the request body ({e}); send it again")),
+    }
+}
+
+/// A `text` field within `max` characters, else a 413 naming the limit
+/// and its config key.
+pub fn within_chars(text: &str, max: usize, what: &str, key: &str) -> Result<(), ApiError> {
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(ApiError::new(
+            413,
+            format!("{what} is {chars} characters; the limit is {max} ({key}); send a shorter text or raise the limit"),
+        ));
+    }
+    Ok(())
 }
 
 /// Parse a body that must be one JSON object.
@@ -124,6 +157,18 @@ mod tests {
             413
         );
         assert_eq!(read_limited(&mut &data[..], None, 11).unwrap(), data);
+    }
+
+    #[test]
+    fn text_limits_name_the_limit() {
+        assert!(within_chars("ééé", 3, "\"text\"", "api.max_tts_chars").is_ok());
+        let err = within_chars("éééé", 3, "\"text\"", "api.max_tts_chars").unwrap_err();
+        assert_eq!(err.status, 413);
+        assert!(
+            err.message.contains("limit is 3 (api.max_tts_chars)"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -9,15 +9,23 @@
 //! | `POST /api/voice` | multipart field `audio` (WAV) | `audio/wav` + `X-Transcript`, `X-Response`, `X-Conversation-Id` |
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
+//!
+//! [`admit`] runs on the connection thread right after the header block
+//! is read and before any of the body: `Host`, `Origin`, route, method,
+//! token, `Content-Type`, body framing, in that order. Only an admitted
+//! request has its body read and goes to a worker ([`handle`]).
 
-use std::io::Cursor;
+use std::io::BufWriter;
+use std::net::TcpStream;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
-use tiny_http::{Header, Method, Request, Response};
 
+use super::guard::{self, Policy};
+use super::wire::{self, Framing, Head};
 use super::{body, multipart, speech, sse, ApiError};
 use crate::agent::turn::{run_turn, TurnInput};
 use crate::agent::Services;
@@ -34,11 +42,22 @@ pub struct Context {
     pub token: String,
     pub max_body_bytes: usize,
     pub keepalive: Duration,
+    /// `api.max_tts_chars`: longest text POST /api/tts speaks (413).
+    pub max_tts_chars: usize,
+    /// `api.max_chat_chars`: longest chat text or feedback note (413).
+    pub max_chat_chars: usize,
+    /// `api.max_voice_secs`: longest recording POST /api/voice takes (413).
+    pub max_voice_secs: u64,
+    /// The `Host` / `Origin` rules.
+    pub policy: Arc<Policy>,
+    /// Set when the server shuts down: reads give up, a TTS stops between
+    /// sentences, blocked writes get a short grace.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// The routes, parsed from the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Route {
+pub enum Route {
     Health,
     Chat,
     ChatStream,
@@ -70,12 +89,218 @@ impl Route {
         })
     }
 
-    fn method(&self) -> Method {
+    fn method(&self) -> &'static str {
         match self {
-            Route::Health | Route::Conversations | Route::Conversation(_) => Method::Get,
-            _ => Method::Post,
+            Route::Health | Route::Conversations | Route::Conversation(_) => "GET",
+            _ => "POST",
         }
     }
+
+    /// The body's media type, for the state-changing routes.
+    fn body_type(&self) -> Option<&'static str> {
+        match self {
+            Route::Voice => Some("multipart/form-data"),
+            Route::Chat | Route::ChatStream | Route::Tts | Route::Feedback => {
+                Some("application/json")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A request that passed [`admit`]: what to run and how to answer.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// The endpoint.
+    pub route: Route,
+    /// The request line and headers as parsed.
+    pub head: Head,
+    /// The allowed `Origin` of a browser page, echoed in CORS headers.
+    pub cors: Option<String>,
+    /// How the body is framed (read by the connection thread).
+    pub framing: Framing,
+    /// A `HEAD` request: headers only.
+    pub head_only: bool,
+    /// An `OPTIONS` request (a CORS preflight): answered at once.
+    pub preflight: bool,
+}
+
+/// A request [`admit`] refused: the error, and the CORS origin if the
+/// page's origin is allowed (so it can read the error).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The status and sentence to answer.
+    pub error: ApiError,
+    /// The request path (for the `Allow` header of a 405).
+    pub path: String,
+    /// The allowed browser origin, if any.
+    pub cors: Option<String>,
+}
+
+/// An admitted request with its body, for a worker.
+pub struct Request {
+    /// What [`admit`] found in the head.
+    pub admitted: Admitted,
+    /// The whole body, read within its limits.
+    pub body: Vec<u8>,
+}
+
+/// Check everything about a request that its head shows, before any of
+/// the body is read: a browser page's `Host`/`Origin` (403), the route
+/// (404) and method (405), the token (401), the body's `Content-Type`
+/// (415) and framing (400/413/501).
+pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
+    let path = head.path().to_string();
+    let refuse = |error: ApiError, cors: Option<String>| Refused {
+        error,
+        path: path.clone(),
+        cors,
+    };
+    ctx.policy
+        .check_host(head.header("Host"), head.minor_version == 0)
+        .map_err(|e| refuse(e, None))?;
+    let cors = ctx
+        .policy
+        .check_origin(head.all("Origin"))
+        .map_err(|e| refuse(e, None))?;
+    let route = Route::parse(&path).ok_or_else(|| {
+        refuse(
+            ApiError::not_found(format!(
+                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations",
+                head.method
+            )),
+            cors.clone(),
+        )
+    })?;
+    let allowed = route.method();
+    let preflight = head.method == "OPTIONS";
+    let head_only = head.method == "HEAD" && allowed == "GET";
+    if head.method != allowed && !head_only && !preflight {
+        return Err(refuse(
+            ApiError::new(
+                405,
+                format!("{path} does not accept {}; use {allowed}", head.method),
+            ),
+            cors,
+        ));
+    }
+    if preflight {
+        return Ok(Admitted {
+            route,
+            head,
+            cors,
+            framing: Framing::Empty,
+            head_only: false,
+            preflight: true,
+        });
+    }
+    if route != Route::Health {
+        authorize(ctx, &head).map_err(|e| refuse(e, cors.clone()))?;
+    }
+    match route.body_type() {
+        Some("application/json") => guard::require_json(head.header("Content-Type"), &path),
+        Some(_) => multipart::boundary(head.header("Content-Type")).map(|_| ()),
+        None => Ok(()),
+    }
+    .map_err(|e| refuse(e, cors.clone()))?;
+    let framing = wire::framing(&head).map_err(|e| refuse(e, cors.clone()))?;
+    if let Framing::Length(n) = framing {
+        if n > u64::try_from(ctx.max_body_bytes).unwrap_or(u64::MAX) {
+            return Err(refuse(body::too_large(ctx.max_body_bytes), cors));
+        }
+    }
+    Ok(Admitted {
+        route,
+        head,
+        cors,
+        framing,
+        head_only,
+        preflight: false,
+    })
+}
+
+/// The answer to a request that needs no worker (health, a preflight),
+/// or `None`.
+pub fn quick(admitted: &Admitted) -> Option<Vec<u8>> {
+    let cors = admitted.cors.as_deref();
+    if admitted.preflight {
+        let allow = format!("{}, OPTIONS", admitted.route.method());
+        let mut headers = vec![("Allow", allow.as_str())];
+        if let Some(origin) = cors {
+            headers.extend([
+                ("Access-Control-Allow-Origin", origin),
+                ("Access-Control-Allow-Methods", allow.as_str()),
+                (
+                    "Access-Control-Allow-Headers",
+                    "Authorization, Content-Type",
+                ),
+                ("Access-Control-Max-Age", "600"),
+                ("Vary", "Origin"),
+            ]);
+        }
+        return Some(wire::response_bytes(204, &headers, b"", false));
+    }
+    if admitted.route == Route::Health {
+        return Some(json_bytes(
+            200,
+            &json!({"status": "ok"}),
+            &[],
+            cors,
+            admitted.head_only,
+        ));
+    }
+    None
+}
+
+/// The bytes of a refusal: `{"error": …}` plus `WWW-Authenticate` (401),
+/// `Allow` (405) or `Retry-After` (503).
+pub fn refusal_bytes(refused: &Refused) -> Vec<u8> {
+    let e = &refused.error;
+    let allow;
+    let extra: &[(&str, &str)] = match e.status {
+        401 => &[("WWW-Authenticate", "Bearer")],
+        405 => {
+            allow = allow_for(&refused.path);
+            &[("Allow", allow)]
+        }
+        503 => &[("Retry-After", "1")],
+        _ => &[],
+    };
+    json_bytes(
+        e.status,
+        &json!({ "error": e.message }),
+        extra,
+        refused.cors.as_deref(),
+        false,
+    )
+}
+
+/// A JSON answer, with CORS headers for an allowed browser origin.
+pub fn json_bytes(
+    status: u16,
+    value: &Value,
+    headers: &[(&str, &str)],
+    cors: Option<&str>,
+    head_only: bool,
+) -> Vec<u8> {
+    let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
+    let mut all = vec![("Content-Type", "application/json")];
+    all.extend_from_slice(headers);
+    if let Some(origin) = cors {
+        all.extend(cors_headers(origin));
+    }
+    wire::response_bytes(status, &all, &body, head_only)
+}
+
+fn cors_headers(origin: &str) -> [(&'static str, &str); 3] {
+    [
+        ("Access-Control-Allow-Origin", origin),
+        (
+            "Access-Control-Expose-Headers",
+            "X-Transcript, X-Response, X-Conversation-Id",
+        ),
+        ("Vary", "Origin"),
+    ]
 }
 
 /// A finished reply (the stream writes its own).
@@ -85,13 +310,18 @@ enum Reply {
     Stream(TurnInput),
 }
 
-/// Answer one request; never panics on input.
-pub fn handle(ctx: &Context, mut request: Request) {
-    let reply = route(ctx, &mut request);
-    match reply {
+/// Answer one admitted request on `stream`; never panics on input.
+pub fn handle(ctx: &Context, request: Request, stream: &TcpStream) {
+    let cors = request.admitted.cors.clone();
+    let head_only = request.admitted.head_only;
+    let path = request.admitted.head.path().to_string();
+    let bytes = match route(ctx, &request) {
         Ok(Reply::Stream(input)) => {
-            let writer = request.into_writer();
-            match sse::SseWriter::start(writer) {
+            let mut extra: Vec<(&str, &str)> = Vec::new();
+            if let Some(origin) = cors.as_deref() {
+                extra.extend(cors_headers(origin));
+            }
+            match sse::SseWriter::start_with(BufWriter::new(stream), &extra) {
                 Ok(writer) => {
                     sse::stream_turn(&ctx.services, input, writer, ctx.keepalive);
                 }
@@ -99,53 +329,34 @@ pub fn handle(ctx: &Context, mut request: Request) {
                     tracing::info!(error = %e, "stream client went away before the first byte")
                 }
             }
+            return;
         }
-        Ok(Reply::Json(status, value)) => respond_json(request, status, &value, &[]),
+        Ok(Reply::Json(status, value)) => {
+            json_bytes(status, &value, &[], cors.as_deref(), head_only)
+        }
         Ok(Reply::Wav(bytes, headers)) => {
-            let mut response = Response::from_data(bytes).with_status_code(200);
-            for (k, v) in std::iter::once(("Content-Type", "audio/wav".to_string())).chain(headers)
-            {
-                if let Ok(h) = Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-                    response.add_header(h);
-                }
+            let mut all: Vec<(&str, &str)> = vec![("Content-Type", "audio/wav")];
+            all.extend(headers.iter().map(|(k, v)| (*k, v.as_str())));
+            if let Some(origin) = cors.as_deref() {
+                all.extend(cors_headers(origin));
             }
-            let _ = request.respond(response);
+            wire::response_bytes(200, &all, &bytes, head_only)
         }
-        Err(e) => {
-            let extra: &[(&str, &str)] = match e.status {
-                401 => &[("WWW-Authenticate", "Bearer")],
-                405 => &[("Allow", allow_for(request.url()))],
-                _ => &[],
-            };
-            respond_json(request, e.status, &json!({ "error": e.message }), extra)
-        }
+        Err(error) => refusal_bytes(&Refused { error, path, cors }),
+    };
+    if let Err(e) = wire::write_answer(stream, &bytes, &ctx.stop) {
+        tracing::info!(error = %e, "API client went away before reading the answer");
     }
-}
-
-/// Write a JSON reply (also used by the server for 503 "busy").
-pub fn respond_json(request: Request, status: u16, value: &Value, headers: &[(&str, &str)]) {
-    let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
-    let len = body.len();
-    let mut response = Response::new(
-        status.into(),
-        Vec::new(),
-        Cursor::new(body),
-        Some(len),
-        None,
-    );
-    for (k, v) in std::iter::once(&("Content-Type", "application/json")).chain(headers) {
-        if let Ok(h) = Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-            response.add_header(h);
-        }
-    }
-    let _ = request.respond(response);
 }
 
 /// POST /api/feedback `{"turn_id", "kind": "not_helpful"|"error", "note"?}`
 /// → `{"feedback_id"}` (R-OBS; errors go to the review queue first).
-fn feedback(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
-    let body: Value = serde_json::from_slice(&read_body(ctx, request)?)
+fn feedback(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
+    let body: Value = serde_json::from_slice(&request.body)
         .map_err(|e| ApiError::new(400, format!("the body is not JSON ({e})")))?;
+    if let Some(note) = body.get("note").and_then(Value::as_str) {
+        body::within_chars(note, ctx.max_chat_chars, "\"note\"", "api.max_chat_chars")?;
+    }
     match crate::review::feedback_from_json(&ctx.services.store, &body) {
         Ok(id) => Ok(Reply::Json(200, json!({ "feedback_id": id }))),
         Err(crate::review::ReviewError::NoSuchTurn(id)) => {
@@ -161,7 +372,7 @@ fn feedback(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
 
 fn allow_for(url: &str) -> &'static str {
     match Route::parse(path_of(url)).map(|r| r.method()) {
-        Some(Method::Get) => "GET",
+        Some("GET") => "GET",
         _ => "POST",
     }
 }
@@ -170,30 +381,8 @@ fn path_of(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or("")
 }
 
-fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
-    let route = Route::parse(path_of(request.url())).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "no such endpoint: {} {}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations",
-            request.method(),
-            path_of(request.url())
-        ))
-    })?;
-    let method = request.method().clone();
-    let allowed = route.method();
-    let head_ok = method == Method::Head && allowed == Method::Get;
-    if method != allowed && !head_ok {
-        return Err(ApiError::new(
-            405,
-            format!(
-                "{} does not accept {method}; use {allowed}",
-                path_of(request.url())
-            ),
-        ));
-    }
-    if route != Route::Health {
-        authorize(ctx, request)?;
-    }
-    match route {
+fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
+    match &request.admitted.route {
         Route::Health => Ok(Reply::Json(200, json!({"status": "ok"}))),
         Route::Chat => chat(ctx, request),
         Route::ChatStream => {
@@ -202,9 +391,10 @@ fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
         }
         Route::Voice => voice(ctx, request),
         Route::Tts => {
-            let map = body::json_object(&read_body(ctx, request)?)?;
+            let map = body::json_object(&request.body)?;
             let text = body::required_text(&map, "text")?;
-            let wav = ctx.speech.synthesize(&text)?;
+            body::within_chars(&text, ctx.max_tts_chars, "\"text\"", "api.max_tts_chars")?;
+            let wav = ctx.speech.synthesize_until(&text, &ctx.stop)?;
             Ok(Reply::Wav(wav, Vec::new()))
         }
         Route::Feedback => feedback(ctx, request),
@@ -218,21 +408,18 @@ fn route(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
                 })?;
             Ok(Reply::Json(200, json!({ "conversations": list })))
         }
-        Route::Conversation(id) => conversation(ctx, &id),
+        Route::Conversation(id) => conversation(ctx, id),
     }
 }
 
 /// `Authorization: Bearer <token>` when a token is configured; compared in
 /// constant time so the token cannot be guessed byte by byte.
-fn authorize(ctx: &Context, request: &Request) -> Result<(), ApiError> {
+fn authorize(ctx: &Context, head: &Head) -> Result<(), ApiError> {
     if ctx.token.is_empty() {
         return Ok(());
     }
-    let given = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| h.value.as_str().trim())
+    let given = head
+        .header("Authorization")
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
@@ -259,15 +446,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-fn read_body(ctx: &Context, request: &mut Request) -> Result<Vec<u8>, ApiError> {
-    let declared = request.body_length();
-    body::read_limited(request.as_reader(), declared, ctx.max_body_bytes)
-}
-
 /// Parse and check a chat body; a named conversation must exist (404).
-fn turn_input(ctx: &Context, request: &mut Request) -> Result<TurnInput, ApiError> {
-    let map = body::json_object(&read_body(ctx, request)?)?;
+fn turn_input(ctx: &Context, request: &Request) -> Result<TurnInput, ApiError> {
+    let map = body::json_object(&request.body)?;
     let text = body::required_text(&map, "text")?;
+    body::within_chars(&text, ctx.max_chat_chars, "\"text\"", "api.max_chat_chars")?;
     let conversation_id = body::optional_id(&map, "conversation_id")?;
     if let Some(id) = conversation_id {
         ensure_conversation(ctx, id)?;
@@ -291,7 +474,7 @@ fn ensure_conversation(ctx: &Context, id: i64) -> Result<(), ApiError> {
     }
 }
 
-fn chat(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
+fn chat(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
     let input = turn_input(ctx, request)?;
     let mut sink = CollectSink::default();
     let outcome = run_turn(&ctx.services, input, &mut sink, &CancelToken::new());
@@ -330,21 +513,16 @@ pub fn header_text(text: &str) -> String {
     utf8_percent_encode(text, HEADER_SAFE).to_string()
 }
 
-fn voice(ctx: &Context, request: &mut Request) -> Result<Reply, ApiError> {
-    let content_type = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Content-Type"))
-        .map(|h| h.value.as_str().to_string());
-    let boundary = multipart::boundary(content_type.as_deref())?;
-    let body = read_body(ctx, request)?;
-    let parts = multipart::parts(&body, &boundary)?;
+fn voice(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
+    let boundary = multipart::boundary(request.admitted.head.header("Content-Type"))?;
+    let parts = multipart::parts(&request.body, &boundary)?;
     let audio = parts.iter().find(|p| p.name == "audio").ok_or_else(|| {
         ApiError::bad_request(
             "the form has no field named \"audio\"; send the WAV as audio=@clip.wav",
         )
     })?;
-    speech::check_wav(&audio.data)?;
+    let info = speech::check_wav(&audio.data)?;
+    speech::within_duration(&info, ctx.max_voice_secs)?;
     let (transcript, response, conversation) = match ctx.speech.transcribe(&audio.data)? {
         speech::Heard::Nothing => (
             String::new(),
@@ -412,7 +590,7 @@ mod tests {
         );
         assert_eq!(Route::parse("/api/conversations/1/x"), None);
         assert_eq!(Route::parse("/nope"), None);
-        assert_eq!(Route::Chat.method(), Method::Post);
+        assert_eq!(Route::Chat.method(), "POST");
         assert_eq!(allow_for("/api/conversations?x=1"), "GET");
     }
 

@@ -9,6 +9,7 @@
 
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::ApiError;
@@ -42,6 +43,19 @@ pub fn check_wav(bytes: &[u8]) -> Result<WavInfo, ApiError> {
         channels: spec.channels,
         frames,
     })
+}
+
+/// A recording within `max_secs` seconds (`api.max_voice_secs`), else a
+/// 413 naming the limit: speech-to-text time grows with the length.
+pub fn within_duration(info: &WavInfo, max_secs: u64) -> Result<(), ApiError> {
+    let secs = f64::from(info.frames) / f64::from(info.sample_rate.max(1));
+    if secs > max_secs as f64 {
+        return Err(ApiError::new(
+            413,
+            format!("the recording is {secs:.1} s long; the limit is {max_secs} s (api.max_voice_secs); send a shorter clip or raise the limit"),
+        ));
+    }
+    Ok(())
 }
 
 /// The speech engines the API uses, built once.
@@ -92,6 +106,12 @@ impl Speech {
 
     /// Text to a 16-bit mono WAV at the engine's own rate.
     pub fn synthesize(&self, text: &str) -> Result<Vec<u8>, ApiError> {
+        self.synthesize_until(text, &AtomicBool::new(false))
+    }
+
+    /// [`Speech::synthesize`], giving up between sentences (503) once
+    /// `stop` is set, so a long text does not hold up shutdown.
+    pub fn synthesize_until(&self, text: &str, stop: &AtomicBool) -> Result<Vec<u8>, ApiError> {
         let mut tts = self.tts.lock().unwrap_or_else(|p| p.into_inner());
         if tts.engine_names().is_empty() {
             return Err(ApiError::unavailable(format!(
@@ -116,6 +136,11 @@ impl Speech {
         let mut samples: Vec<f32> = Vec::new();
         let mut rate = 0u32;
         for sentence in &sentences {
+            if stop.load(Ordering::SeqCst) {
+                return Err(ApiError::unavailable(
+                    "earshot is shutting down; the speech was not finished, retry in a moment",
+                ));
+            }
             let spoken = tts.synthesize(sentence).map_err(|e| {
                 ApiError::unavailable(format!(
                     "text-to-speech failed: {}",
@@ -224,5 +249,18 @@ mod tests {
         );
         assert_eq!(check_wav(b"RIFFnope").unwrap_err().status, 400);
         assert!(check_wav(&wav(0)).unwrap_err().message.contains("no audio"));
+    }
+
+    #[test]
+    fn recordings_are_bounded_in_length() {
+        let info = check_wav(&wav(16000 * 2)).unwrap();
+        assert!(within_duration(&info, 2).is_ok());
+        let err = within_duration(&info, 1).unwrap_err();
+        assert_eq!(err.status, 413);
+        assert!(
+            err.message.contains("api.max_voice_secs"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -25,14 +25,28 @@ pub struct SseWriter<W: Write> {
 
 impl<W: Write> SseWriter<W> {
     /// Write the status line and headers.
-    pub fn start(mut out: W) -> io::Result<Self> {
-        out.write_all(
-            b"HTTP/1.1 200 OK\r\n\
-              Content-Type: text/event-stream; charset=utf-8\r\n\
-              Cache-Control: no-cache\r\n\
-              X-Accel-Buffering: no\r\n\
-              Transfer-Encoding: chunked\r\n\r\n",
-        )?;
+    pub fn start(out: W) -> io::Result<Self> {
+        Self::start_with(out, &[])
+    }
+
+    /// Write the status line and headers, with `extra` ones (CORS for an
+    /// allowed browser origin; any with a line break is dropped). The
+    /// connection closes after the stream, like every API answer.
+    pub fn start_with(mut out: W, extra: &[(&str, &str)]) -> io::Result<Self> {
+        let mut head = String::from(
+            "HTTP/1.1 200 OK\r\n\
+             Content-Type: text/event-stream; charset=utf-8\r\n\
+             Cache-Control: no-cache\r\n\
+             X-Accel-Buffering: no\r\n\
+             Connection: close\r\n",
+        );
+        for (name, value) in extra {
+            if !name.contains(['\r', '\n', ':']) && !value.contains(['\r', '\n']) {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+        }
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+        out.write_all(head.as_bytes())?;
         out.flush()?;
         Ok(Self { out })
     }
