@@ -698,6 +698,26 @@ fn an_empty_database_beside_its_indexes_is_refused_not_replaced() {
     }
 }
 
+/// Issue 23: a WAV hound cannot read ("Failed to read enough bytes.")
+/// names the file and what would work, on one line.
+#[test]
+fn a_bad_wav_names_the_file_and_what_would_work() {
+    let dir = state("");
+    let wav = dir.path().join("short.wav");
+    std::fs::write(&wav, b"RIFF\x24\0\0\0WAVE").unwrap();
+    let out = run(earshot(dir.path()).arg("transcribe").arg(&wav));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: not a WAV file, or truncated (Failed to read enough bytes); give a 16-bit PCM WAV, e.g. `ffmpeg -i in -ar 16000 -ac 1 out.wav`",
+            wav.display()
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn secrets_never_reach_logs() {
     let server = llm_server(|_| {

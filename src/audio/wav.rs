@@ -332,4 +332,58 @@ mod tests {
         assert_eq!(info.sample_rate, 16_000);
         assert_eq!(super::super::to_i16(&out), samples);
     }
+
+    #[test]
+    fn every_bad_file_names_itself_and_what_would_work() {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let good = wav_bytes(spec, |w| {
+            for i in 0..1000 {
+                w.write_sample(i as i16).unwrap();
+            }
+        });
+        // 0 channels in an otherwise whole header.
+        let mut no_channels = good.clone();
+        no_channels[22] = 0;
+        // A compressed format tag (0x55, MP3).
+        let mut mp3 = good.clone();
+        mp3[20] = 0x55;
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("empty.wav", Vec::new(), "Failed to read enough bytes"),
+            (
+                "riff-only.wav",
+                b"RIFF\x24\0\0\0WAVE".to_vec(),
+                "Failed to read enough bytes",
+            ),
+            ("text.wav", b"hello, not audio at all".to_vec(), "not a WAV"),
+            ("cut.wav", good[..good.len() / 2].to_vec(), "truncated"),
+            (
+                "header-cut.wav",
+                good[..30].to_vec(),
+                "not a WAV file, or truncated",
+            ),
+            ("zero.wav", no_channels, "zero channels"),
+            ("mp3.wav", mp3, "unsupported"),
+        ];
+        for (name, bytes, needle) in cases {
+            let e = read_from(&bytes[..], Path::new(name), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(&format!("{name}: ")), "{e}");
+            assert!(e.contains(needle), "{name}: {e}");
+            assert!(e.contains(CONVERT_HINT), "{name}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = read_16k_mono(Path::new("/no/such/file.wav"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/no/such/file.wav: cannot open it") && e.contains("check the path"),
+            "{e}"
+        );
+    }
 }
