@@ -563,6 +563,162 @@ fn corrupt_database_is_reported_and_left_alone() {
     assert_eq!(std::fs::read(dir.path().join("earshot.db")).unwrap(), junk);
 }
 
+/// The sha256 of a file, as the probe of issue 23 compared them.
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// A database with a conversation of 200 messages and 30 memories, closed.
+fn database_with_rows(dir: &Path) -> std::path::PathBuf {
+    let store = earshot::store::Store::open_in(dir).unwrap();
+    let conversation = store.create_conversation("user-1").unwrap();
+    store
+        .with_tx(|tx| {
+            for i in 0..200 {
+                tx.execute(
+                    "INSERT INTO messages (conversation_id, role, content, timestamp)
+                     VALUES (?1, ?2, ?3, '2026-01-01T10:00:00.000Z')",
+                    rusqlite::params![
+                        conversation,
+                        if i % 2 == 0 { "user" } else { "assistant" },
+                        format!("message {i} {}", "words ".repeat(40))
+                    ],
+                )?;
+            }
+            for i in 0..30 {
+                tx.execute(
+                    "INSERT INTO memories (user_id, text, created_at, updated_at)
+                     VALUES ('user-1', ?1, '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:00.000Z')",
+                    [format!("fact number {i}")],
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let path = store.path().to_path_buf();
+    drop(store);
+    path
+}
+
+/// Overwrite one leaf page of `table` (its root's first child) with junk.
+fn corrupt_a_leaf(path: &Path, table: &str) {
+    let (page_size, root) = {
+        let c = rusqlite::Connection::open(path).unwrap();
+        let ps: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let root: i64 = c
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (ps as usize, root as usize)
+    };
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = (root - 1) * page_size;
+    assert_eq!(bytes[at], 0x05, "{table}'s root is not an interior page");
+    let cell = u16::from_be_bytes([bytes[at + 12], bytes[at + 13]]) as usize;
+    let child = u32::from_be_bytes([
+        bytes[at + cell],
+        bytes[at + cell + 1],
+        bytes[at + cell + 2],
+        bytes[at + cell + 3],
+    ]) as usize;
+    let leaf = (child - 1) * page_size;
+    bytes[leaf..leaf + page_size].fill(0x55);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Issue 23: one corrupt page. `chat` is refused before it writes
+/// anything (the file's sha256 is unchanged), and the readers report the
+/// damage with the same one line instead of partial data with exit 0.
+#[test]
+fn a_damaged_database_is_refused_by_writers_and_readers_and_never_written() {
+    let dir =
+        state("mode = \"graph\"\n[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key = \"k\"\n");
+    let db = database_with_rows(dir.path());
+    // Healthy, the readers see it all.
+    let out = run(earshot(dir.path()).args(["history", "1", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    corrupt_a_leaf(&db, "messages");
+    let before = sha256_of(&db);
+    let mut lines = Vec::new();
+    for args in [
+        &["chat", "hello there"][..],
+        &["history"],
+        &["history", "1", "--json"],
+        &["memory", "list"],
+        &["memory", "add", "I like tea"],
+    ] {
+        let out = run(earshot(dir.path()).args(args));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            stdout(&out).trim().is_empty(),
+            "{args:?} printed data: {}",
+            stdout(&out)
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&db.display().to_string())
+                && err.contains("is damaged")
+                && err.contains("move it aside"),
+            "{args:?}: {err}"
+        );
+        // The healthy `history` above took the day's backup: the fix
+        // points to it.
+        assert!(
+            err.contains("cp ") && err.contains("backups/earshot-"),
+            "{args:?}: {err}"
+        );
+        lines.push(err.trim().to_string());
+        assert_eq!(sha256_of(&db), before, "{args:?} wrote to the damaged file");
+    }
+    assert!(lines.windows(2).all(|w| w[0] == w[1]), "{lines:#?}");
+}
+
+/// Issue 23: a database truncated to 0 bytes beside its vector indexes is
+/// refused, not silently replaced by an empty one.
+#[test]
+fn an_empty_database_beside_its_indexes_is_refused_not_replaced() {
+    let dir = state("mode = \"graph\"\n");
+    std::fs::create_dir_all(dir.path().join("index")).unwrap();
+    std::fs::write(dir.path().join("index/memories.usearch"), vec![1u8; 64]).unwrap();
+    let db = dir.path().join("earshot.db");
+    std::fs::write(&db, b"").unwrap();
+    for args in [&["memory", "list"][..], &["history"], &["chat", "hi"]] {
+        let out = run(earshot(dir.path()).args(args));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("0 bytes") && err.contains("index") && err.contains("move it aside"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "{args:?}");
+    }
+}
+
+/// Issue 23: a WAV hound cannot read ("Failed to read enough bytes.")
+/// names the file and what would work, on one line.
+#[test]
+fn a_bad_wav_names_the_file_and_what_would_work() {
+    let dir = state("");
+    let wav = dir.path().join("short.wav");
+    std::fs::write(&wav, b"RIFF\x24\0\0\0WAVE").unwrap();
+    let out = run(earshot(dir.path()).arg("transcribe").arg(&wav));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: not a WAV file, or truncated (Failed to read enough bytes); give a 16-bit PCM WAV, e.g. `ffmpeg -i in -ar 16000 -ac 1 out.wav`",
+            wav.display()
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn secrets_never_reach_logs() {
     let server = llm_server(|_| {

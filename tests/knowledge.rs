@@ -1347,3 +1347,69 @@ fn a_long_file_shows_progress_inside_it_and_sigterm_stops_it_within_a_second() {
         );
     }
 }
+
+/// A stand-in embedder: the disk fills before any vector matters.
+struct FlatEmbedder;
+
+impl earshot::nlu::Embedder for FlatEmbedder {
+    fn embed(&self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|_| vec![1.0 / 8f32.sqrt(); 8]).collect())
+    }
+    fn dims(&self) -> usize {
+        8
+    }
+    fn model_id(&self) -> String {
+        "flat-8".into()
+    }
+}
+
+/// Issue 23: `ingest` on a full disk reports the file as not indexed
+/// because the disk is full — not "the last turn was not saved".
+#[test]
+fn ingest_on_a_full_disk_names_the_disk_not_a_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("notes.md");
+    std::fs::write(
+        &doc,
+        format!(
+            "# Notes\n\n{}",
+            "The boiler is serviced every spring. ".repeat(2000)
+        ),
+    )
+    .unwrap();
+    let store = open_store(dir.path());
+    store
+        .with_conn(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            c.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+        })
+        .unwrap();
+    let knowledge = earshot::knowledge::KnowledgeConfig::default();
+    let ingest = earshot::knowledge::ingest::Ingest {
+        knowledge: &knowledge,
+        user_id: "user-1",
+        store: &store,
+        embedder: Some(std::sync::Arc::new(FlatEmbedder)),
+        llm: None,
+        pause: std::time::Duration::ZERO,
+        plan_path: dir.path().join("plan.json"),
+        cancel: earshot::cancel::CancelToken::new(),
+    };
+    let report = ingest
+        .run(&[doc], earshot::knowledge::ingest::Mode::Apply)
+        .unwrap();
+    let file = &report.files[0];
+    assert_eq!(file.status, "failed");
+    let error = file.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("not indexed (nothing was changed)")
+            && error.contains("disk holding")
+            && error.contains("free some space"),
+        "{error}"
+    );
+    assert!(!error.contains("turn"), "{error}");
+    assert_eq!(
+        count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents"),
+        0
+    );
+}

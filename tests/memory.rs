@@ -520,3 +520,35 @@ impl BlockForTest for earshot::memory::Memory {
             .unwrap_or_default()
     }
 }
+
+/// Make `store`'s connection hit SQLITE_FULL at its next new page, as a
+/// full disk does.
+fn fill_the_disk(store: &Store) {
+    store
+        .with_conn(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            c.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+        })
+        .unwrap();
+}
+
+/// Issue 23: `memory add` on a full disk says so for the memory, not "the
+/// last turn was not saved".
+#[test]
+fn memory_add_on_a_full_disk_names_the_disk_not_a_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_in(dir.path()).unwrap();
+    let memory = earshot::memory::Memory::open(store.clone(), None, Default::default()).unwrap();
+    fill_the_disk(&store);
+    let long = format!("I keep {}", "a very long list of things ".repeat(800));
+    let err = memory.remember("user-1", &long).unwrap_err();
+    let line = format!("{err:#}");
+    assert!(
+        line.contains("disk holding")
+            && line.contains("is full")
+            && line.contains("free some space"),
+        "{line}"
+    );
+    assert!(!line.contains("turn"), "{line}");
+    assert!(memory.list("user-1").unwrap().is_empty());
+}

@@ -707,3 +707,80 @@ fn the_schema_matches_the_code() {
         assert!(kinds.contains(&node["type"].as_str().unwrap()), "{id}");
     }
 }
+
+/// A valid tree of `n` nodes as JSON: the entry, then a chain in which
+/// every 10th node is a classify, the others conditions, actions and
+/// set_states (each branch going on down the chain or to the end), then
+/// the end node. The deepest node is n − 1 edges from the entry.
+fn big_tree(n: usize) -> String {
+    let id = |i: usize| format!("n{i:06}");
+    let inner = n - 2;
+    let mut nodes = Vec::with_capacity(n);
+    nodes.push(format!(r#""e":{{"type":"entry","next":"{}"}}"#, id(0)));
+    for i in 0..inner {
+        let next = if i + 1 < inner {
+            id(i + 1)
+        } else {
+            "end".into()
+        };
+        let node = match i % 10 {
+            0 => format!(
+                r#"{{"type":"classify","classifier":"device","branches":{{"time_now":"{next}","stop":"end"}},"fallback":"{next}"}}"#
+            ),
+            3 => format!(
+                r#"{{"type":"action","name":"say","args":{{"text":"step {i}"}},"on_success":"{next}","on_fail":"end"}}"#
+            ),
+            6 => {
+                format!(r#"{{"type":"set_state","key":"state.step","value":{i},"next":"{next}"}}"#)
+            }
+            _ => format!(
+                r#"{{"type":"condition","expression":"state.step != {i}","on_true":"{next}","on_false":"end"}}"#
+            ),
+        };
+        nodes.push(format!(r#""{}":{node}"#, id(i)));
+    }
+    nodes.push(r#""end":{"type":"end"}"#.into());
+    format!(
+        r#"{{"version":"big","entry":"e","nodes":{{{}}}}}"#,
+        nodes.join(",")
+    )
+}
+
+/// Issue 23: `tree check` grew roughly cubically (20k nodes 62 s). A 100k
+/// node tree — 10k classify nodes with a warning each, paths 100k deep —
+/// is now checked by the debug binary in a few seconds (release: see
+/// BENCHMARKS.md), and an error deep down still names its node and path.
+#[test]
+fn a_100k_node_tree_is_checked_in_near_linear_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.json");
+    std::fs::write(&file, big_tree(100_000)).unwrap();
+    let started = std::time::Instant::now();
+    let o = run(earshot(dir.path()).args(["tree", "check", file.to_str().unwrap(), "--json"]));
+    let took = started.elapsed();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["nodes"], 100_000);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 10_000);
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "100k nodes took {took:?}"
+    );
+
+    // One broken edge at the bottom: the error names it, its path elided.
+    let broken = big_tree(100_000).replace(
+        r#""n099997":{"type":"condition","expression":"state.step != 99997","on_true":"end""#,
+        r#""n099997":{"type":"condition","expression":"state.step != 99997","on_true":"nowhere""#,
+    );
+    std::fs::write(&file, broken).unwrap();
+    let o = run(earshot(dir.path()).args(["tree", "check", file.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("node 'n099997' (path e → n000000 →")
+            && err.contains(" → … → ")
+            && err.contains("→ n099997): 'on_true' points to 'nowhere'"),
+        "{err}"
+    );
+}

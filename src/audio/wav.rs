@@ -11,6 +11,10 @@ use super::{resample, AudioError, AudioSource, SAMPLE_RATE};
 /// Longest file we read into memory (10 minutes at the source rate).
 const MAX_SECONDS: u64 = 600;
 
+/// What would work, ending every error about a file's content: the
+/// message names the file and the problem, then this.
+pub const CONVERT_HINT: &str = "give a 16-bit PCM WAV, e.g. `ffmpeg -i in -ar 16000 -ac 1 out.wav`";
+
 /// What a WAV file held before conversion (for `--json` and logs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WavInfo {
@@ -33,7 +37,12 @@ pub fn read_16k_mono(
     path: &Path,
     channel: Option<usize>,
 ) -> Result<(Vec<f32>, WavInfo), AudioError> {
-    let file = std::fs::File::open(path).map_err(|e| err(path, format!("cannot open: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        err(
+            path,
+            format!("cannot open it ({e}); check the path and that earshot may read it"),
+        )
+    })?;
     read_from(std::io::BufReader::new(file), path, channel)
 }
 
@@ -52,15 +61,19 @@ pub fn read_from<R: Read>(
         float: spec.sample_format == hound::SampleFormat::Float,
     };
     if spec.channels == 0 || spec.sample_rate == 0 {
-        return Err(err(path, "WAV header has 0 channels or 0 Hz"));
+        return Err(err(
+            path,
+            format!("malformed WAV (the header says 0 channels or 0 Hz); {CONVERT_HINT}"),
+        ));
     }
     if let Some(ch) = channel {
         if ch >= usize::from(spec.channels) {
             return Err(err(
                 path,
                 format!(
-                    "channel {ch} requested but the file has {} channel(s)",
-                    spec.channels
+                    "channel {ch} requested but the file has {} channel(s); pick one of 0..{}",
+                    spec.channels,
+                    spec.channels.saturating_sub(1)
                 ),
             ));
         }
@@ -69,7 +82,7 @@ pub fn read_from<R: Read>(
     if frames > MAX_SECONDS * u64::from(spec.sample_rate) {
         return Err(err(
             path,
-            format!("longer than {MAX_SECONDS} s; cut it into shorter files"),
+            format!("longer than {MAX_SECONDS} s; cut it into shorter files, e.g. `ffmpeg -i in -f segment -segment_time 300 -ar 16000 -ac 1 out%03d.wav`"),
         ));
     }
     let interleaved = read_samples(wav, &info).map_err(|reason| err(path, reason))?;
@@ -81,7 +94,8 @@ pub fn read_from<R: Read>(
             None => frame.iter().sum::<f32>() / chans as f32,
         })
         .collect();
-    let out = resample::to_16k(&mono, spec.sample_rate).map_err(|e| err(path, e))?;
+    let out = resample::to_16k(&mono, spec.sample_rate)
+        .map_err(|e| err(path, format!("cannot resample it ({e}); {CONVERT_HINT}")))?;
     Ok((out, info))
 }
 
@@ -89,7 +103,7 @@ pub fn read_from<R: Read>(
 fn read_samples<R: Read>(mut wav: hound::WavReader<R>, info: &WavInfo) -> Result<Vec<f32>, String> {
     let truncated = |e: hound::Error| match e {
         hound::Error::IoError(_) => {
-            "truncated WAV: the data chunk ends early; re-export the file".to_string()
+            format!("truncated WAV: the data chunk ends early; re-export the file ({CONVERT_HINT})")
         }
         other => describe_hound(&other),
     };
@@ -101,7 +115,7 @@ fn read_samples<R: Read>(mut wav: hound::WavReader<R>, info: &WavInfo) -> Result
     }
     let bits = u32::from(info.bits_per_sample);
     if !(1..=32).contains(&bits) {
-        return Err(format!("unsupported {bits}-bit samples"));
+        return Err(format!("unsupported {bits}-bit samples; {CONVERT_HINT}"));
     }
     let scale = 1.0 / (1u64 << (bits - 1)) as f32;
     wav.samples::<i32>()
@@ -110,22 +124,37 @@ fn read_samples<R: Read>(mut wav: hound::WavReader<R>, info: &WavInfo) -> Result
         .map_err(truncated)
 }
 
-/// hound's errors, as a sentence naming what is wrong.
+/// hound's errors, as a sentence naming what is wrong and what would work
+/// (the caller prefixes the file).
 fn describe_hound(e: &hound::Error) -> String {
     match e {
         hound::Error::FormatError(msg) if msg.contains("RIFF") || msg.contains("WAVE") => {
-            "not a WAV file (no RIFF/WAVE header); convert it with `sox in.x -r 16000 -c 1 out.wav`"
-                .into()
+            format!("not a WAV file (no RIFF/WAVE header); {CONVERT_HINT}")
         }
-        hound::Error::FormatError(msg) => format!("malformed WAV: {msg}"),
-        hound::Error::Unsupported => {
-            "unsupported WAV encoding (use PCM or float, e.g. `sox in.wav -e signed -b 16 out.wav`)"
-                .into()
+        hound::Error::FormatError(msg) => format!("malformed WAV ({msg}); {CONVERT_HINT}"),
+        hound::Error::Unsupported => format!(
+            "unsupported WAV encoding (only PCM and float samples are read); {CONVERT_HINT}"
+        ),
+        hound::Error::TooWide => {
+            format!("its samples are wider than 32 bits; {CONVERT_HINT}")
         }
         hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            "truncated or empty WAV (the header is incomplete)".into()
+            format!("truncated or empty WAV (the header is incomplete); {CONVERT_HINT}")
         }
-        other => other.to_string().replace('\n', " "),
+        // hound's own short read ("Failed to read enough bytes."): the file
+        // ends inside the header, so it is empty, cut, or not a WAV.
+        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::Other => {
+            let what = io.to_string();
+            format!(
+                "not a WAV file, or truncated ({}); {CONVERT_HINT}",
+                what.trim_end_matches('.')
+            )
+        }
+        hound::Error::IoError(io) => format!("cannot read it ({io}); {CONVERT_HINT}"),
+        other => format!(
+            "unreadable WAV ({}); {CONVERT_HINT}",
+            other.to_string().replace('\n', " ")
+        ),
     }
 }
 
@@ -302,5 +331,59 @@ mod tests {
         let (out, info) = read_from(&bytes[..], Path::new("w.wav"), None).unwrap();
         assert_eq!(info.sample_rate, 16_000);
         assert_eq!(super::super::to_i16(&out), samples);
+    }
+
+    #[test]
+    fn every_bad_file_names_itself_and_what_would_work() {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let good = wav_bytes(spec, |w| {
+            for i in 0..1000 {
+                w.write_sample(i as i16).unwrap();
+            }
+        });
+        // 0 channels in an otherwise whole header.
+        let mut no_channels = good.clone();
+        no_channels[22] = 0;
+        // A compressed format tag (0x55, MP3).
+        let mut mp3 = good.clone();
+        mp3[20] = 0x55;
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("empty.wav", Vec::new(), "Failed to read enough bytes"),
+            (
+                "riff-only.wav",
+                b"RIFF\x24\0\0\0WAVE".to_vec(),
+                "Failed to read enough bytes",
+            ),
+            ("text.wav", b"hello, not audio at all".to_vec(), "not a WAV"),
+            ("cut.wav", good[..good.len() / 2].to_vec(), "truncated"),
+            (
+                "header-cut.wav",
+                good[..30].to_vec(),
+                "not a WAV file, or truncated",
+            ),
+            ("zero.wav", no_channels, "zero channels"),
+            ("mp3.wav", mp3, "unsupported"),
+        ];
+        for (name, bytes, needle) in cases {
+            let e = read_from(&bytes[..], Path::new(name), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(&format!("{name}: ")), "{e}");
+            assert!(e.contains(needle), "{name}: {e}");
+            assert!(e.contains(CONVERT_HINT), "{name}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = read_16k_mono(Path::new("/no/such/file.wav"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/no/such/file.wav: cannot open it") && e.contains("check the path"),
+            "{e}"
+        );
     }
 }

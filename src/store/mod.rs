@@ -4,8 +4,14 @@
 //! command can use the same file at once, a busy timeout instead of
 //! "database is locked", foreign keys on. Derived data (vector indexes)
 //! lives elsewhere and is rebuilt from here.
+//!
+//! A damaged database is never written to (issue 23): [`health`] checks
+//! the file read-only before it is opened for writing, and a corruption
+//! error met later marks the handle damaged so every further call is
+//! refused with the same one line (the file and the fix).
 
 mod conversations;
+pub mod health;
 mod jobs;
 mod migrations;
 pub mod tree_state;
@@ -17,6 +23,7 @@ pub use jobs::{Job, JobKind};
 pub use tree_state::TreeState;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,24 +38,75 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
-    #[error("the database {path} is not a readable SQLite file ({reason}); move it aside and earshot will create a new one — it was left untouched")]
-    Corrupt { path: PathBuf, reason: String },
+    /// Not a SQLite file at all (its header is wrong).
+    #[error("the database {path} is not a readable SQLite file ({reason}); it was left untouched — {}", fix(path, backup.as_deref()))]
+    Corrupt {
+        path: PathBuf,
+        reason: String,
+        /// The newest backup, which the fix points to.
+        backup: Option<PathBuf>,
+    },
+    /// A SQLite file with damaged pages (quick_check, or a "malformed"
+    /// error met later), or one truncated to 0 bytes: refused, never
+    /// written to.
+    #[error("the database {path} is damaged ({reason}); it was left untouched — {}", fix(path, backup.as_deref()))]
+    Damaged {
+        path: PathBuf,
+        reason: String,
+        /// The newest backup, which the fix points to.
+        backup: Option<PathBuf>,
+    },
     #[error("cannot open the database {path}: {reason}")]
     Open { path: PathBuf, reason: String },
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
-    #[error("the disk is full; free some space (the last turn was not saved)")]
-    DiskFull,
+    /// SQLite could not grow the file. Whatever was being written was
+    /// rolled back; the caller says what that was (a turn, a memory, a
+    /// document).
+    #[error("the disk holding {} is full; free some space (old logs, apt caches: sudo apt-get clean) and try again — nothing was written", path.display())]
+    DiskFull { path: PathBuf },
 }
 
-impl StoreError {
-    fn from_sql(e: rusqlite::Error) -> Self {
-        if let rusqlite::Error::SqliteFailure(f, _) = &e {
-            if f.code == rusqlite::ErrorCode::DiskFull {
-                return StoreError::DiskFull;
-            }
-        }
-        StoreError::Sql(e)
+/// The one fix for a refused database: restore the newest backup, or move
+/// the file aside (with its `-wal`/`-shm`, which belong to it) and start
+/// fresh. One line.
+fn fix(path: &Path, backup: Option<&Path>) -> String {
+    let aside = "stop earshot and move it aside (with its -wal and -shm files, if any)";
+    match backup {
+        Some(b) => format!(
+            "{aside}, then restore the newest backup with `cp {} {}`, or let earshot create a new one",
+            b.display(),
+            path.display()
+        ),
+        None => format!(
+            "{aside} and earshot will create a new one (`sqlite3 FILE .recover` can salvage rows from the moved file)"
+        ),
+    }
+}
+
+/// A SQLite error met while opening `path`: damage (a non-database file, a
+/// malformed page) becomes [`StoreError::Corrupt`]/[`StoreError::Damaged`]
+/// with the fix; the rest stays as it is.
+fn damage_of(path: &Path, e: rusqlite::Error) -> StoreError {
+    let code = match &e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+        _ => None,
+    };
+    match code {
+        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+            backup: health::newest_backup(path),
+        },
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => StoreError::Damaged {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+            backup: health::newest_backup(path),
+        },
+        Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull {
+            path: path.to_path_buf(),
+        },
+        _ => StoreError::Sql(e),
     }
 }
 
@@ -59,6 +117,9 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    /// Set when SQLite reported damage: every later call is refused, so a
+    /// damaged file is not written to and readers do not get partial data.
+    damaged: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -69,6 +130,12 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Open (creating if missing) and migrate the database at `path`.
+    ///
+    /// An existing file is checked first, read-only ([`health`]): one that
+    /// is not a database, is damaged, is newer than this build, or is
+    /// empty while its indexes or backups say it held data is refused with
+    /// one line naming it and the fix, and is left byte for byte as it was.
+    /// A file that passed the check gets its daily backup.
     pub fn open(path: &Path) -> Result<Store> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
@@ -76,6 +143,7 @@ impl Store {
                 reason: format!("cannot create {}: {e}", dir.display()),
             })?;
         }
+        let verdict = health::check_before_open(path)?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -87,16 +155,14 @@ impl Store {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let corrupt = |e: rusqlite::Error| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        };
-        conn.busy_timeout(Duration::from_secs(5)).map_err(corrupt)?;
-        // Reading the header first: a non-database file fails here, before
-        // anything could write to it.
+        let damage = |e: rusqlite::Error| damage_of(path, e);
+        conn.busy_timeout(Duration::from_secs(5)).map_err(damage)?;
+        // Reading the header again (the file may have changed since the
+        // check): a non-database file fails here, before anything could
+        // write to it.
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(corrupt)?;
+            .map_err(damage)?;
         let known = migrations::latest();
         if version > known {
             return Err(StoreError::NewerSchema {
@@ -106,27 +172,18 @@ impl Store {
             });
         }
         conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
-            .map_err(corrupt)?;
+            .map_err(damage)?;
         conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")
-            .map_err(corrupt)?;
+            .map_err(damage)?;
         let mut conn = conn;
-        migrations::migrate(&mut conn).map_err(|e| match e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
-                ) =>
-            {
-                StoreError::Corrupt {
-                    path: path.to_path_buf(),
-                    reason: "malformed database".into(),
-                }
-            }
-            other => StoreError::from_sql(other),
-        })?;
+        migrations::migrate(&mut conn).map_err(damage)?;
+        if verdict == health::Verdict::Checked {
+            health::backup_if_due(&conn, path);
+        }
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_path_buf(),
+            damaged: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -150,10 +207,32 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A SQLite error as a [`StoreError`] naming this file; damage also
+    /// marks the handle so nothing more is read from or written to it.
+    fn error_of(&self, e: rusqlite::Error) -> StoreError {
+        if health::is_damage(&e) {
+            self.damaged.store(true, Ordering::SeqCst);
+        }
+        damage_of(&self.path, e)
+    }
+
+    /// Refuse every call once the file is known to be damaged.
+    fn refuse_if_damaged(&self) -> Result<()> {
+        if self.damaged.load(Ordering::SeqCst) {
+            return Err(StoreError::Damaged {
+                path: self.path.clone(),
+                reason: "SQLite reported it malformed earlier".into(),
+                backup: health::newest_backup(&self.path),
+            });
+        }
+        Ok(())
+    }
+
     /// Run `f` with the connection.
     pub fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.refuse_if_damaged()?;
         let conn = self.lock();
-        f(&conn).map_err(StoreError::from_sql)
+        f(&conn).map_err(|e| self.error_of(e))
     }
 
     /// Run `f` inside one IMMEDIATE transaction: all of it lands or none.
@@ -161,12 +240,13 @@ impl Store {
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
     ) -> Result<T> {
+        self.refuse_if_damaged()?;
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(StoreError::from_sql)?;
-        let value = f(&tx).map_err(StoreError::from_sql)?;
-        tx.commit().map_err(StoreError::from_sql)?;
+            .map_err(|e| self.error_of(e))?;
+        let value = f(&tx).map_err(|e| self.error_of(e))?;
+        tx.commit().map_err(|e| self.error_of(e))?;
         Ok(value)
     }
 

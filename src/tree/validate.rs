@@ -3,8 +3,14 @@
 //! `llm_stream` node (such a cycle would spin without new input), unknown
 //! intents/actions/classifiers and bad expressions — each reported with the
 //! node id and the path from the entry to it.
+//!
+//! Near-linear in the size of the tree (issue 23): nodes are numbered once,
+//! the paths from the entry are one BFS of parent links (a path is built
+//! only for a node that has an issue, and a long one shows its first and
+//! last nodes around a "…"), and the bare cycles are the strongly connected
+//! components of one Tarjan pass, one cycle reported per component.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use serde::Serialize;
 
@@ -68,25 +74,19 @@ pub struct Known<'a> {
 
 /// Every issue of `tree`, errors first.
 pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
+    let graph = Graph::new(tree);
     let mut issues = Vec::new();
-    let paths = shortest_paths(tree);
-    let path_to = |id: &str| -> Vec<String> {
-        paths
-            .get(id)
-            .cloned()
-            .unwrap_or_else(|| vec![id.to_string()])
-    };
     let mut push = |severity, kind, node: &str, message: String| {
         issues.push(Issue {
             severity,
             kind,
             node: node.to_string(),
-            path: path_to(node),
+            path: graph.path_to(node),
             message,
         })
     };
 
-    if !tree.nodes.contains_key(&tree.entry) {
+    if graph.entry.is_none() {
         push(
             Severity::Error,
             IssueKind::UnknownId,
@@ -95,8 +95,10 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
         );
     }
 
-    for (id, def) in &tree.nodes {
-        for (field, target) in def.node.edges() {
+    // A classifier's intents, looked up once per set rather than per node.
+    let mut intents_of: HashMap<&str, Option<Vec<String>>> = HashMap::new();
+    for (i, (id, def)) in tree.nodes.iter().enumerate() {
+        for (field, target) in &graph.bad_edges[i] {
             match target {
                 None => push(
                     Severity::Error,
@@ -104,13 +106,12 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
                     id,
                     format!("{} node is missing its '{field}' branch", def.node.kind()),
                 ),
-                Some(t) if !tree.nodes.contains_key(t) => push(
+                Some(t) => push(
                     Severity::Error,
                     IssueKind::UnknownId,
                     id,
                     format!("'{field}' points to '{t}', which is not a node"),
                 ),
-                Some(_) => {}
             }
         }
         match &def.node {
@@ -144,7 +145,10 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
                         );
                     }
                 }
-                match (known.intents)(classifier) {
+                let intents = intents_of
+                    .entry(classifier.as_str())
+                    .or_insert_with(|| (known.intents)(classifier));
+                match intents {
                     None => push(
                         Severity::Error,
                         IssueKind::UnknownClassifier,
@@ -239,9 +243,9 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
         }
     }
 
-    if tree.nodes.contains_key(&tree.entry) {
-        for id in tree.nodes.keys() {
-            if !paths.contains_key(id) {
+    if graph.entry.is_some() {
+        for (i, id) in graph.ids.iter().enumerate() {
+            if graph.depth[i] == UNREACHED {
                 push(
                     Severity::Error,
                     IssueKind::Unreachable,
@@ -252,15 +256,15 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
         }
     }
 
-    for cycle in bare_cycles(tree) {
-        let node = cycle[0].clone();
+    for cycle in graph.bare_cycles(tree) {
+        let node = graph.ids[cycle[0]];
         push(
             Severity::Error,
             IssueKind::Cycle,
-            &node,
+            node,
             format!(
                 "cycle {} has no classify or llm_stream node, so a walk would spin until the step limit",
-                cycle.join(" → ")
+                graph.show_cycle(&cycle)
             ),
         );
     }
@@ -269,98 +273,249 @@ pub fn validate(tree: &Tree, known: &Known<'_>) -> Vec<Issue> {
     issues
 }
 
-/// Shortest path (node ids) from the entry to each reachable node.
-fn shortest_paths(tree: &Tree) -> HashMap<String, Vec<String>> {
-    let mut paths: HashMap<String, Vec<String>> = HashMap::new();
-    if !tree.nodes.contains_key(&tree.entry) {
-        return paths;
-    }
-    paths.insert(tree.entry.clone(), vec![tree.entry.clone()]);
-    let mut queue = VecDeque::from([tree.entry.clone()]);
-    while let Some(id) = queue.pop_front() {
-        let Some(node) = tree.node(&id) else { continue };
-        let here = paths.get(&id).cloned().unwrap_or_default();
-        for (_, target) in node.edges() {
-            let Some(t) = target else { continue };
-            if tree.nodes.contains_key(t) && !paths.contains_key(t) {
-                let mut p = here.clone();
-                p.push(t.to_string());
-                paths.insert(t.to_string(), p);
-                queue.push_back(t.to_string());
-            }
-        }
-    }
-    paths
+/// A path or cycle longer than this many nodes is shown as its first
+/// [`SHOWN_HEAD`] and last [`SHOWN_TAIL`] nodes around an [`ELIDED`] marker:
+/// a deep tree's issues stay one readable line each, and listing them stays
+/// linear in the number of issues rather than issues × depth.
+const MAX_SHOWN: usize = 24;
+const SHOWN_HEAD: usize = 12;
+const SHOWN_TAIL: usize = 11;
+/// Stands in for the nodes left out of a long path.
+pub const ELIDED: &str = "…";
+/// `depth` of a node no path from the entry reaches.
+const UNREACHED: u32 = u32::MAX;
+
+/// The tree as numbered nodes and edge lists, plus the BFS from the entry.
+struct Graph<'t> {
+    /// Node ids in the tree's (sorted) order; a node's number is its index.
+    ids: Vec<&'t str>,
+    number: HashMap<&'t str, usize>,
+    /// Edges to nodes that exist, in the order `Node::edges` lists them.
+    succ: Vec<Vec<usize>>,
+    /// Per node, its edges that are missing (`None`) or point to no node:
+    /// (field, target). Found in the same pass as `succ`.
+    bad_edges: Vec<Vec<(String, Option<&'t str>)>>,
+    entry: Option<usize>,
+    /// BFS parent on a shortest path from the entry.
+    parent: Vec<usize>,
+    /// Edges from the entry, or [`UNREACHED`].
+    depth: Vec<u32>,
+    /// The ancestor at depth `SHOWN_HEAD - 1` (or the node itself when it
+    /// is shallower): where the shown head of a long path ends.
+    anchor: Vec<usize>,
 }
 
-/// Cycles among nodes that are neither classify nor llm_stream: remove
-/// those nodes, and any cycle left is one that never waits for new input.
-/// Each cycle is listed once, closed (`a → b → a`).
-fn bare_cycles(tree: &Tree) -> Vec<Vec<String>> {
-    let keep: BTreeSet<&str> = tree
-        .nodes
-        .iter()
-        .filter(|(_, d)| !d.node.breaks_cycles())
-        .map(|(id, _)| id.as_str())
-        .collect();
-    let succ: BTreeMap<&str, Vec<&str>> = keep
-        .iter()
-        .map(|id| {
-            let next = tree
-                .node(id)
-                .map(|n| {
-                    n.edges()
-                        .into_iter()
-                        .filter_map(|(_, t)| t)
-                        .filter(|t| keep.contains(t))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (*id, next)
-        })
-        .collect();
-    // 0 = unvisited, 1 = on the stack, 2 = done.
-    let mut color: HashMap<&str, u8> = HashMap::new();
-    let mut seen: BTreeSet<Vec<String>> = BTreeSet::new();
-    let mut cycles = Vec::new();
-    for start in &keep {
-        if color.get(start).copied().unwrap_or(0) != 0 {
-            continue;
-        }
-        // Iterative DFS: (node, index of the next successor to visit).
-        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
-        color.insert(start, 1);
-        while let Some((node, idx)) = stack.last().copied() {
-            let next = succ.get(node).and_then(|s| s.get(idx)).copied();
-            let Some(next) = next else {
-                color.insert(node, 2);
-                stack.pop();
-                continue;
-            };
-            if let Some(top) = stack.last_mut() {
-                top.1 += 1;
-            }
-            match color.get(next).copied().unwrap_or(0) {
-                0 => {
-                    color.insert(next, 1);
-                    stack.push((next, 0));
+impl<'t> Graph<'t> {
+    fn new(tree: &'t Tree) -> Graph<'t> {
+        let ids: Vec<&str> = tree.nodes.keys().map(String::as_str).collect();
+        let number: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let n = ids.len();
+        let mut succ: Vec<Vec<usize>> = Vec::with_capacity(n);
+        let mut bad_edges: Vec<Vec<(String, Option<&str>)>> = Vec::with_capacity(n);
+        for def in tree.nodes.values() {
+            let edges = def.node.edges();
+            let mut good = Vec::with_capacity(edges.len());
+            let mut bad = Vec::new();
+            for (field, target) in edges {
+                match target.map(|t| (t, number.get(t))) {
+                    Some((_, Some(&v))) => good.push(v),
+                    Some((t, None)) => bad.push((field, Some(t))),
+                    None => bad.push((field, None)),
                 }
-                1 => {
-                    let from = stack.iter().position(|(n, _)| *n == next).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        stack[from..].iter().map(|(n, _)| n.to_string()).collect();
-                    let mut key = cycle.clone();
-                    key.sort();
-                    if seen.insert(key) {
-                        cycle.push(next.to_string());
-                        cycles.push(cycle);
+            }
+            succ.push(good);
+            bad_edges.push(bad);
+        }
+        let entry = number.get(tree.entry.as_str()).copied();
+        let mut parent: Vec<usize> = (0..n).collect();
+        let mut depth = vec![UNREACHED; n];
+        let mut anchor: Vec<usize> = (0..n).collect();
+        if let Some(e) = entry {
+            depth[e] = 0;
+            let mut queue = VecDeque::from([e]);
+            while let Some(u) = queue.pop_front() {
+                for &v in &succ[u] {
+                    if depth[v] == UNREACHED {
+                        depth[v] = depth[u] + 1;
+                        parent[v] = u;
+                        anchor[v] = if (depth[v] as usize) < SHOWN_HEAD {
+                            v
+                        } else {
+                            anchor[u]
+                        };
+                        queue.push_back(v);
                     }
                 }
-                _ => {}
             }
         }
+        Graph {
+            ids,
+            number,
+            succ,
+            bad_edges,
+            entry,
+            parent,
+            depth,
+            anchor,
+        }
     }
-    cycles
+
+    /// Up to `count` nodes ending at `node`, following BFS parents.
+    fn up_from(&self, node: usize, count: usize) -> Vec<String> {
+        let mut out = Vec::with_capacity(count);
+        let mut at = node;
+        for _ in 0..count {
+            out.push(self.ids[at].to_string());
+            if self.depth[at] == 0 {
+                break;
+            }
+            at = self.parent[at];
+        }
+        out.reverse();
+        out
+    }
+
+    /// Node ids from the entry to `id` (just `[id]` when unreachable); a
+    /// long path keeps its ends around [`ELIDED`]. O(shown length).
+    fn path_to(&self, id: &str) -> Vec<String> {
+        let Some(&i) = self.number.get(id).filter(|&&i| self.depth[i] != UNREACHED) else {
+            return vec![id.to_string()];
+        };
+        let len = self.depth[i] as usize + 1;
+        if len <= MAX_SHOWN {
+            return self.up_from(i, len);
+        }
+        let mut path = self.up_from(self.anchor[i], SHOWN_HEAD);
+        path.push(ELIDED.to_string());
+        path.extend(self.up_from(i, SHOWN_TAIL));
+        path
+    }
+
+    /// A closed cycle (`a → b → a`) for a message, long ones elided.
+    fn show_cycle(&self, cycle: &[usize]) -> String {
+        let names = |part: &[usize]| -> Vec<&str> { part.iter().map(|&i| self.ids[i]).collect() };
+        if cycle.len() <= MAX_SHOWN {
+            return names(cycle).join(" → ");
+        }
+        let mut shown = names(&cycle[..SHOWN_HEAD]);
+        shown.push(ELIDED);
+        shown.extend(names(&cycle[cycle.len() - SHOWN_TAIL..]));
+        format!("{} ({} nodes)", shown.join(" → "), cycle.len() - 1)
+    }
+
+    /// Cycles among nodes that are neither classify nor llm_stream: remove
+    /// those nodes, and any cycle left is one that never waits for new
+    /// input. One closed cycle (`a → b → a`, starting at the component's
+    /// first node by id) per strongly connected component, in id order.
+    /// Tarjan's algorithm, iterative: O(nodes + edges).
+    fn bare_cycles(&self, tree: &Tree) -> Vec<Vec<usize>> {
+        let n = self.ids.len();
+        let keep: Vec<bool> = tree
+            .nodes
+            .values()
+            .map(|d| !d.node.breaks_cycles())
+            .collect();
+        const NONE: usize = usize::MAX;
+        let mut index = vec![NONE; n];
+        let mut low = vec![0usize; n];
+        let mut on_stack = vec![false; n];
+        let mut component = vec![NONE; n];
+        let mut stack: Vec<usize> = Vec::new();
+        let mut components: Vec<Vec<usize>> = Vec::new();
+        let mut next_index = 0usize;
+        for root in (0..n).filter(|&v| keep[v]) {
+            if index[root] != NONE {
+                continue;
+            }
+            // (node, position of the next successor to look at)
+            let mut calls: Vec<(usize, usize)> = vec![(root, 0)];
+            index[root] = next_index;
+            low[root] = next_index;
+            next_index += 1;
+            stack.push(root);
+            on_stack[root] = true;
+            while let Some(top) = calls.last_mut() {
+                let v = top.0;
+                if let Some(&w) = self.succ[v].get(top.1) {
+                    top.1 += 1;
+                    if !keep[w] {
+                        continue;
+                    }
+                    if index[w] == NONE {
+                        index[w] = next_index;
+                        low[w] = next_index;
+                        next_index += 1;
+                        stack.push(w);
+                        on_stack[w] = true;
+                        calls.push((w, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(index[w]);
+                    }
+                    continue;
+                }
+                calls.pop();
+                if let Some(&(u, _)) = calls.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut members = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        component[w] = components.len();
+                        members.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    components.push(members);
+                }
+            }
+        }
+        let mut cycles: Vec<Vec<usize>> = components
+            .iter()
+            .enumerate()
+            .filter_map(|(c, members)| {
+                let start = members.iter().copied().min()?;
+                let looped = members.len() > 1 || self.succ[start].contains(&start);
+                looped.then(|| self.cycle_through(start, c, &component))
+            })
+            .collect();
+        cycles.sort_by_key(|c| c[0]);
+        cycles
+    }
+
+    /// The shortest closed walk from `start` back to it inside component
+    /// `c` (BFS), `start` first and last.
+    fn cycle_through(&self, start: usize, c: usize, component: &[usize]) -> Vec<usize> {
+        let mut from: HashMap<usize, usize> = HashMap::new();
+        let mut queue = VecDeque::from([start]);
+        while let Some(u) = queue.pop_front() {
+            for &v in &self.succ[u] {
+                if component[v] != c {
+                    continue;
+                }
+                if v == start {
+                    let mut back = Vec::new();
+                    let mut at = u;
+                    while at != start {
+                        back.push(at);
+                        at = from.get(&at).copied().unwrap_or(start);
+                    }
+                    back.reverse();
+                    let mut cycle = Vec::with_capacity(back.len() + 2);
+                    cycle.push(start);
+                    cycle.extend(back);
+                    cycle.push(start);
+                    return cycle;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = from.entry(v) {
+                    e.insert(u);
+                    queue.push_back(v);
+                }
+            }
+        }
+        vec![start, start]
+    }
 }
 
 #[cfg(test)]
@@ -489,5 +644,176 @@ mod tests {
         assert!(issues
             .iter()
             .any(|i| i.node == "start" && i.message.contains("entry")));
+    }
+
+    /// A tree of `n` nodes built in memory: the entry, then `n - 2` nodes
+    /// of `shape`, then an end node.
+    fn generated(n: usize, shape: &str) -> Tree {
+        use super::super::model::NodeDef;
+        let id = |i: usize| format!("n{i:06}");
+        let mut nodes = std::collections::BTreeMap::new();
+        let def = |node: Node| NodeDef {
+            node,
+            recommendations: Vec::new(),
+        };
+        nodes.insert("e".to_string(), def(Node::Entry { next: Some(id(0)) }));
+        nodes.insert("end".to_string(), def(Node::End {}));
+        let inner = n.saturating_sub(2);
+        for i in 0..inner {
+            let next = if i + 1 < inner {
+                id(i + 1)
+            } else {
+                "end".into()
+            };
+            let node = match shape {
+                // A chain of set_state nodes: the deepest possible paths.
+                "chain" => Node::SetState {
+                    key: "state.x".into(),
+                    value: serde_json::json!(i),
+                    next: Some(next),
+                },
+                // Every node jumps back to the first: one component holding
+                // as many cycles as nodes.
+                "ladder" => Node::Condition {
+                    expression: "state.x".into(),
+                    on_true: Some(next),
+                    on_false: Some(if i == 0 { "end".into() } else { id(0) }),
+                },
+                // A classify at every depth, each with a warning (and so a
+                // path) of its own.
+                _ => Node::Classify {
+                    classifier: "device".into(),
+                    min_confidence: None,
+                    branches: [("time".to_string(), next.clone())].into(),
+                    fallback: Some(next),
+                },
+            };
+            nodes.insert(id(i), def(node));
+        }
+        Tree {
+            version: "1".into(),
+            entry: "e".into(),
+            description: String::new(),
+            intent_sets: Default::default(),
+            nodes,
+        }
+    }
+
+    fn timed(n: usize, shape: &str) -> (std::time::Duration, Vec<Issue>) {
+        let tree = generated(n, shape);
+        let actions = vec!["say".to_string()];
+        let intents =
+            |set: &str| (set == "device").then(|| vec!["time".to_string(), "date".to_string()]);
+        let started = std::time::Instant::now();
+        let issues = validate(
+            &tree,
+            &Known {
+                actions: &actions,
+                intents: &intents,
+            },
+        );
+        (started.elapsed(), issues)
+    }
+
+    #[test]
+    fn big_trees_are_checked_in_near_linear_time() {
+        // Issue 23: 20k nodes took 62 s (a path cloned per node, a cycle
+        // search per back edge). 8x the nodes must now take about 8x the
+        // time (measured 8–17x: the big tree's issues no longer fit in the
+        // cache); the bound of 30x leaves room for a loaded box and still
+        // catches a quadratic regression (64x). Best of a few runs each.
+        // The 100k-node figure is `tests/tree.rs` and BENCHMARKS.md.
+        for shape in ["chain", "ladder", "classify"] {
+            let small = (0..3)
+                .map(|_| timed(5_000, shape).0)
+                .min()
+                .unwrap_or_default();
+            let (big, issues) = timed(40_000, shape);
+            let big = big.min(timed(40_000, shape).0);
+            eprintln!("{shape}: 5k nodes {small:?}, 40k nodes {big:?}");
+            assert!(
+                big < std::time::Duration::from_secs(10),
+                "{shape}: 40k nodes took {big:?}"
+            );
+            let ratio = big.as_secs_f64() / small.as_secs_f64().max(1e-3);
+            assert!(
+                ratio < 30.0,
+                "{shape}: 8x the nodes took {ratio:.1}x as long ({small:?} → {big:?})"
+            );
+            match shape {
+                "chain" => assert!(issues.is_empty(), "{:?}", issues.first()),
+                "ladder" => {
+                    // One component, one cycle: n000000 → n000001 → n000000.
+                    let c = only(&issues, IssueKind::Cycle);
+                    assert!(
+                        c.message.contains("n000000 → n000001 → n000000"),
+                        "{}",
+                        c.message
+                    );
+                }
+                _ => {
+                    assert_eq!(issues.len(), 39_998);
+                    // The deepest warning's path: its ends around "…".
+                    let deep = &issues[issues.len() - 1];
+                    assert_eq!(deep.node, "n039997");
+                    assert_eq!(deep.path.len(), SHOWN_HEAD + 1 + SHOWN_TAIL);
+                    assert_eq!(deep.path[0], "e");
+                    assert_eq!(deep.path[SHOWN_HEAD], ELIDED);
+                    assert_eq!(deep.path.last().map(String::as_str), Some("n039997"));
+                    assert_eq!(deep.path[SHOWN_HEAD + 1], "n039987");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_bare_cycle_is_one_issue_with_its_ends_shown() {
+        let mut tree = generated(1_000, "chain");
+        // Close the chain: the last set_state goes back to the first.
+        if let Some(def) = tree.nodes.get_mut("n000997") {
+            def.node = Node::SetState {
+                key: "state.x".into(),
+                value: serde_json::Value::Null,
+                next: Some("n000000".into()),
+            };
+        }
+        let actions = vec!["say".to_string()];
+        let intents = |_: &str| None;
+        let issues = validate(
+            &tree,
+            &Known {
+                actions: &actions,
+                intents: &intents,
+            },
+        );
+        let kinds: Vec<IssueKind> = issues.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![IssueKind::Unreachable, IssueKind::Cycle],
+            "{issues:#?}"
+        );
+        let c = &issues[1];
+        assert!(
+            c.message.starts_with("cycle n000000 → n000001")
+                && c.message.contains(" → … → ")
+                && c.message.contains("n000997 → n000000 (998 nodes)"),
+            "{}",
+            c.message
+        );
+        assert!(!c.message.contains('\n'));
+        // A path shorter than the limit is shown whole.
+        assert_eq!(c.path, vec!["e", "n000000"]);
+    }
+
+    #[test]
+    fn a_self_loop_is_a_cycle() {
+        let issues = check(
+            r#"{"version":"1","entry":"e","nodes":{
+            "e":{"type":"entry","next":"a"},
+            "a":{"type":"condition","expression":"state.n","on_true":"a","on_false":"end"},
+            "end":{"type":"end"}}}"#,
+        );
+        let c = only(&issues, IssueKind::Cycle);
+        assert!(c.message.contains("cycle a → a "), "{}", c.message);
     }
 }
