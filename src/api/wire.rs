@@ -215,16 +215,19 @@ fn read_within(stream: &TcpStream, buf: &mut [u8], deadline: Deadline) -> io::Re
         stream.set_read_timeout(Some(left.min(READ_SLICE)))?;
         match (&mut &*stream).read(buf) {
             Ok(n) => return Ok(n),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if is_slice_timeout(&e) => {}
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A read or write that ended only because its time slice (or a signal)
+/// did: look at the deadline and the stop flag, then try again.
+fn is_slice_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// How the body is framed.
@@ -388,13 +391,7 @@ pub fn write_answer(stream: &TcpStream, bytes: &[u8], stop: &AtomicBool) -> io::
         match (&mut &*stream).write(rest) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if is_slice_timeout(&e) => {}
             Err(e) => return Err(e),
         }
     }
