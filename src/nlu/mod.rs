@@ -12,6 +12,7 @@ pub mod examples;
 pub mod knn;
 pub mod linalg;
 pub mod linear;
+pub mod numbers;
 /// ONNX Runtime is a leaf of its own (`crate::onnx`); kept here for old paths.
 pub use crate::onnx;
 pub mod router;
