@@ -817,7 +817,9 @@ fn words(t: &[Token], i: usize) -> Option<Parsed> {
                 } else {
                     i + 2
                 };
-                return Some((Number::Int(2), NumberKind::Cardinal, end));
+                // "a couple (of) hundred"
+                let (v, _, end) = after_digits(t, Number::Int(2), false, end);
+                return Some((v, NumberKind::Cardinal, end));
             }
             Some("dozen") if first == "a" => {
                 return Some((Number::Int(12), NumberKind::Cardinal, i + 2))
@@ -1106,6 +1108,8 @@ mod tests {
             ("half a dozen", 6.0),
             ("a couple", 2.0),
             ("a couple of", 2.0),
+            ("a couple hundred", 200.0),
+            ("a couple of thousand", 2000.0),
             ("half a million", 500_000.0),
             ("one and a half million", 1_500_000.0),
             ("2 million", 2e6),

@@ -63,5 +63,36 @@ mod tests {
         );
         let not_math = run("tell me a joke");
         assert!(!not_math.ok && not_math.say.is_empty());
+        // Issue 16: spoken numbers, fractions and percentages, answered in digits.
+        for (text, want) in [
+            ("nineteen plus six", "That's 25."),
+            ("a quarter of two hundred", "That's 50."),
+            ("four hundred and ten minus eighty", "That's 330."),
+            ("what is six divided by four", "That's 1.5."),
+            ("what's 15 percent of 80", "That's 12."),
+            ("0.1 plus 0.2", "That's 0.3."),
+            (
+                "a trillion times a trillion",
+                "That's 1000000000000000000000000.",
+            ),
+            ("cube root of minus 8", "That's -2."),
+            ("square root of minus 4", "That has no real-number answer."),
+        ] {
+            assert_eq!(run(text).say, want, "{text}");
+        }
+        let digits = format!("{} plus 1", "9".repeat(400));
+        assert_eq!(
+            run(&digits).say,
+            "That number is too large for me to work out."
+        );
+        // Ambiguous: handed on (on_fail) rather than guessed.
+        for text in [
+            "80 plus 10 percent",
+            "seven into three",
+            "nineteen eighty four plus one",
+        ] {
+            let out = run(text);
+            assert!(!out.ok && out.say.is_empty(), "{text}: {out:?}");
+        }
     }
 }
