@@ -38,7 +38,8 @@ pub enum TokenKind {
     Integer,
     /// Digits with a decimal point: "3.5"; ".5" becomes "0.5".
     Decimal,
-    /// Digits over digits with a nonzero denominator: "3/4".
+    /// Digits over digits with a nonzero denominator: "3/4" (and "½" as
+    /// "1/2").
     Ratio,
     /// Digits with their proper ordinal suffix; `text` is the digits ("21").
     Ordinal,
@@ -117,6 +118,9 @@ pub fn tokenize(text: &str) -> Vec<Token> {
         {
             // "twenty-one": the hyphen joins words, it is not a minus.
             k += 1;
+        } else if let Some(frac) = vulgar_fraction(c) {
+            push(&mut out, frac.into(), TokenKind::Ratio, k + 1);
+            k += 1;
         } else if let Some(sym) = symbol(c) {
             if c == '*' && ch(k + 1) == Some('*') {
                 push(&mut out, "**".into(), TokenKind::Symbol, k + 2);
@@ -136,6 +140,18 @@ pub fn tokenize(text: &str) -> Vec<Token> {
         }
     }
     out
+}
+
+/// "½" as "1/2": some speech-to-text output writes these.
+fn vulgar_fraction(c: char) -> Option<&'static str> {
+    Some(match c {
+        '½' => "1/2",
+        '⅓' => "1/3",
+        '⅔' => "2/3",
+        '¼' => "1/4",
+        '¾' => "3/4",
+        _ => return None,
+    })
 }
 
 fn symbol(c: char) -> Option<&'static str> {
@@ -1205,6 +1221,8 @@ mod tests {
             ("1 1/2", r(3, 2)),
             ("2 and a half", r(5, 2)),
             ("3 quarters", r(3, 4)),
+            ("1½", r(3, 2)),
+            ("¾", r(3, 4)),
         ] {
             assert_eq!(value(text), want, "{text}");
             assert_eq!(one(text).map(|v| v.1), Some(NumberKind::Fraction), "{text}");
