@@ -1159,8 +1159,8 @@ mod tests {
     #[test]
     fn decimals_with_point() {
         assert_eq!(
-            one("three point one four"),
-            Some((3.14, NumberKind::Decimal))
+            one("two point seven five"),
+            Some((2.75, NumberKind::Decimal))
         );
         assert_eq!(one("point five"), Some((0.5, NumberKind::Decimal)));
         assert_eq!(one("zero point oh five"), Some((0.05, NumberKind::Decimal)));

@@ -555,10 +555,8 @@ impl Builder {
             return Some(self.out.join(" "));
         };
         let split = split?;
-        if j.op == "+" || j.op == "-" {
-            if self.percent {
-                return None;
-            }
+        if matches!(j.op, "+" | "-") && self.percent {
+            return None;
         }
         let a = grouped(&self.out.get(..split)?.join(" "));
         let b = grouped(&self.out.get(split..)?.join(" "));
