@@ -12,6 +12,11 @@
 //! Integers are exact while they fit an `i128` (Python's would be exact
 //! too); beyond that they continue as `f64`, and a result that would not
 //! fit an `f64` is refused as too large.
+//!
+//! Words ("five plus five") are not read here, on purpose: the tool's
+//! contract with the model is R-TOOL expressions, and a name is an error
+//! the model can correct. Spoken arithmetic is turned into an expression
+//! before it gets here (`tree::spoken_math`, over `nlu::numbers`).
 
 use serde_json::{json, Value};
 
