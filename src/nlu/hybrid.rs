@@ -387,3 +387,102 @@ impl Classifier for HybridClassifier {
         Some((self.head.labels.get(i)?.clone(), p))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three intents on a 3-d sphere plus a reject class near the origin
+    /// of their words; 12 examples each, so calibration runs.
+    fn toy() -> (Vec<f32>, Vec<String>, Vec<usize>, Vec<String>) {
+        let mut x = Vec::new();
+        let mut texts = Vec::new();
+        let mut y = Vec::new();
+        let words = ["lights on", "volume up", "weather today", "tell me a story"];
+        for class in 0..4 {
+            for i in 0..12 {
+                let jitter = (i as f32 - 5.5) * 0.02;
+                let mut v = [jitter, -jitter, 0.1];
+                if class < 3 {
+                    v[class] += 1.0;
+                } else {
+                    v = [0.5 + jitter, 0.5, 0.5 - jitter];
+                }
+                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+                x.extend(v.iter().map(|a| a / norm));
+                texts.push(format!("{} please {i}", words[class]));
+                y.push(class);
+            }
+        }
+        let labels = ["lights", "volume", "weather", "oos"]
+            .map(String::from)
+            .to_vec();
+        (x, texts, y, labels)
+    }
+
+    fn train_toy() -> HybridHead {
+        let (x, texts, y, labels) = toy();
+        let t: Vec<&str> = texts.iter().map(String::as_str).collect();
+        HybridHead::train(&x, &t, &y, labels, 3, HybridOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn learns_separable_intents_and_the_reject_class() {
+        let head = train_toy();
+        let p = head.predict_many(
+            &[0.98, 0.1, 0.1, 0.1, 0.1, 0.98, 0.55, 0.6, 0.58],
+            &["lights on now", "weather today", "tell me a story"],
+        );
+        let labels: Vec<&str> = p.iter().map(|(i, _)| head.labels()[*i].as_str()).collect();
+        assert_eq!(labels, ["lights", "weather", "oos"], "{p:?}");
+        assert!(crate::nlu::is_reject_label(labels[2]));
+        for (_, conf) in &p {
+            assert!((0.0..=1.0).contains(conf) && *conf > 0.5, "{p:?}");
+        }
+        // Calibrated (48 examples ≤ the limit): a temperature was fitted.
+        assert!(head.temperature() != 1.0, "{}", head.temperature());
+        let probs = head.probabilities(&[0.6, 0.8, 0.0], &["volume up"]);
+        assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn training_is_deterministic() {
+        let (a, b) = (train_toy(), train_toy());
+        assert_eq!(a.params, b.params);
+        assert_eq!(a.temperature, b.temperature);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let one = ["a"];
+        assert!(
+            HybridHead::train(&[1.0], &one, &[0], vec!["a".into()], 2, Default::default()).is_err()
+        );
+        assert!(HybridHead::train(
+            &[1.0, 0.0],
+            &one,
+            &[3],
+            vec!["a".into()],
+            2,
+            Default::default()
+        )
+        .is_err());
+        assert!(HybridHead::train(
+            &[1.0, 0.0],
+            &[],
+            &[0],
+            vec!["a".into()],
+            2,
+            Default::default()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn temperature_sharpens_under_confident_logits() {
+        // Logits that are always right but soft want T < 1.
+        let z = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0];
+        let t = fit_temperature(&z, &[0, 1, 0], 2);
+        assert!(t < 0.2, "{t}");
+    }
+}
