@@ -488,7 +488,7 @@ fn devices_and_config_show_read_the_same_name_tables() {
         "tts.order",
         "tools.enabled",
         "mode",
-        "nlu.route_scorer",
+        "nlu.scorer",
     ] {
         let family = families
             .iter()

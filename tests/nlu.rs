@@ -324,12 +324,12 @@ fn eval_intents_reports_the_contract_fields() {
 }
 
 #[test]
-fn route_classifier_scorers_knn_and_softmax() {
+fn route_classifier_scorers_hybrid_knn_and_softmax() {
     let state = tempfile::tempdir().unwrap();
     let mut config = config();
     config.state_dir = state.path().to_path_buf();
-    for scorer in ["knn", "softmax"] {
-        config.nlu.route_scorer = scorer.parse().unwrap();
+    for scorer in ["hybrid", "knn", "softmax"] {
+        config.nlu.scorer = scorer.parse().unwrap();
         let c = earshot::nlu::routes::route_classifier(
             &config.nlu,
             &config.router,
@@ -354,5 +354,17 @@ fn route_classifier_scorers_knn_and_softmax() {
     assert!(
         err.contains("route_scorer") && err.contains("magic"),
         "{err}"
+    );
+    // Old files' `route_scorer` still chooses the one scorer; the default
+    // is hybrid.
+    std::fs::write(&file, "[nlu]\nroute_scorer = \"softmax\"\n").unwrap();
+    let old = earshot::config::load_with_env(Some(&file), &Default::default()).unwrap();
+    assert_eq!(old.config.nlu.scorer, earshot::nlu::Scorer::Softmax);
+    std::fs::write(&file, "[nlu]\nscorer = \"knn\"\n").unwrap();
+    let new = earshot::config::load_with_env(Some(&file), &Default::default()).unwrap();
+    assert_eq!(new.config.nlu.scorer, earshot::nlu::Scorer::Knn);
+    assert_eq!(
+        earshot::nlu::NluConfig::default().scorer,
+        earshot::nlu::Scorer::Hybrid
     );
 }

@@ -52,9 +52,9 @@ pub fn families() -> Vec<Family> {
             entries: crate::agent::Mode::TABLE,
         },
         Family {
-            family: "route scorer",
-            key: "nlu.route_scorer",
-            entries: crate::nlu::RouteScorer::TABLE,
+            family: "scorer",
+            key: "nlu.scorer",
+            entries: crate::nlu::Scorer::TABLE,
         },
     ]
 }
@@ -91,9 +91,9 @@ pub fn picked(config: &Config) -> Vec<String> {
         format!("tts.order = {}", tts.join(", ")),
         format!("mode = {} ({})", config.mode, config.mode.summary()),
         format!(
-            "nlu.route_scorer = {} ({})",
-            config.nlu.route_scorer,
-            config.nlu.route_scorer.summary()
+            "nlu.scorer = {} ({})",
+            config.nlu.scorer,
+            config.nlu.scorer.summary()
         ),
     ]
 }

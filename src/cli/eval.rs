@@ -7,6 +7,11 @@
 //! of in-scope test queries accepted *and* correct and the share of
 //! out-of-scope queries rejected; the single-utterance latency (unpadded
 //! embed + score) over the first `--latency-samples` test queries.
+//! The sweep runs 0.00–1.00 in steps of 0.01 over the confidence the
+//! device compares with its thresholds; a predicted reject label (`oos`,
+//! `other`, see `nlu::REJECT_LABELS`) counts as a rejection at every
+//! threshold. Extra keys: `best_threshold` (largest min of the two
+//! shares), `temperature` (hybrid's calibration), counts and timings.
 //! Embeddings are cached under `state_dir/cache`, so a rerun only trains
 //! and scores.
 
@@ -17,17 +22,54 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::nlu::hybrid::HybridHead;
 use crate::nlu::knn::KnnClassifier;
 use crate::nlu::linear::{SoftmaxHead, TrainOptions};
-use crate::nlu::{cache, load_embedder};
+use crate::nlu::scorer::hybrid_head;
+use crate::nlu::{cache, is_reject_label, load_embedder};
 
-/// Which scorer to evaluate.
+/// The trained scorer under evaluation (the kNN is always built: it holds
+/// the cached example matrix the heads train on).
+enum Model {
+    Knn,
+    Softmax(SoftmaxHead),
+    Hybrid(HybridHead),
+}
+
+/// The sweep entry with the largest `min(accepted_correct, oos_recall)`
+/// (the balanced operating point), or `null` without out-of-scope data.
+fn best_threshold(entries: &[Value]) -> Value {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let a = e["accepted_correct"].as_f64()?;
+            let o = e["oos_recall"].as_f64()?;
+            Some((a.min(o), e))
+        })
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map_or(Value::Null, |(_, e)| e.clone())
+}
+
+/// Which scorer to evaluate (the device's `nlu.scorer` names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scorer {
+    /// The device default: calibrated logistic regression over the
+    /// embedding and tf-idf words (`nlu::hybrid`).
+    Hybrid,
     /// R-KNN exactly: k = 3, 0.9·max + 0.1·mean of the top-k cosines.
     Knn,
     /// A softmax head trained on the train set's embeddings.
     Softmax,
+}
+
+impl Scorer {
+    fn name(self) -> &'static str {
+        match self {
+            Scorer::Hybrid => "hybrid",
+            Scorer::Knn => "knn",
+            Scorer::Softmax => "softmax",
+        }
+    }
 }
 
 /// Arguments of `earshot eval intents`.
@@ -43,10 +85,15 @@ pub struct IntentsArgs {
     /// Out-of-scope queries: a JSON list of [text, label] or of strings.
     #[arg(long, value_name = "FILE")]
     pub oos: Option<PathBuf>,
-    /// CLINC150 data_full.json (train, test and oos_test from one file).
+    /// CLINC150 data_full.json: train (+ oos_train as the reject label
+    /// `oos`), test and oos_test from one file.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["train", "test", "oos"])]
     pub clinc: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "softmax")]
+    /// With --clinc: leave oos_train out of training (the protocol of the
+    /// older knn/softmax figures).
+    #[arg(long, requires = "clinc")]
+    pub no_oos_train: bool,
+    #[arg(long, value_enum, default_value = "hybrid")]
     pub scorer: Scorer,
     /// Embedder intra-op threads for this run (default: nlu.threads).
     #[arg(long)]
@@ -102,11 +149,16 @@ fn load_sets(args: &IntentsArgs) -> Result<(Pairs, Pairs, Pairs)> {
             })?;
             parse_pairs(value, &format!("{origin} [{key}]"), labels)
         };
-        return Ok((
-            part("train", true)?,
-            part("test", true)?,
-            part("oos_test", false)?,
-        ));
+        let mut train = part("train", true)?;
+        if !args.no_oos_train {
+            // Out-of-scope training examples become the reject class `oos`.
+            train.extend(
+                part("oos_train", false)?
+                    .into_iter()
+                    .map(|(text, _)| (text, "oos".to_string())),
+            );
+        }
+        return Ok((train, part("test", true)?, part("oos_test", false)?));
     }
     let (Some(train), Some(test)) = (&args.train, &args.test) else {
         bail!("give --train FILE and --test FILE, or --clinc FILE");
@@ -137,10 +189,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// The thresholds swept (kNN scores and probabilities share the 0–1 range).
-pub const THRESHOLDS: &[f64] = &[
-    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95,
-];
+/// The thresholds swept: 0.00–1.00 in steps of 0.01, compared (`>=`) with
+/// the very confidence the device compares with its thresholds (kNN scores
+/// and probabilities share the 0–1 range).
+pub fn thresholds() -> impl Iterator<Item = f64> {
+    (0..=100).map(|i| f64::from(i) / 100.0)
+}
 
 /// Run `earshot eval intents`. Returns Ok(true) when it ran.
 pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
@@ -184,11 +238,11 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
     let embed_secs = started.elapsed().as_secs_f64();
 
     let train_started = Instant::now();
-    let head = match args.scorer {
-        Scorer::Knn => None,
+    let model = match args.scorer {
+        Scorer::Knn => Model::Knn,
         Scorer::Softmax => {
             let (matrix, labels, dims) = knn.examples_matrix();
-            Some(SoftmaxHead::train(
+            Model::Softmax(SoftmaxHead::train(
                 matrix,
                 labels,
                 knn.intents().to_vec(),
@@ -196,19 +250,26 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
                 TrainOptions::default(),
             )?)
         }
+        Scorer::Hybrid => Model::Hybrid(hybrid_head(&knn, &examples)?),
     };
     let train_secs = train_started.elapsed().as_secs_f64();
-    let predict = |vecs: &[Vec<f32>]| -> Vec<(usize, f32)> {
-        match &head {
-            None => knn.classify_many(vecs),
-            Some(h) => {
-                let flat: Vec<f32> = vecs.iter().flatten().copied().collect();
-                h.predict_many(&flat, vecs.len())
+    let predict = |vecs: &[Vec<f32>], pairs: &Pairs| -> Vec<(usize, f32)> {
+        let flat = || -> Vec<f32> { vecs.iter().flatten().copied().collect() };
+        match &model {
+            Model::Knn => knn.classify_many(vecs),
+            Model::Softmax(h) => h.predict_many(&flat(), vecs.len()),
+            Model::Hybrid(h) => {
+                let texts: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
+                h.predict_many(&flat(), &texts)
             }
         }
     };
-    let test_pred = predict(&test_vecs);
-    let oos_pred = predict(&oos_vecs);
+    let test_pred = predict(&test_vecs, &test);
+    let oos_pred = predict(&oos_vecs, &oos);
+    // A predicted reject label (`oos`, `other`) is a rejection at every
+    // threshold, as on the device.
+    let rejected_label: Vec<bool> = knn.intents().iter().map(|l| is_reject_label(l)).collect();
+    let is_rejection = |i: usize| rejected_label.get(i).copied().unwrap_or(false);
 
     let correct: Vec<bool> = test
         .iter()
@@ -221,9 +282,8 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
         .count();
     let n_test = test.len() as f64;
     let accuracy = correct.iter().filter(|c| **c).count() as f64 / n_test;
-    let thresholds: Vec<Value> = THRESHOLDS
-        .iter()
-        .map(|&t| {
+    let thresholds: Vec<Value> = thresholds()
+        .map(|t| {
             let accepted_correct = test_pred
                 .iter()
                 .zip(&correct)
@@ -231,7 +291,11 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
                 .count() as f64
                 / n_test;
             let oos_recall = (!oos.is_empty()).then(|| {
-                oos_pred.iter().filter(|(_, s)| *s < t as f32).count() as f64 / oos.len() as f64
+                oos_pred
+                    .iter()
+                    .filter(|(i, s)| is_rejection(*i) || *s < t as f32)
+                    .count() as f64
+                    / oos.len() as f64
             });
             json!({
                 "threshold": t,
@@ -240,22 +304,25 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
             })
         })
         .collect();
+    let best = best_threshold(&thresholds);
 
     // Single-utterance latency: unpadded embed + score, as a turn does it.
     let mut latencies = Vec::new();
     for (text, _) in test.iter().take(args.latency_samples.max(1)) {
         let t0 = Instant::now();
         let v = embedder.embed_one(text)?;
-        let _ = match &head {
-            None => knn.classify_vector(&v).map(|x| x.1),
-            Some(h) => h.predict_many(&v, 1).first().map(|x| x.1),
+        let _ = match &model {
+            Model::Knn => knn.classify_vector(&v).map(|x| x.1),
+            Model::Softmax(h) => h.predict_many(&v, 1).first().map(|x| x.1),
+            Model::Hybrid(h) => h.predict_many(&v, &[text.as_str()]).first().map(|x| x.1),
         };
         latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
     latencies.sort_by(f64::total_cmp);
-    let scorer = match args.scorer {
-        Scorer::Knn => "knn",
-        Scorer::Softmax => "softmax",
+    let scorer = args.scorer.name();
+    let temperature = match &model {
+        Model::Hybrid(h) => Some(h.temperature()),
+        _ => None,
     };
     let out = json!({
         "scorer": scorer,
@@ -273,6 +340,8 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
         "embed_seconds": round4(embed_secs),
         "train_seconds": round4(train_secs),
         "threads": config.nlu.threads,
+        "best_threshold": best,
+        "temperature": temperature,
     });
     if args.json {
         super::print_json(&out);
@@ -284,7 +353,10 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
             knn.intents().len(),
             train.len()
         );
-        for t in &thresholds {
+        // Text output: every 0.05 of the sweep (--json has all 101).
+        let coarse =
+            |t: &&Value| (t["threshold"].as_f64().unwrap_or(0.0) * 100.0).round() as i64 % 5 == 0;
+        for t in thresholds.iter().filter(coarse) {
             println!(
                 "  threshold {:.2}: accepted+correct {:.1}%, out-of-scope rejected {}",
                 t["threshold"].as_f64().unwrap_or(0.0),

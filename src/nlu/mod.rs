@@ -9,7 +9,9 @@
 pub mod cache;
 pub mod embedder;
 pub mod examples;
+pub mod hybrid;
 pub mod knn;
+pub mod lbfgs;
 pub mod linalg;
 pub mod linear;
 pub mod numbers;
@@ -17,6 +19,8 @@ pub mod numbers;
 pub use crate::onnx;
 pub mod router;
 pub mod routes;
+pub mod scorer;
+pub mod words;
 
 pub use embedder::{embed_all, files_status, load_embedder};
 pub use onnx::onnxruntime_status;
@@ -36,25 +40,43 @@ pub struct NluConfig {
     /// Path of libonnxruntime.so (`ORT_DYLIB_PATH`); empty = look in
     /// `models_dir` and the usual places.
     pub onnxruntime_lib: String,
-    /// Global kNN acceptance threshold (R-KNN); classify nodes may override.
+    /// Global acceptance threshold of the tree's classify nodes (those
+    /// without `min_confidence`), compared with the scorer's confidence.
     pub threshold: f32,
     /// Neighbours per intent (R-KNN: 3).
     pub k: usize,
     /// Intra-op threads for the embedder (1 is fastest for one utterance).
     pub threads: usize,
-    /// The router's on-device scorer over the route examples: `knn` (R-KNN,
-    /// the spec's default) or `softmax` (a linear head trained at start on
-    /// the same examples; more confident on unseen phrasings, see
-    /// notes/nlu.md).
-    pub route_scorer: RouteScorer,
+    /// The one on-device scorer, for the router *and* the tree's classify
+    /// nodes (one setting, so both compare the same kind of confidence
+    /// with their thresholds): `hybrid` (default; calibrated logistic
+    /// regression over embedding + words), `knn` (R-KNN) or `softmax`.
+    /// Older files spell it `route_scorer`, still read (issue 16 point 5).
+    #[serde(alias = "route_scorer")]
+    pub scorer: Scorer,
 }
 
 crate::choice! {
-    /// The router's on-device scorer (`nlu.route_scorer`).
-    pub enum RouteScorer("route scorer") {
-        Knn = "knn" | "": "nearest neighbours over the route examples (R-KNN)",
-        Softmax = "softmax": "a linear head trained at start on the same examples",
+    /// The on-device scorer (`nlu.scorer`, formerly `nlu.route_scorer`).
+    pub enum Scorer("scorer") {
+        Hybrid = "hybrid" | "": "calibrated logistic regression over the embedding and its words, trained at start",
+        Knn = "knn": "nearest neighbours over the examples (R-KNN)",
+        Softmax = "softmax": "a linear head over the embedding, trained at start",
     }
+}
+
+/// The old name of [`Scorer`], when it chose the router's scorer only.
+pub type RouteScorer = Scorer;
+
+/// Training labels that mean "none of these intents" (out-of-scope
+/// examples). A classifier learns them like any intent; predicting one is
+/// a rejection (`eval intents` counts it so; the device tree branches
+/// `other` to the router graph).
+pub const REJECT_LABELS: &[&str] = &["oos", "other"];
+
+/// Whether `label` is a reject class ([`REJECT_LABELS`]).
+pub fn is_reject_label(label: &str) -> bool {
+    REJECT_LABELS.contains(&label)
 }
 
 impl Default for NluConfig {
@@ -67,7 +89,7 @@ impl Default for NluConfig {
             threshold: 0.65,
             k: 3,
             threads: 1,
-            route_scorer: RouteScorer::Knn,
+            scorer: Scorer::Hybrid,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The router's on-device classifier: R-KNN over the shipped
-//! simple / context / persona examples (`intents/routes.txt`, compiled into
+//! The router's on-device classifier: the configured scorer over the
+//! shipped simple / context / persona examples (`intents/routes.txt`, compiled into
 //! the binary so a device needs no extra files).
 
 use std::sync::Arc;
@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 
 use super::examples::{parse_examples, Examples};
 use super::knn::KnnClassifier;
-use super::linear::{HeadClassifier, SoftmaxHead, TrainOptions};
 use super::{Classifier, Embedder, NluConfig, RouterConfig};
 use crate::paths::Paths;
 
@@ -37,31 +36,23 @@ pub fn route_knn(
     )
 }
 
-/// The router's classifier behind the `Classifier` seam: R-KNN over the
-/// route examples, or (`nlu.route_scorer = "softmax"`) a softmax head
-/// trained on the same cached example embeddings (milliseconds for ~150
-/// examples).
+/// The router's classifier behind the `Classifier` seam: the configured
+/// scorer (`nlu.scorer`, default `hybrid`) over the route examples, trained
+/// on their cached embeddings (milliseconds for ~150 examples). The
+/// router compares its confidence with `router.classifier_threshold`.
 pub fn route_classifier(
     nlu: &NluConfig,
-    router: &RouterConfig,
+    _router: &RouterConfig,
     paths: &Paths,
     embedder: Arc<dyn Embedder>,
 ) -> Result<Arc<dyn Classifier>> {
-    let knn = route_knn(nlu, router, paths, embedder.clone())?;
-    match nlu.route_scorer {
-        super::RouteScorer::Knn => Ok(Arc::new(knn)),
-        super::RouteScorer::Softmax => {
-            let (matrix, labels, dims) = knn.examples_matrix();
-            let head = SoftmaxHead::train(
-                matrix,
-                labels,
-                knn.intents().to_vec(),
-                dims,
-                TrainOptions::default(),
-            )?;
-            Ok(Arc::new(HeadClassifier::new(embedder, head)))
-        }
-    }
+    super::scorer::build_classifier(
+        nlu.scorer,
+        nlu.k,
+        embedder,
+        &route_examples()?,
+        Some(&paths.state_dir),
+    )
 }
 
 #[cfg(test)]

@@ -227,10 +227,17 @@ impl Engine {
         let state_dir = paths.state_dir.clone();
         let k = nlu.k;
         let make = |name: &str, examples: &Examples| -> ClassifierSlot {
+            // The router's scorer (`nlu.scorer`), so `min_confidence` and
+            // `nlu.threshold` are read against one kind of confidence.
             let embedder = embedder.clone()?;
-            crate::nlu::knn::KnnClassifier::build(embedder, examples, Some(&state_dir))
-                .map(|c| Arc::new(c.with_k(k)) as Arc<dyn Classifier>)
-                .map_err(|e| format!("intent set '{name}': {e:#}").replace('\n', " "))
+            crate::nlu::scorer::build_classifier(
+                nlu.scorer,
+                k,
+                embedder,
+                examples,
+                Some(&state_dir),
+            )
+            .map_err(|e| format!("intent set '{name}': {e:#}").replace('\n', " "))
         };
         Ok(Engine::new(checked, config, nlu, env, &make))
     }
