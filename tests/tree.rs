@@ -659,7 +659,14 @@ fn without_onnx_runtime_classify_falls_back_and_says_why() {
 
     let mut cmd = earshot(d);
     no_ort(&mut cmd);
+    // An unambiguous frame needs no classifier...
     let o = run(cmd.args(["chat", "what time is it", "--json"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(frame(&frames(&o), "done")["actions"][0], "time_now");
+    // ...anything else falls back to the graph, which needs an LLM.
+    let mut cmd = earshot(d);
+    no_ort(&mut cmd);
+    let o = run(cmd.args(["chat", "what's the time in Paris", "--json"]));
     assert!(
         !o.status.success(),
         "falls back to the graph, which needs an LLM"

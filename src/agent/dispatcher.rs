@@ -236,6 +236,14 @@ pub fn run_tree(
     ctx.record
         .extra
         .insert("tree_path".into(), json!(outcome.path));
+    // A tree action that failed and let the walk go on (to the router
+    // graph, usually) is not the answer: the turn log keeps it here, not
+    // in `actions`.
+    if !outcome.fell_through.is_empty() {
+        ctx.record
+            .extra
+            .insert("tree_fell_through".into(), json!(outcome.fell_through));
+    }
     if !outcome.events.is_empty() {
         ctx.record.extra.insert(
             "tree_events".into(),
@@ -269,6 +277,16 @@ pub fn run_tree(
         .as_ref()
         .filter(|c| c.accepted)
         .map(|c| c.intent.clone());
+    if intent.is_none() {
+        if let Some(rule) = &outcome.rule_intent {
+            intent = Some(rule.clone());
+            ctx.record.intent = Some(rule.clone());
+            ctx.record.intent_confidence = None;
+            ctx.record
+                .extra
+                .insert("intent_by".into(), Value::String("rule".into()));
+        }
+    }
     if intent.is_none() && outcome.llm.is_none() {
         if let Some(action) = outcome.actions.last() {
             intent = Some(action.clone());

@@ -109,8 +109,20 @@ pub struct WalkOutcome {
     pub llm: Option<LlmAnswer>,
     /// The last classification made (accepted or not).
     pub classification: Option<Classification>,
-    /// Device actions that ran.
+    /// Device actions that produced the answer (or its effect): those that
+    /// succeeded, and those that failed with a sentence of their own ("I
+    /// couldn't find …"). An action that failed silently and let the walk
+    /// go on (e.g. `calculate` on "what's the square root of a banana",
+    /// which then goes to the router graph) is in [`Self::fell_through`]
+    /// instead, so `done.actions` never claims the device answered.
     pub actions: Vec<String>,
+    /// The intent a frame decided when the classifier was unsure or
+    /// picked a neighbour (see [`super::fit`]); `None` when the classifier
+    /// decided or nothing did.
+    pub rule_intent: Option<String>,
+    /// Actions tried that failed without a sentence: the walk fell through
+    /// to another branch (the turn log's `tree_fell_through`).
+    pub fell_through: Vec<String>,
     pub recommendations: Vec<String>,
     pub phase: String,
     pub state: Map<String, Value>,
@@ -254,6 +266,8 @@ struct Walk<'e> {
     parts: Vec<String>,
     said_any: bool,
     classified: HashMap<String, Option<(String, f32)>>,
+    /// Every action run: (name, succeeded, said a sentence of its own).
+    attempts: Vec<(String, bool, bool)>,
 }
 
 impl Walk<'_> {
@@ -340,9 +354,10 @@ impl Walk<'_> {
             self.engine.env().clone(),
             self.engine.action_timeout(),
         );
-        self.out.actions.push(name.to_string());
         match result {
             Ok(output) => {
+                self.attempts
+                    .push((name.to_string(), output.ok, !output.say.trim().is_empty()));
                 self.apply(&output);
                 if speak {
                     self.say(node, &output.say, sink);
@@ -354,6 +369,7 @@ impl Walk<'_> {
                 output.ok
             }
             Err(e) => {
+                self.attempts.push((name.to_string(), false, speak));
                 let sentence = e.to_string();
                 self.out.notes.push(format!(
                     "action '{name}' at node '{node}' failed: {sentence}"
@@ -366,9 +382,20 @@ impl Walk<'_> {
         }
     }
 
-    fn classify(&mut self, node: &str, set: &str, min: Option<f32>) -> Option<String> {
+    /// A classify node: the set's classifier, then the no-wrong-action
+    /// gate ([`super::fit::gate`]): the intent is taken only when the
+    /// classifier is confident and the utterance fits the intent's frame,
+    /// or when one unambiguous frame fits on its own (also on a board
+    /// without the classifier). `allowed` is the node's branches.
+    fn classify(
+        &mut self,
+        node: &str,
+        set: &str,
+        min: Option<f32>,
+        allowed: &dyn Fn(&str) -> bool,
+    ) -> Option<String> {
         let threshold = min.unwrap_or(self.engine.default_threshold());
-        let text = self.input.text.trim();
+        let text = self.input.text.trim().to_string();
         if text.is_empty() {
             self.out
                 .notes
@@ -386,7 +413,7 @@ impl Walk<'_> {
             None => {
                 let hit = match self.engine.classifier(set) {
                     Ok(c) => {
-                        let hit = c.classify(text);
+                        let hit = c.classify(&text);
                         if hit.is_none() {
                             self.out.notes.push(format!(
                                 "node '{node}': classifier '{set}' gave no answer; took the fallback"
@@ -406,23 +433,38 @@ impl Walk<'_> {
                 hit
             }
         };
-        let (intent, confidence) = hit?;
-        let accepted = confidence >= threshold;
-        self.out.classification = Some(Classification {
-            node: node.into(),
-            classifier: set.into(),
-            intent: intent.clone(),
-            confidence,
+        let decision = super::fit::gate(
+            &text,
+            hit.as_ref().map(|(i, c)| (i.as_str(), *c)),
             threshold,
-            accepted,
-        });
-        if !accepted {
-            self.out.notes.push(format!(
-                "node '{node}': intent '{intent}' at {confidence:.2} is below {threshold:.2}; took the fallback"
-            ));
-            return None;
+            allowed,
+        );
+        if let Some(note) = &decision.note {
+            self.out.notes.push(format!("node '{node}': {note}"));
         }
-        Some(intent)
+        match (&hit, &decision.intent) {
+            (Some((intent, confidence)), _) => {
+                let accepted = decision.intent.as_deref() == Some(intent.as_str());
+                self.out.classification = Some(Classification {
+                    node: node.into(),
+                    classifier: set.into(),
+                    intent: intent.clone(),
+                    confidence: *confidence,
+                    threshold,
+                    accepted,
+                });
+                if !accepted && decision.intent.is_none() && *confidence < threshold {
+                    self.out.notes.push(format!(
+                        "node '{node}': intent '{intent}' at {confidence:.2} is below {threshold:.2}; took the fallback"
+                    ));
+                }
+            }
+            (None, _) => {}
+        }
+        if decision.by == "rule" {
+            self.out.rule_intent = decision.intent.clone();
+        }
+        decision.intent
     }
 }
 
@@ -449,6 +491,7 @@ pub fn walk(
         parts: Vec::new(),
         said_any: false,
         classified: HashMap::new(),
+        attempts: Vec::new(),
     };
     let max_steps = engine.max_steps();
     let mut current = tree.entry.clone();
@@ -476,6 +519,15 @@ pub fn walk(
         };
         let next: Option<String> = match &def.node {
             Node::End {} => {
+                // A failed action counts as the answer only when it said
+                // why and no LLM answered after it.
+                for (name, ok, said) in std::mem::take(&mut w.attempts) {
+                    if ok || (said && w.out.llm.is_none()) {
+                        w.out.actions.push(name);
+                    } else {
+                        w.out.fell_through.push(name);
+                    }
+                }
                 let answer = w.parts.join(" ");
                 w.out.answer = answer;
                 w.out.recommendations.dedup();
@@ -537,7 +589,8 @@ pub fn walk(
                 branches,
                 fallback,
             } => {
-                match w.classify(&current, classifier, *min_confidence) {
+                let allowed = |i: &str| branches.contains_key(i);
+                match w.classify(&current, classifier, *min_confidence, &allowed) {
                     Some(intent) => match branches.get(&intent) {
                         Some(target) => Some(target.clone()),
                         None => {
@@ -951,7 +1004,9 @@ mod tests {
     #[test]
     fn no_classifier_takes_the_fallback_and_says_why() {
         let s = setup(&all_kinds(), false, 50);
-        let (r, _, host) = go(&s, "what time is it", "idle", false);
+        // Not one of the unambiguous frames, so only a classifier could
+        // take it.
+        let (r, _, host) = go(&s, "what's the time in Paris", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"]);
         assert!(
@@ -1048,7 +1103,14 @@ mod tests {
             out.path
         );
         assert_eq!(out.events[0].event, "stop");
+        // An unambiguous frame answers without the classifier...
         let (r, _, host) = go(&s, "what time is it", "idle", false);
+        let out = r.unwrap();
+        assert!(host.prompts.is_empty(), "{:?}", out.notes);
+        assert_eq!(out.actions, ["time_now"]);
+        assert_eq!(out.rule_intent.as_deref(), Some("time_now"));
+        // ...anything else falls back with the reason.
+        let (r, _, host) = go(&s, "what's the time in Paris", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"], "the router graph answers");
         assert!(

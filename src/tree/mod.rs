@@ -19,6 +19,7 @@
 pub mod actions;
 pub mod engine;
 pub mod expr;
+pub mod fit;
 pub mod interpreter;
 pub mod model;
 pub mod spoken_math;

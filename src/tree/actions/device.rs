@@ -5,9 +5,6 @@
 //! with itself. The voice loop reads `dnd` and `volume` after the turn and
 //! applies them.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
 use serde_json::Value;
 
 use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
@@ -106,13 +103,24 @@ impl Action for DoNotDisturb {
     }
 }
 
-/// A volume level said in the utterance ("set the volume to 30").
+/// A volume level said in the utterance ("set the volume to 30", "volume
+/// to forty"), through the one number parser; only a whole 0–100.
 fn said_level(text: &str) -> Option<i64> {
-    static NUM: OnceLock<Regex> = OnceLock::new();
-    let re = NUM.get_or_init(|| Regex::new(r"\b(\d{1,3})\b").expect("static regex"));
-    re.captures(text)
-        .and_then(|c| c[1].parse::<i64>().ok())
-        .filter(|v| (0..=100).contains(v))
+    crate::nlu::numbers::find_numbers(text)
+        .into_iter()
+        .find_map(|f| {
+            // "up by two" is a step, not a level: a level follows "to",
+            // "at", "volume" or "level".
+            let before = text[..f.bytes.start].trim_end().to_lowercase();
+            let level_word = ["to", "at", "volume", "level"]
+                .iter()
+                .any(|w| before.ends_with(&format!(" {w}")) || before == *w);
+            if !level_word {
+                return None;
+            }
+            let v = f.spoken.signed_f64();
+            (v.fract() == 0.0 && (0.0..=100.0).contains(&v)).then_some(v as i64)
+        })
 }
 
 impl Action for Volume {

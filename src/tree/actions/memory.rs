@@ -88,7 +88,13 @@ impl Action for MemoryRemember {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
-        let fact = fact_to_remember(&call.arg_or_text("fact"));
+        // A tag's or node's `fact` is taken as given; the utterance only
+        // through the gate's frame ("remember that …"), so "remember the
+        // titans" stores nothing.
+        let fact = match call.arg("fact").and_then(serde_json::Value::as_str) {
+            Some(f) => fact_to_remember(f),
+            None => crate::tree::fit::memory_fact(&call.text).unwrap_or_default(),
+        };
         if fact.is_empty() {
             return Ok(ActionOutput::failed("What should I remember?"));
         }
@@ -111,7 +117,11 @@ impl Action for MemoryForget {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
-        let query = memory_to_forget(&call.arg_or_text("query"));
+        // "never mind, forget it" names no memory: nothing is forgotten.
+        let query = match call.arg("query").and_then(serde_json::Value::as_str) {
+            Some(q) => memory_to_forget(q),
+            None => crate::tree::fit::memory_target(&call.text).unwrap_or_default(),
+        };
         if query.is_empty() {
             return Ok(ActionOutput::failed("What should I forget?"));
         }

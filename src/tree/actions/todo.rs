@@ -8,9 +8,6 @@
 //! it as `pending_delete` and moves the conversation to `confirm_delete`;
 //! the next turn's yes runs `todo_delete_confirm`.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
 use serde_json::{json, Value};
 
 use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
@@ -31,74 +28,21 @@ fn backend(env: &ActionEnv) -> &dyn TodoBackend {
     env.todos.as_ref()
 }
 
-fn lead_re(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
-    cell.get_or_init(|| {
-        Regex::new(&format!(r"(?i)^(?:(?:please|hey|okay|ok|can you|could you|would you|will you)[\s,]+)*(?:{alternatives})\b[\s,:]*"))
-            .expect("static regex")
-    })
-}
-
-fn trail_re(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
-    cell.get_or_init(|| {
-        Regex::new(&format!(r"(?i)[\s,]*\b(?:{alternatives})[\s.!?]*$")).expect("static regex")
-    })
-}
-
-/// The list phrase people end a request with ("to my to do list").
-const LIST_TAIL: &str = r"(?:to|on|onto|in|into|from|off|off of)\s+(?:my|the|our)\s+(?:(?:to\s*-?\s*do|todo|shopping|task|tasks|grocery|reminders?)\s+)?(?:list|lists|todos|to-dos|tasks)(?:\s+please)?|please";
-
-/// "remind me to buy milk" → "buy milk".
+/// "remind me to buy milk" → "buy milk"; empty when the utterance does
+/// not fit an add (the gate's frame, [`crate::tree::fit`]).
 pub fn item_to_add(text: &str) -> String {
-    static LEAD: OnceLock<Regex> = OnceLock::new();
-    static TRAIL: OnceLock<Regex> = OnceLock::new();
-    let lead = lead_re(
-        &LEAD,
-        r"remind me that i (?:need|have) to|remind me to|remind me|don't let me forget to|do not let me forget to|i need to remember to|i have to|i need to|i must|make a note to|make a note that i need to|create a (?:task|todo|to-do|to do|reminder) to|add a (?:task|todo|to-do|to do|reminder) to|new (?:task|todo|to-do|to do)|add|put|note down|write down|jot down|note",
-    );
-    let trail = trail_re(&TRAIL, LIST_TAIL);
-    let t = text.trim().trim_end_matches(['.', '!', '?']);
-    let t = lead.replace(t, "");
-    trail.replace(&t, "").trim().to_string()
+    crate::tree::fit::todo_item("todo_add", text).unwrap_or_default()
 }
 
-/// "mark the milk one as done" → "the milk one".
+/// "mark the milk one as done" → "the milk one"; "the eggs are done" →
+/// "the eggs"; empty when the utterance does not fit.
 pub fn item_to_complete(text: &str) -> String {
-    static LEAD: OnceLock<Regex> = OnceLock::new();
-    static TRAIL: OnceLock<Regex> = OnceLock::new();
-    let lead = lead_re(
-        &LEAD,
-        r"mark|check off|tick off|cross off|check|tick|complete|finish|i(?:'ve| have)? (?:finished|done|completed|did|bought|got)|i'm done with|done with|set",
-    );
-    let trail = trail_re(
-        &TRAIL,
-        &format!(r"(?:as\s+)?(?:done|complete|completed|finished)|{LIST_TAIL}|off"),
-    );
-    let t = text.trim().trim_end_matches(['.', '!', '?']);
-    let t = lead.replace(t, "");
-    let mut t = t.to_string();
-    // Trailing phrases can stack: "milk off my list as done".
-    for _ in 0..3 {
-        t = trail.replace(&t, "").to_string();
-    }
-    t.trim().to_string()
+    crate::tree::fit::todo_item("todo_complete", text).unwrap_or_default()
 }
 
-/// "delete the milk item" → "the milk item".
+/// "remove eggs from my list" → "eggs"; empty when it does not fit.
 pub fn item_to_delete(text: &str) -> String {
-    static LEAD: OnceLock<Regex> = OnceLock::new();
-    static TRAIL: OnceLock<Regex> = OnceLock::new();
-    let lead = lead_re(
-        &LEAD,
-        r"delete|remove|erase|drop|get rid of|scratch|take|clear",
-    );
-    let trail = trail_re(&TRAIL, &format!(r"{LIST_TAIL}|off|out"));
-    let t = text.trim().trim_end_matches(['.', '!', '?']);
-    let t = lead.replace(t, "");
-    let mut t = t.to_string();
-    for _ in 0..3 {
-        t = trail.replace(&t, "").to_string();
-    }
-    t.trim().to_string()
+    crate::tree::fit::todo_item("todo_delete", text).unwrap_or_default()
 }
 
 fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, ActionError> {
@@ -260,7 +204,7 @@ mod tests {
         assert_eq!(item_to_complete("mark buy milk as done"), "buy milk");
         assert_eq!(item_to_complete("check off eggs from my list"), "eggs");
         assert_eq!(item_to_complete("I finished the laundry"), "the laundry");
-        assert_eq!(item_to_delete("delete the milk item"), "the milk item");
+        assert_eq!(item_to_delete("delete the milk item"), "milk");
         assert_eq!(item_to_delete("remove eggs from my to do list"), "eggs");
         assert_eq!(item_to_delete("take call mom off my list"), "call mom");
     }

@@ -1,0 +1,874 @@
+//! The no-wrong-action gate: does the utterance fit the intent it was
+//! classified as, and what are the intent's arguments?
+//!
+//! A voice device that acts wrongly is worse than one that says "I can't".
+//! The classifier only says which intent an utterance is *near*; "strike
+//! eggs off my list" is near `todo_add`, "never mind, forget it" near
+//! `memory_forget`, "what time does the match start" near `time_now`. So
+//! every device intent has a *frame* here: the shapes of sentence that
+//! really ask for it, with the argument taken out ("X off my list" →
+//! complete X). An intent runs only when the classifier is confident *and*
+//! its frame fits ([`gate`]); a few frames are unambiguous on their own
+//! (`Strength::Strong`: "add X to my shopping list", "what time is it",
+//! spoken arithmetic) and decide even when the classifier is unsure or
+//! picked a neighbour. Everything else goes to the router graph.
+//!
+//! The actions take their arguments from the same frames
+//! ([`todo_item`], [`memory_fact`], …), so what the gate checked is what
+//! runs. Frames are written against the words people use, not against the
+//! example files; intents without a frame (a custom tree's) pass through
+//! on the classifier alone.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+/// How sure a frame alone is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strength {
+    /// The frame fits, but the words also have other readings: the
+    /// classifier must agree.
+    Weak,
+    /// The frame alone is unambiguous ("add milk to my shopping list").
+    Strong,
+}
+
+/// Whether an utterance fits an intent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fit {
+    /// It fits; `arg` is the intent's argument when it has one (the item,
+    /// the fact, the memory to forget).
+    Fits {
+        strength: Strength,
+        arg: Option<String>,
+    },
+    /// It does not; why, for the turn log.
+    Unfit(&'static str),
+    /// The gate has no frame for this intent (custom intents).
+    NoFrame,
+}
+
+impl Fit {
+    fn weak(arg: Option<String>) -> Fit {
+        Fit::Fits {
+            strength: Strength::Weak,
+            arg,
+        }
+    }
+    fn strong(arg: Option<String>) -> Fit {
+        Fit::Fits {
+            strength: Strength::Strong,
+            arg,
+        }
+    }
+    pub fn fits(&self) -> bool {
+        matches!(self, Fit::Fits { .. })
+    }
+    pub fn is_strong(&self) -> bool {
+        matches!(
+            self,
+            Fit::Fits {
+                strength: Strength::Strong,
+                ..
+            }
+        )
+    }
+    pub fn arg(&self) -> Option<&str> {
+        match self {
+            Fit::Fits { arg, .. } => arg.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// The intents that have a frame, in the order strong frames are tried.
+pub const FRAMED: &[&str] = &[
+    "calculate",
+    "stop",
+    "repeat",
+    "pause",
+    "resume",
+    "volume_up",
+    "volume_down",
+    "time_now",
+    "date_today",
+    "todo_list",
+    "todo_add",
+    "todo_complete",
+    "todo_delete",
+    "memory_list",
+    "memory_remember",
+    "memory_forget",
+];
+
+/// Labels that mean "none of the intents" (trained from out-of-scope
+/// examples).
+pub const REJECT: &[&str] = &["other", "oos"];
+
+/// What the gate decided for one classify node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The intent to take, or `None` for the node's fallback.
+    pub intent: Option<String>,
+    /// `classifier` (confident and fits), `rule` (a strong frame decided),
+    /// or `none`.
+    pub by: &'static str,
+    /// Why, when the gate changed or refused the classifier's answer.
+    pub note: Option<String>,
+}
+
+/// Decide a classify node: the classifier's `hit` (best intent and its
+/// confidence) against `threshold`, checked by the intent's frame.
+/// `allowed` says which intents the node can branch to (a strong frame
+/// for any other intent is not considered).
+pub fn gate(
+    text: &str,
+    hit: Option<(&str, f32)>,
+    threshold: f32,
+    allowed: &dyn Fn(&str) -> bool,
+) -> Decision {
+    // A reject class ("other", "oos") is the classifier saying "not a
+    // device command"; an unambiguous frame still decides.
+    let confident = hit
+        .filter(|(i, c)| *c >= threshold && !REJECT.contains(i))
+        .map(|(i, _)| i);
+    if let Some(intent) = confident {
+        match fit(intent, text) {
+            Fit::Fits { .. } | Fit::NoFrame => {
+                return Decision {
+                    intent: Some(intent.to_string()),
+                    by: "classifier",
+                    note: None,
+                }
+            }
+            Fit::Unfit(why) => {
+                if let Some(rule) = strong_rule(text, allowed) {
+                    return Decision {
+                        note: Some(format!(
+                            "intent '{intent}' does not fit ({why}); the words fit '{rule}'"
+                        )),
+                        intent: Some(rule),
+                        by: "rule",
+                    };
+                }
+                return Decision {
+                    intent: None,
+                    by: "none",
+                    note: Some(format!("intent '{intent}' does not fit: {why}")),
+                };
+            }
+        }
+    }
+    match strong_rule(text, allowed) {
+        Some(rule) => Decision {
+            note: Some(match hit {
+                Some((i, c)) => format!("'{i}' at {c:.2} is unsure; the words fit '{rule}'"),
+                None => format!("no classifier answer; the words fit '{rule}'"),
+            }),
+            intent: Some(rule),
+            by: "rule",
+        },
+        None => Decision {
+            intent: None,
+            by: "none",
+            note: None,
+        },
+    }
+}
+
+/// The one intent whose frame is strong for `text` (none when two are).
+pub fn strong_rule(text: &str, allowed: &dyn Fn(&str) -> bool) -> Option<String> {
+    let mut found: Option<&str> = None;
+    for intent in FRAMED.iter().copied().filter(|i| allowed(i)) {
+        if fit(intent, text).is_strong() {
+            match found {
+                // volume up/down both fit "set the volume to 30": same action.
+                Some(f) if f.starts_with("volume_") && intent.starts_with("volume_") => {}
+                Some(_) => return None,
+                None => found = Some(intent),
+            }
+        }
+    }
+    found.map(str::to_string)
+}
+
+/// Longest utterance a frame looks at (longer is not a device command).
+const MAX_WORDS: usize = 40;
+
+/// The utterance tidied for matching: straight apostrophes, single
+/// spaces, leading fillers and the wake word's "hey" and polite openers
+/// ("can you", "please") and trailing courtesy removed. Case is kept (the
+/// arguments are said back); patterns are case-insensitive.
+pub fn tidy(text: &str) -> String {
+    static LEAD: OnceLock<Regex> = OnceLock::new();
+    static TRAIL: OnceLock<Regex> = OnceLock::new();
+    let lead = LEAD.get_or_init(|| {
+        Regex::new(r"(?i)^(?:(?:um+|uh+|er+m?|hmm+|ah+|oh|hey|hi|ok|okay|alright|all right|right|so|well|yeah|yes|now|then|and|earshot|listen|quick(?:ly)?|just|please|kindly|(?:can|could|would|will) you(?: please)?|can i ask you to|i(?:'d| would) like you to|i want you to|i need you to|go ahead and)\b[\s,.!:-]*)+")
+            .expect("static regex")
+    });
+    let trail = TRAIL.get_or_init(|| {
+        Regex::new(r"(?i)(?:[\s,.!-]+(?:please|thanks|thank you|thx|cheers|now|for me|mate|buddy|will you|would you|ok|okay|right now))+[\s.!?]*$|[\s.!?]+$")
+            .expect("static regex")
+    });
+    let t: String = text
+        .chars()
+        .map(|c| match c {
+            '’' | '‘' | '`' => '\'',
+            '“' | '”' => '"',
+            c if c.is_whitespace() => ' ',
+            c => c,
+        })
+        .collect();
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let t = lead.replace(&t, "");
+    let t = trail.replace(&t, "");
+    t.trim_matches(|c: char| c == ',' || c == ' ').to_string()
+}
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(&format!("(?i){pattern}")).expect("static regex"))
+}
+
+macro_rules! rx {
+    ($pattern:expr) => {{
+        static CELL: OnceLock<Regex> = OnceLock::new();
+        re(&CELL, $pattern)
+    }};
+}
+
+/// A question rather than a request ("how do I add…", "did I…", "is the
+/// volume…"). Polite requests ("can you…") were removed by [`tidy`].
+fn is_question(t: &str) -> bool {
+    rx!(r"^(?:how|why|what|what's|whats|when|where|who|whom|whose|which|did|does|do|is|isn't|are|aren't|was|were|has|have|had|should|shall|would|could|can|will|am|may|might|must)\b")
+        .is_match(t)
+        || t.ends_with('?') && !rx!(r"^(?:can|could|would|will) you\b").is_match(t)
+}
+
+/// "don't add…", "I haven't bought…", "never…".
+fn is_negated(t: &str) -> bool {
+    rx!(r"\b(?:don't|dont|do not|doesn't|didn't|did not|never|not|haven't|have not|hasn't|won't|wouldn't|shouldn't|no longer|no need)\b")
+        .is_match(t)
+}
+
+/// Only a pronoun or a placeholder: no argument at all.
+fn is_empty_arg(arg: &str) -> bool {
+    let a = arg
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    a.is_empty()
+        || rx!(r"^(?:it|that|this|them|those|these|something|anything|stuff|things?|one|some|about it|about that|of it|everything|all|all of it|it all|the lot|whatever)$")
+            .is_match(&a)
+}
+
+/// A time or date inside an argument: that is a reminder or an alarm (the
+/// time issue's intents), not a plain to-do.
+fn has_time(arg: &str) -> bool {
+    rx!(r"\b(?:at \d|at (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|noon|midnight)\b|in (?:an?|\d+|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|fifty|sixty|ninety|half an?) (?:few )?(?:minutes?|mins?|hours?|seconds?|days?|weeks?)|tomorrow|tonight|this (?:morning|afternoon|evening)|(?:on|next|every) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week|month)|o'clock|\d{1,2}:\d{2}|\d+ ?(?:am|pm)\b|[ap]\.m\.)")
+        .is_match(arg)
+}
+
+/// Words that mean taking something off a list.
+fn has_removal(t: &str) -> bool {
+    rx!(r"\b(?:off|remove|delete|erase|done|finished|bought|cross|tick|strike|scratch|completed?|rid)\b")
+        .is_match(t)
+}
+
+const LIST_NOUN: &str = r"(?:(?:to[- ]?do|todo|shopping|grocery|groceries|task|tasks|reminders?|chores?|jobs)\s+)?(?:list|lists|todos|to-dos|to dos|tasks)";
+const POSSESSIVE: &str = r"(?:my|the|our|me|this|your)";
+
+/// The argument inside quotes, when the user quoted it ("add 'delete
+/// everything' to my list"): taken as said, its words not read as a
+/// command.
+fn quoted(t: &str) -> Option<(String, String)> {
+    let caps = rx!(r#"["']([^"']{1,200})["']"#).captures(t)?;
+    let whole = caps.get(0)?;
+    let inner = caps.get(1)?.as_str().trim().to_string();
+    // An apostrophe inside a word ("mum's") is not a quote.
+    let before = t[..whole.start()].chars().last();
+    if before.is_some_and(char::is_alphanumeric) || inner.is_empty() {
+        return None;
+    }
+    let rest = format!("{} ITEM {}", &t[..whole.start()], &t[whole.end()..]);
+    Some((inner, rest.split_whitespace().collect::<Vec<_>>().join(" ")))
+}
+
+/// Does `text` fit `intent`? The arguments come out of the same match.
+pub fn fit(intent: &str, text: &str) -> Fit {
+    if text.split_whitespace().count() > MAX_WORDS {
+        return Fit::Unfit("too long for a device command");
+    }
+    let t = tidy(text);
+    if t.is_empty() || !t.chars().any(char::is_alphanumeric) {
+        return Fit::Unfit("no words");
+    }
+    match intent {
+        "calculate" => calculate(text),
+        "stop" => stop(&t),
+        "repeat" => repeat(&t),
+        "pause" => pause(&t),
+        "resume" => resume(&t),
+        "volume_up" => volume(&t, true),
+        "volume_down" => volume(&t, false),
+        "time_now" => time_now(&t),
+        "date_today" => date_today(&t),
+        "todo_list" => todo_list(&t),
+        "todo_add" => todo_add(&t),
+        "todo_complete" => todo_complete(&t),
+        "todo_delete" => todo_delete(&t),
+        "memory_list" => memory_list(&t),
+        "memory_remember" => memory_remember(&t),
+        "memory_forget" => memory_forget(&t),
+        _ => Fit::NoFrame,
+    }
+}
+
+/// The to-do item an utterance names for `intent` (`todo_add`,
+/// `todo_complete`, `todo_delete`), when its frame fits.
+pub fn todo_item(intent: &str, text: &str) -> Option<String> {
+    fit(intent, text).arg().map(str::to_string)
+}
+
+/// The fact "remember that …" asks to keep, when the frame fits.
+pub fn memory_fact(text: &str) -> Option<String> {
+    fit("memory_remember", text).arg().map(str::to_string)
+}
+
+/// What "forget …" asks to forget, when the frame fits.
+pub fn memory_target(text: &str) -> Option<String> {
+    fit("memory_forget", text).arg().map(str::to_string)
+}
+
+fn calculate(text: &str) -> Fit {
+    if crate::tree::spoken_math::to_expression(text).is_some() {
+        Fit::strong(None)
+    } else {
+        Fit::Unfit("not arithmetic")
+    }
+}
+
+const STOP_WORDS: &str = r"(?:stop(?: it| that| talking| speaking| now| there| right there)?|cancel(?: that| it)?|enough(?: now)?|that'?s enough|that will do|that'll do|quiet|be quiet|keep quiet|shut up|shush|shh+|sh+|hush|silence|zip it|never ?mind|nevermind|forget it|forget about it|forget that|no|nope|abort|halt|okay stop|wait|hold on|be still|pipe down)";
+
+fn stop(t: &str) -> Fit {
+    let whole = rx!(&format!(r"^(?:{STOP_WORDS})(?:[\s,.!]+(?:{STOP_WORDS}))*$"));
+    if whole.is_match(t) {
+        // "no" and "wait" alone are answers more than commands.
+        if rx!(r"^(?:no|nope|wait|hold on)$").is_match(t) {
+            return Fit::weak(None);
+        }
+        return Fit::strong(None);
+    }
+    if is_question(t) {
+        return Fit::Unfit("a question, not a command");
+    }
+    // "stop reminding me", "stop the timer": something else to stop.
+    if rx!(r"^(?:stop|cancel)\b").is_match(t) && t.split_whitespace().count() > 1 {
+        return Fit::Unfit("stops something other than the speech");
+    }
+    if t.split_whitespace().count() <= 4 && !is_negated(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("too long for a stop word")
+}
+
+fn repeat(t: &str) -> Fit {
+    if rx!(r"^(?:(?:sorry|pardon|excuse me),? )?(?:say (?:that|it|this) (?:again|once more)|say again|repeat(?: that| it| yourself| the last (?:thing|answer|bit|part|sentence))?(?: again)?|come again|pardon(?: me)?|sorry|excuse me|once more|one more time|again|what did you (?:just )?say|what was that|what'?s that|i didn'?t (?:catch|hear) (?:that|you|it)|i missed that|run that by me again|tell me (?:that|it) again|(?:could|can) you repeat(?: that)?)$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if rx!(r"\b(?:after me|how do you say|say it in|about|spell)\b").is_match(t) {
+        return Fit::Unfit("asks something else");
+    }
+    if rx!(r"\b(?:again|repeat|say that|catch that|what you said|last thing)\b").is_match(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words of repeating")
+}
+
+fn pause(t: &str) -> Fit {
+    if rx!(r"^(?:(?:turn on |switch on |enable |activate |go into |put yourself in(?:to)? )?(?:do not disturb|don'?t disturb|dnd)(?: mode)?(?: on)?|pause(?: listening| yourself| for (?:a (?:bit|while|moment|minute)|now))?|stop listening(?: for (?:a (?:bit|while)|now))?|go to sleep|(?:have a |take a )(?:break|rest|nap)|mute(?: yourself| the mic(?:rophone)?)?|go quiet for (?:a (?:bit|while)|now)|give me (?:some )?(?:peace|quiet|peace and quiet|privacy)|leave me alone(?: for a (?:bit|while))?|privacy mode|sleep mode|sleep(?: now)?|don'?t listen)$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if is_question(t) {
+        return Fit::Unfit("a question, not a command");
+    }
+    if rx!(r"\b(?:pause|disturb|mute|sleep|break|listening|quiet for)\b").is_match(t)
+        && !rx!(r"\bpause (?:the|my|this|that) (?:music|video|film|movie|song|show|game|timer|podcast)\b").is_match(t)
+    {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words of pausing")
+}
+
+fn resume(t: &str) -> Fit {
+    if rx!(r"\b(?:wake me|me up|get me up|alarm|timer|remind)\b").is_match(t) || has_time(t) {
+        return Fit::Unfit("a wake-up time or a timer, not resuming");
+    }
+    if rx!(r"^(?:resume(?: listening)?|un-?pause|start listening(?: again)?|(?:you can|ok to) (?:listen|talk|speak) (?:again|now)|listen(?:ing)? again|i'?m back|come back|you'?re back|be back|wake up|back on|(?:turn|switch) off do not disturb|(?:turn|switch) do not disturb off|(?:disable|end|cancel|stop|exit|leave) do not disturb(?: mode)?|do not disturb off|dnd off|unmute(?: yourself)?|carry on listening)$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if is_question(t) {
+        return Fit::Unfit("a question, not a command");
+    }
+    if rx!(r"\b(?:resume|unpause|un-pause|listening again|unmute|back|disturb)\b").is_match(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words of resuming")
+}
+
+const AUDIO: &str = r"(?:it|that|this|you|yourself|the volume|volume|the sound|sound|the music|the audio|audio|the speaker|your voice|things)";
+
+fn volume(t: &str, up: bool) -> Fit {
+    // A level said: either direction's action sets it.
+    if rx!(r"^(?:set |change |put |turn |make )?(?:the )?(?:volume|sound)(?: level)? (?:to|at|on) (?:level )?\S+(?: percent| per cent|%)?$|^volume (?:\d+|[a-z]+(?: [a-z]+)?)(?: percent)?$").is_match(t)
+        && crate::nlu::numbers::find_numbers(t).len() == 1
+    {
+        return Fit::strong(None);
+    }
+    let (strong, weak, other) = if up {
+        (
+            format!(
+                r"^(?:(?:turn|crank|bump|pump|bring|push) (?:{AUDIO} )?up(?: (?:{AUDIO}))?(?: (?:a (?:bit|little|touch|notch|tad)|some|more|loads))?|(?:a (?:bit|little|touch|tad) )?louder(?: (?:please|a bit|still))?|(?:make it |go |be |talk |speak )(?:a (?:bit|little) )?louder|volume up|up the volume|speak up|increase (?:the )?(?:volume|sound)|raise (?:the )?(?:volume|sound|your voice)|more volume|(?:i )?can'?t hear you|i cannot hear you|i can barely hear you|(?:it'?s|you'?re) (?:too quiet|too soft|not loud enough))$"
+            ),
+            r"\b(?:louder|volume|speak up|turn (?:it|you|that) up|can't hear|cannot hear|barely hear|too quiet)\b",
+            r"\b(?:quieter|softer|down|lower|too loud|decrease|reduce)\b",
+        )
+    } else {
+        (
+            format!(
+                r"^(?:(?:turn|bring|knock|take) (?:{AUDIO} )?down(?: (?:{AUDIO}))?(?: (?:a (?:bit|little|touch|notch|tad)|some))?|(?:a (?:bit|little|touch|tad) )?(?:quieter|softer)(?: please)?|(?:make it |go |be |talk |speak )(?:a (?:bit|little) )?(?:quieter|softer|lower)|volume down|lower (?:the )?(?:volume|sound|your voice)|(?:decrease|reduce) (?:the )?(?:volume|sound)|less volume|not so loud|(?:it'?s|you'?re) (?:too loud|a bit loud|very loud|so loud)|too loud|keep it down)$"
+            ),
+            r"\b(?:quieter|softer|volume|turn (?:it|you|that) down|too loud|so loud|keep it down)\b",
+            r"\b(?:louder|up|increase|raise|too quiet|can't hear)\b",
+        )
+    };
+    if rx_dyn(&strong).is_match(t) {
+        return Fit::strong(None);
+    }
+    if is_question(t) {
+        return Fit::Unfit("a question, not a command");
+    }
+    if rx!(r"\bvolume of\b|\b(?:heat|heating|temperature|thermostat|lights?|tv|radio|oven|fan|brightness)\b").is_match(t) {
+        return Fit::Unfit("about something other than my volume");
+    }
+    let weak_ok = Regex::new(&format!("(?i){weak}")).is_ok_and(|r| r.is_match(t));
+    let other_way = Regex::new(&format!("(?i){other}")).is_ok_and(|r| r.is_match(t));
+    if weak_ok && !other_way && !is_negated(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words of the volume going that way")
+}
+
+/// A regex built from a runtime pattern, cached by its text.
+fn rx_dyn(pattern: &str) -> Regex {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: OnceLock<Mutex<HashMap<String, Regex>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = map.get(pattern) {
+        return r.clone();
+    }
+    let r = Regex::new(&format!("(?i){pattern}")).expect("static regex");
+    map.insert(pattern.to_string(), r.clone());
+    r
+}
+
+fn time_now(t: &str) -> Fit {
+    if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me|got|have you got|do you have|do you know|you got|check|what'?s the current|current)\s+)?(?:the\s+)?(?:current\s+|exact\s+)?time(?:\s+(?:is it|now|right now|please|at the moment|currently))?$|^(?:what|which) (?:time|hour) is it(?: now| right now| at the moment| currently| here)?$|^what time (?:do you make it|have we got|is it now)$|^(?:do you know|can you tell me|could you tell me|tell me) what time it is(?: now| right now)?$|^time check$|^how late is it$|^is it late$|^what o'?clock is it$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if rx!(r"\b(?:time|times) (?:in|at|for|of|zone|zones|difference|limit|table|tables|travel|machine|left|lapse|span|frame|line|out|off|to (?:go|leave|get|make|cook|boil|bake))\b|\btimes\b|\btimer\b|\bhow (?:much|long|many)\b|\bwhat time (?:does|do|did|will|would|should|shall|is the|are the|was|were|is my|is our)\b|\b(?:when|alarm|remind|schedule|calendar|meeting|match|game|film|movie|show|train|bus|flight|sunset|sunrise|open|close|closes|opens)\b|\btime (?:is it|now) in\b").is_match(t) {
+        return Fit::Unfit("asks about another time, not the time now");
+    }
+    if rx!(r"\b(?:time|o'?clock|what hour)\b").is_match(t) && is_question_or_short(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words asking the time")
+}
+
+fn is_question_or_short(t: &str) -> bool {
+    is_question(t) || t.split_whitespace().count() <= 5
+}
+
+fn date_today(t: &str) -> Fit {
+    if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me)\s+)?(?:the\s+)?(?:date|today'?s date|date today|day today|day of the week|day it is)(?:\s+(?:today|is it|please|is it today))?$|^(?:what|which) (?:day|date) is (?:it|today)(?: today)?$|^what'?s today$|^what is today$|^what day of the (?:week|month) is it(?: today)?$|^(?:what'?s|what is) the date today$|^(?:do you know|can you tell me|tell me) (?:what day|the date|what the date is|what day it is)(?: today)?$|^what'?s today'?s date$|^which day is it$|^what month is it$|^what year is it$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if rx!(r"\b(?:when|birthday|anniversary|christmas|easter|holiday|weekend|tomorrow|yesterday|next|last|ago|until|till|since|date of|dates|day after|day before|how many|how long|date night|dating|deadline|due|calendar|appointment|meeting|free)\b").is_match(t)
+        || rx!(r"\bwhat (?:date|day) (?:is|was|will be|falls on) (\w+)")
+            .captures(t)
+            .is_some_and(|c| !matches!(&c[1], "it" | "today"))
+    {
+        return Fit::Unfit("asks about another day, not today");
+    }
+    if rx!(r"\b(?:date|day|today|month|year)\b").is_match(t) && is_question_or_short(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("no words asking the date")
+}
+
+fn todo_list(t: &str) -> Fit {
+    let possessed =
+        format!(r"\b{POSSESSIVE}\s+{LIST_NOUN}\b|\bmy (?:to[- ]?dos?|todos|tasks|chores|jobs)\b");
+    if rx_dyn(&format!(r"^(?:(?:what'?s|what is|whats|what are|what'?s left|what is left|anything|is there anything|is anything|what else is|what have i got|what do i have|what have we got)\s+)?(?:still\s+)?(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:today|now|for today|at the moment|so far))?$|^(?:read|show|tell|give|list|check|go through|run through|read out|read back|open)(?: me| us)?(?: out)?\s+(?:what'?s on\s+)?{POSSESSIVE}\s+{LIST_NOUN}(?: out)?$|^(?:my|the|our)\s+{LIST_NOUN}$|^what (?:do|have|must|should) (?:i|we) (?:have|got|need|gotta) to do(?: today| now)?$|^what'?s on my (?:plate|agenda)(?: today)?$|^what are my (?:tasks|todos|to-dos|to dos|chores|jobs)(?: today| for today)?$")).is_match(t) {
+        return Fit::strong(None);
+    }
+    if rx!(r"\b(?:list of|list the|list all|a list|guest list|playlist|wish ?list|waiting list|bucket list|reading list|watch ?list|mailing list|list price|top \d+|how (?:do|can|to))\b").is_match(t) {
+        return Fit::Unfit("about another list");
+    }
+    if has_removal(t) || rx!(r"\b(?:add|put|stick|remove|delete)\b").is_match(t) {
+        return Fit::Unfit("changes the list rather than reading it");
+    }
+    if rx_dyn(&possessed).is_match(t) {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("does not name my to-do list")
+}
+
+/// The item between a lead and the list phrase, tidied.
+fn clean_item(item: &str) -> String {
+    let item = item
+        .trim()
+        .trim_matches(|c: char| c == ',' || c == ':' || c == '-');
+    let item = rx!(r"^(?:an item (?:called|for)|a (?:task|todo|to-do|note|reminder|item) (?:to|for|called|saying)|the item|item)\s+")
+        .replace(item, "");
+    item.trim().to_string()
+}
+
+fn todo_add(t: &str) -> Fit {
+    let (quoted_item, t_owned) = match quoted(t) {
+        Some((inner, rest)) => (Some(inner), rest),
+        None => (None, t.to_string()),
+    };
+    let t = t_owned.as_str();
+    let item_of = |s: &str| match &quoted_item {
+        Some(q) if s.contains("ITEM") => clean_item(&s.replace("ITEM", q)),
+        _ => clean_item(s),
+    };
+    if is_question(t) {
+        return Fit::Unfit("a question, not a request");
+    }
+    if is_negated(t) && !rx!(r"^(?:don'?t|do not) let me forget to\b").is_match(t) {
+        return Fit::Unfit("negated");
+    }
+    let verbs = r"add|put|stick|pop|throw|chuck|bung|jot|jot down|write|write down|note down|pencil in|include|append|slap|whack|get|save";
+    let strong = rx_dyn(&format!(
+        r"^(?:{verbs})\s+(?P<item>.+?)\s+(?:to|on|onto|in|into|on to|down on|at the (?:end|bottom) of)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
+    ));
+    let lead = rx!(
+        r"^(?:remind me to|don'?t let me forget to|do not let me forget to|make a note to|make a note that i (?:need|have) to|i need to remember to|add (?:a |an )?(?:new )?(?:task|todo|to-do|to do|item|reminder|note) to|(?:new|add a|create a) (?:task|todo|to-do|to do|item)(?: to| called| for)?:?|(?:to[- ]?do|todo|task|shopping list|list)\s*:)\s+(?P<item>.+)$"
+    );
+    let weak_lead = rx_dyn(&format!(
+        r"^(?:(?:{verbs})(?:\s+down)?|i (?:need|have|must|gotta|got) to|i'?ve got to|we need to|we have to|i need to buy|we need|i need|we'?re out of|we are out of|i'?m out of|we'?ve run out of|we have run out of|we'?re running low on|running low on|out of)\s+(?P<item>.+?)(?:\s+(?:to|on|onto)\s+{POSSESSIVE}\s+{LIST_NOUN})?$"
+    ));
+    let (item, strength) = if let Some(c) = strong.captures(t) {
+        (item_of(&c["item"]), Strength::Strong)
+    } else if let Some(c) = lead.captures(t) {
+        (item_of(&c["item"]), Strength::Strong)
+    } else if let Some(c) = weak_lead.captures(t) {
+        (item_of(&c["item"]), Strength::Weak)
+    } else if let Some(c) = rx_dyn(&format!(
+        r"^(?P<item>.+?)\s+(?:to|on|onto)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
+    ))
+    .captures(t)
+    {
+        (item_of(&c["item"]), Strength::Weak)
+    } else {
+        return Fit::Unfit("no words of adding to my list");
+    };
+    if is_empty_arg(&item) {
+        return Fit::Unfit("no item named");
+    }
+    let unquoted = quoted_item.is_none();
+    if unquoted && has_removal(&item) {
+        return Fit::Unfit("the words take something off, not add it");
+    }
+    if unquoted && rx!(r"\b(?:to|into|in|on|onto) (?:the|a|my|your|his|her|our|this|that) \w+$|\s(?:on|off|up|down|away|out|back|in)$|\b(?:list|lists)\b").is_match(&item) {
+        return Fit::Unfit("adds to something other than my list");
+    }
+    if has_time(&item) {
+        return Fit::Unfit("has a time: a reminder, not a to-do");
+    }
+    if item.split_whitespace().count() > 12 {
+        return Fit::Unfit("too long for a to-do item");
+    }
+    Fit::Fits {
+        strength,
+        arg: Some(item),
+    }
+}
+
+fn todo_complete(t: &str) -> Fit {
+    if is_question(t) {
+        return Fit::Unfit("a question, not a request");
+    }
+    if is_negated(t)
+        || rx!(r"\b(?:yet|will|going to|gonna|tomorrow|later|need to|have to)\b").is_match(t)
+    {
+        return Fit::Unfit("not done yet");
+    }
+    let strong = rx_dyn(&format!(
+        r"^(?:cross|tick|check|strike|knock|scratch|mark|score)\s+(?P<item>.+?)\s+off(?:\s+(?:of\s+)?{POSSESSIVE}\s+{LIST_NOUN})?$|^(?:cross|tick|check|strike|knock|scratch|mark)\s+off\s+(?P<item2>.+?)(?:\s+(?:on|from|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^mark\s+(?P<item3>.+?)\s+(?:as\s+)?(?:done|complete|completed|finished|bought|sorted)(?:\s+(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^(?P<item4>.+?)\s+off\s+{POSSESSIVE}\s+{LIST_NOUN}$"
+    ));
+    let weak = rx!(
+        r"^(?:i(?:'ve| have)?|we(?:'ve| have)?|just)\s+(?:just\s+|already\s+|finally\s+)?(?:bought|got|picked up|done|finished|completed|did|called|rang|phoned|paid|booked|sorted|sorted out|watered|posted|sent|cleaned|fixed|fed|walked|emptied|taken out|took out|washed|returned|cancelled|renewed|grabbed)\s+(?P<item>.+)$|^(?P<item2>.+?)\s+(?:is|are|'s|was|were|has been|have been)\s+(?:all\s+|now\s+|finally\s+)?(?:done|finished|complete|completed|sorted|bought|dealt with|taken care of|handled|ticked off|crossed off)$|^(?:done|finished|completed)(?:\s+with)?\s+(?P<item3>.+)$|^(?:complete|finish|tick|check)\s+(?P<item4>.+)$"
+    );
+    let (c, strength) = if let Some(c) = strong.captures(t) {
+        (c, Strength::Strong)
+    } else if let Some(c) = weak.captures(t) {
+        (c, Strength::Weak)
+    } else {
+        return Fit::Unfit("no words of finishing an item");
+    };
+    let raw = ["item", "item2", "item3", "item4"]
+        .iter()
+        .find_map(|n| c.name(n))
+        .map(|m| m.as_str())
+        .unwrap_or_default();
+    // "take X off my list", "remove X off the list" are deletions.
+    if rx!(r"^(?:take|remove|delete|get|erase|drop)\b").is_match(raw) {
+        return Fit::Unfit("a deletion, not done");
+    }
+    let item =
+        clean_item(&rx!(r"\s+(?:from|on|in)\s+(?:my|the|our)\s+(?:\w+\s+)?list$").replace(raw, ""));
+    let item = rx!(r"^(?:the\s+)?(?:item|task|todo|to-do|one)\s+")
+        .replace(&item, "")
+        .to_string();
+    if is_empty_arg(&item) {
+        return Fit::Unfit("no item named");
+    }
+    if item.split_whitespace().count() > 10 {
+        return Fit::Unfit("too long for a to-do item");
+    }
+    Fit::Fits {
+        strength,
+        arg: Some(item),
+    }
+}
+
+fn todo_delete(t: &str) -> Fit {
+    if is_question(t) {
+        return Fit::Unfit("a question, not a request");
+    }
+    if is_negated(t) {
+        return Fit::Unfit("negated");
+    }
+    let verbs = r"delete|remove|erase|drop|get rid of|scrap|bin|take|cut|ditch|lose|clear";
+    let strong = rx_dyn(&format!(
+        r"^(?:{verbs})\s+(?P<item>.+?)\s+(?:from|off|out of|off of)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:entirely|completely|altogether))?$"
+    ));
+    let weak = rx_dyn(&format!(
+        r"^(?:{verbs})\s+(?:the\s+)?(?:item|task|todo|to-do|entry|one)?\s*(?P<item>.+?)(?:\s+(?:item|task|todo|entry|one))?(?:\s+(?:off|out))?$"
+    ));
+    let (raw, strength) = if let Some(c) = strong.captures(t) {
+        (c["item"].to_string(), Strength::Strong)
+    } else if let Some(c) = weak.captures(t) {
+        (c["item"].to_string(), Strength::Weak)
+    } else {
+        return Fit::Unfit("no words of deleting an item");
+    };
+    let item = clean_item(&raw);
+    if is_empty_arg(&item)
+        || rx!(
+            r"^(?:my|the|our|this|that)\s+(?:\w+\s+)?(?:list|todos|tasks)$|^(?:everything|all)\b"
+        )
+        .is_match(&item)
+    {
+        return Fit::Unfit("names no single item");
+    }
+    if rx!(r"\b(?:memory|memories|remember|alarm|timer|reminder|event|appointment|email|message|file|photo|account|app)\b").is_match(&item) {
+        return Fit::Unfit("deletes something other than a to-do");
+    }
+    if strength == Strength::Weak && item.split_whitespace().count() > 6 {
+        return Fit::Unfit("too long for a to-do item");
+    }
+    Fit::Fits {
+        strength,
+        arg: Some(item),
+    }
+}
+
+fn memory_list(t: &str) -> Fit {
+    if rx!(r"^(?:what (?:do|did) you (?:remember|know|recall)(?: about me| about myself| of me)?|what have i told you(?: about (?:me|myself))?|what do you know about me|what'?s in your memory|(?:list|read|show|tell me)(?: me)? (?:my |your |the )?memories|tell me what you (?:remember|know)(?: about me)?|what have you (?:remembered|stored|saved|learned)(?: about me)?|what do you have on me|what'?s stored about me|what do you keep about me)$").is_match(t) {
+        return Fit::strong(None);
+    }
+    if rx!(r"\b(?:about me|about myself|my memories|your memory|have i told you|you remember)\b")
+        .is_match(t)
+        && is_question_or_short(t)
+        && !rx!(r"\bremember (?:when|the|that time|how|what|where|who)\b").is_match(t)
+    {
+        return Fit::weak(None);
+    }
+    Fit::Unfit("does not ask what I remember")
+}
+
+fn memory_remember(t: &str) -> Fit {
+    if is_question(t) {
+        return Fit::Unfit("a question, not a request");
+    }
+    let lead = rx!(
+        r"^(?:please\s+)?(?:remember|don'?t forget|do not forget|keep in mind|bear in mind|make a note|take note|note|for (?:future reference|the record)|just so you know|fyi|for your information|i want you to know|you should know|store this|save this)(?:\s+that|\s+this)?[\s,:-]+(?P<fact>.+)$"
+    );
+    let trail = rx!(
+        r"^(?P<fact>.+?)[\s,.-]+(?:remember that|remember this|please remember|remember it|don'?t forget (?:that|it)|keep that in mind|make a note of (?:that|it))$"
+    );
+    let (fact, strength) = if let Some(c) = lead.captures(t) {
+        (c["fact"].trim().to_string(), Strength::Strong)
+    } else if let Some(c) = trail.captures(t) {
+        (c["fact"].trim().to_string(), Strength::Strong)
+    } else {
+        return Fit::Unfit("no words of remembering a fact");
+    };
+    if rx!(r"^(?:to|when|how|where|who|what|the time|me\b|us\b|you\b|if|whether)").is_match(&fact) {
+        return Fit::Unfit("not a fact to keep (a reminder, or a question)");
+    }
+    if is_empty_arg(&fact) || fact.split_whitespace().count() < 3 {
+        return Fit::Unfit("no fact said");
+    }
+    if has_time(&fact) && rx!(r"^(?:i|we) (?:need|have|must|should) to\b").is_match(&fact) {
+        return Fit::Unfit("a reminder with a time");
+    }
+    Fit::Fits {
+        strength,
+        arg: Some(fact.trim_end_matches(['.', '!']).to_string()),
+    }
+}
+
+fn memory_forget(t: &str) -> Fit {
+    if is_question(t) {
+        return Fit::Unfit("a question, not a request");
+    }
+    if rx!(r"^(?:i|we|you|he|she|they)\s+(?:forgot|forget|have forgotten|'ve forgotten|always forget|keep forgetting)\b|^(?:don'?t|do not|never|never ever)\s+forget\b|\bforgot\b").is_match(t) {
+        return Fit::Unfit("about forgetting, not a request to forget");
+    }
+    let lead = rx!(
+        r"^(?:forget what (?:i said|i told you|you know) about|forget the fact that|forget that|forget about|forget|delete the memory (?:that|about|of)|delete (?:my|the) memory (?:that|about|of)|remove the memory (?:that|about|of)|erase the memory (?:that|about|of)|delete what you know about|erase what you know about|stop remembering(?: that)?|wipe the memory (?:that|about))\s+(?P<what>.+)$"
+    );
+    let Some(c) = lead.captures(t) else {
+        return Fit::Unfit("no words of forgetting a memory");
+    };
+    let what = c["what"].trim().to_string();
+    if is_empty_arg(&what)
+        || rx!(r"^(?:it|that|this|everything|all|about it|me|you|my list|the list)\b")
+            .is_match(&what)
+    {
+        return Fit::Unfit("names no memory");
+    }
+    if rx!(r"^(?:to|the (?:alarm|timer|reminder|list))\b").is_match(&what) {
+        return Fit::Unfit("not a memory");
+    }
+    Fit::strong(Some(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arg(intent: &str, text: &str) -> Option<String> {
+        fit(intent, text).arg().map(str::to_string)
+    }
+
+    #[test]
+    fn list_phrases_pick_the_right_intent_and_item() {
+        assert_eq!(
+            strong_rule("strike eggs off my list", &|_| true).as_deref(),
+            Some("todo_complete")
+        );
+        assert_eq!(
+            arg("todo_complete", "strike eggs off my list").as_deref(),
+            Some("eggs")
+        );
+        assert!(!fit("todo_add", "strike eggs off my list").fits());
+        assert_eq!(
+            arg("todo_complete", "the eggs are done").as_deref(),
+            Some("the eggs")
+        );
+        assert_eq!(
+            arg("todo_add", "stick milk on the list").as_deref(),
+            Some("milk")
+        );
+        assert_eq!(
+            arg("todo_add", "add 'delete everything' to my list").as_deref(),
+            Some("delete everything")
+        );
+        assert_eq!(
+            arg("todo_delete", "remove the dentist from my list").as_deref(),
+            Some("the dentist")
+        );
+        assert!(!fit("todo_add", "add salt to the pasta").fits());
+        assert!(!fit("todo_add", "how do i add things to my list").fits());
+        assert!(!fit("todo_list", "list the planets").fits());
+    }
+
+    #[test]
+    fn never_mind_forgets_nothing() {
+        assert!(!fit("memory_forget", "never mind, forget it").fits());
+        assert!(fit("stop", "never mind, forget it").is_strong());
+        assert!(!fit("memory_forget", "I forgot my keys").fits());
+        assert_eq!(
+            arg("memory_forget", "forget that I like jazz").as_deref(),
+            Some("I like jazz")
+        );
+        assert!(!fit("memory_forget", "forget everything").fits());
+    }
+
+    #[test]
+    fn other_times_are_not_the_time_now() {
+        assert!(!fit("time_now", "what time does the match start tonight").fits());
+        assert!(fit("time_now", "what's the time").is_strong());
+        assert!(!fit("resume", "get me up at six").fits());
+        assert!(!fit("date_today", "when is easter").fits());
+    }
+
+    #[test]
+    fn the_gate_refuses_unfit_and_rescues_strong() {
+        let all = |_: &str| true;
+        let d = gate(
+            "strike eggs off my list",
+            Some(("todo_add", 0.9)),
+            0.6,
+            &all,
+        );
+        assert_eq!(d.intent.as_deref(), Some("todo_complete"));
+        assert_eq!(d.by, "rule");
+        let d = gate(
+            "never mind, forget it",
+            Some(("memory_forget", 0.9)),
+            0.6,
+            &all,
+        );
+        assert_eq!(d.intent.as_deref(), Some("stop"));
+        let d = gate("add salt to the pasta", Some(("todo_add", 0.9)), 0.6, &all);
+        assert_eq!(d.intent, None);
+        let d = gate("nineteen plus six", Some(("other", 0.9)), 0.6, &all);
+        assert_eq!(d.intent.as_deref(), Some("calculate"));
+        let d = gate("shh", None, 0.6, &all);
+        assert_eq!(d.intent.as_deref(), Some("stop"));
+        // A custom intent without a frame passes on the classifier alone.
+        let d = gate("lights on", Some(("lights", 0.9)), 0.6, &all);
+        assert_eq!(d.intent.as_deref(), Some("lights"));
+    }
+
+    #[test]
+    fn bad_input_is_refused_quickly() {
+        let long = "add ".repeat(5000);
+        let started = std::time::Instant::now();
+        for intent in FRAMED {
+            for text in [
+                "",
+                "!!!",
+                "🙂🙂",
+                "the the the",
+                long.as_str(),
+                "¿qué hora es?",
+            ] {
+                let f = fit(intent, text);
+                assert!(
+                    !f.is_strong() || *intent == "stop",
+                    "{intent} {text:?} {f:?}"
+                );
+            }
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+}
