@@ -468,7 +468,10 @@ mod tests {
     #[test]
     fn a_broken_or_unused_file_is_reported_and_never_refuses_the_tree() {
         let (_d, u) = user(&[
-            ("device.txt", "gimme the hour\n## time_now\nok then\n"),
+            (
+                "device.txt",
+                "gimme the hour\n## time_now\nok then\n## pause\nStop\n",
+            ),
             ("house.txt", "## lights_on\nlights on please\n"),
         ]);
         let tree = Tree::parse(DEFAULT_TREE, "the default tree").unwrap();
@@ -480,13 +483,18 @@ mod tests {
             "the broken file was left out"
         );
         let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-        assert_eq!(shown.len(), 2, "{shown:#?}");
+        assert_eq!(shown.len(), 3, "{shown:#?}");
         assert!(shown[0].contains("device.txt:1: utterance \"gimme the hour\" comes before"));
         assert!(
-            shown[1].contains("house.txt: no classify node of the default tree uses set 'house'")
+            shown[1].contains("device.txt:5: \"Stop\" is already an example of stop"),
+            "a broken file is still checked against its set: {}",
+            shown[1]
         );
-        assert_eq!(problems[1].severity, Severity::Warning);
+        assert!(
+            shown[2].contains("house.txt: no classify node of the default tree uses set 'house'")
+        );
+        assert_eq!(problems[2].severity, Severity::Warning);
         // An unreadable tree: the files are still checked, alone.
-        assert_eq!(check_intents_alone(&u).len(), 1);
+        assert_eq!(check_intents_alone(&u).len(), 2);
     }
 }

@@ -77,12 +77,15 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// A file that read without errors: the set it adds to and its utterances.
+/// A file that could be read: the set it adds to and its utterances.
 #[derive(Debug, Clone)]
 pub struct UserFile {
     pub set: String,
     pub path: PathBuf,
     pub examples: Vec<Located>,
+    /// It has an error: it is checked against its set (so every problem
+    /// is listed at once) but adds nothing.
+    pub broken: bool,
 }
 
 /// Where the user's examples files live: `$STATE_DIR/intents`.
@@ -139,7 +142,8 @@ pub fn read_dir(dir: &Path) -> UserIntents {
     out
 }
 
-/// Read and lint one file: the file when it has no errors, and its problems.
+/// Read and lint one file: the file when it could be read (`broken` when
+/// it has errors), and its problems.
 pub fn read_file(path: &Path) -> (Option<UserFile>, Vec<Problem>) {
     let set = path
         .file_stem()
@@ -207,13 +211,11 @@ pub fn read_file(path: &Path) -> (Option<UserFile>, Vec<Problem>) {
             format!("{more} more problems not listed; fix the ones above first"),
         ));
     }
-    if problems.iter().any(|p| p.severity == Severity::Error) {
-        return (None, problems);
-    }
     let file = UserFile {
         set,
         path: path.to_path_buf(),
         examples: linted.examples,
+        broken: problems.iter().any(|p| p.severity == Severity::Error),
     };
     (Some(file), problems)
 }
@@ -245,7 +247,8 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 /// Add `user`'s files to `sets`. An utterance a set already has under the
 /// same intent is dropped (de-duplicated, case-insensitively); under
 /// another intent it is an error at its line and the whole file is left
-/// out. Returns the problems found here.
+/// out. A `broken` file is checked the same way but adds nothing. Returns
+/// the problems found here.
 pub fn merge(sets: &mut BTreeMap<String, Examples>, user: &UserIntents) -> Vec<Problem> {
     let mut problems = Vec::new();
     for file in &user.files {
@@ -272,8 +275,9 @@ pub fn merge(sets: &mut BTreeMap<String, Examples>, user: &UserIntents) -> Vec<P
                 None => added.push(e),
             }
         }
-        if !clashes.is_empty() {
-            problems.extend(clashes);
+        let refused = file.broken || !clashes.is_empty();
+        problems.extend(clashes);
+        if refused {
             continue;
         }
         let set = sets.entry(file.set.clone()).or_default();
@@ -328,7 +332,7 @@ mod tests {
             format!("stray\n##\n## empty\n## ok\n{long}\n").as_bytes(),
         );
         let (file, problems) = read_file(&p);
-        assert!(file.is_none());
+        assert!(file.is_some_and(|f| f.broken));
         let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         let at = |n: usize| format!("{}:{n}: ", p.display());
         assert_eq!(shown.len(), 4, "{shown:#?}");
@@ -345,7 +349,7 @@ mod tests {
         let d = dir.path();
         let one = |p: &Path| {
             let (file, problems) = read_file(p);
-            assert!(file.is_none());
+            assert!(file.is_none_or(|f| f.broken));
             assert_eq!(problems.len(), 1, "{problems:?}");
             problems[0].to_string()
         };
@@ -367,7 +371,10 @@ mod tests {
         assert!(one(&d.join("dir.txt")).contains("cannot read it"));
         let p = write(d, "empty.txt", b"# nothing yet\n");
         let (file, problems) = read_file(&p);
-        assert!(file.is_some(), "an empty file is only a warning");
+        assert!(
+            file.is_some_and(|f| !f.broken),
+            "an empty file is only a warning"
+        );
         assert_eq!(problems[0].severity, Severity::Warning);
     }
 
