@@ -5,7 +5,8 @@
 //! one-line [`TreeError`] (the caller falls back to the router graph). A
 //! classifier that cannot be built (no ONNX Runtime on this board, model
 //! missing) does *not* refuse the tree: its classify nodes take their
-//! fallback and the turn log says why.
+//! fallback and the turn log says why. Nor does a broken user examples
+//! file ([`super::user_intents`]): it is left out of its set and reported.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -307,7 +308,10 @@ impl Engine {
 
     /// The device's engine: the configured tree with R-KNN classifiers over
     /// `embedder` (its embeddings cached under the state dir). `embedder`
-    /// is the embedder or why it could not be loaded.
+    /// is the embedder or why it could not be loaded. The user's examples
+    /// files (`$STATE_DIR/intents/*.txt`) are read here, at every build,
+    /// so a new phrasing needs a restart, not a rebuild; their problems are
+    /// logged and kept in [`Engine::intent_problems`].
     pub fn build(
         config: &super::TreeConfig,
         nlu: &NluConfig,
