@@ -154,9 +154,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum TreeAction {
-    /// Validate a tree file (exit 1 with one line per problem).
+    /// Validate a tree and the user's examples files (exit 1 with one line per problem).
     Check {
-        file: PathBuf,
+        /// The tree file; default: `[tree] file` of the config, else the shipped tree.
+        file: Option<PathBuf>,
+        /// The directory of `<set>.txt` examples files; default: `$STATE_DIR/intents`.
+        #[arg(long)]
+        intents: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -273,7 +277,11 @@ fn main() -> ExitCode {
         Command::Transcribe(args) => earshot::cli::transcribe::run(config, args),
         Command::Devices { json } => earshot::cli::devices::run(config, json),
         Command::Tree { action } => match action {
-            TreeAction::Check { file, json } => earshot::cli::tree::check_file(&file, json),
+            TreeAction::Check {
+                file,
+                intents,
+                json,
+            } => earshot::cli::tree::check_file(config, file.as_deref(), intents.as_deref(), json),
             TreeAction::Run {
                 file,
                 text,

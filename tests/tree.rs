@@ -791,3 +791,164 @@ fn a_100k_node_tree_is_checked_in_near_linear_time() {
         "{err}"
     );
 }
+
+/// `earshot tree run` on the default tree, dry run: the `done` frame's
+/// intent (null when nothing was accepted) and the whole output.
+fn dry_run_intent(dir: &Path, text: &str) -> (Value, Output) {
+    let o = run(earshot(dir).args(["tree", "run", &default_tree(), text, "--dry-run", "--json"]));
+    assert!(o.status.success(), "{text}: {}", stderr(&o));
+    let intent = frame(&frames(&o), "done")["intent"].clone();
+    (intent, o)
+}
+
+/// Issue 16 point 6: a phrasing added in `$STATE_DIR/intents/device.txt`
+/// is understood at the next start, no rebuild.
+#[test]
+fn a_user_phrasing_is_understood_without_rebuilding() {
+    let dir = state_dir();
+    let d = dir.path();
+    let odd = "what does the clock say";
+    let (intent, _) = dry_run_intent(d, odd);
+    assert_ne!(
+        intent, "time_now",
+        "pick a phrasing the shipped examples do not cover"
+    );
+    std::fs::create_dir(d.join("intents")).unwrap();
+    std::fs::write(
+        d.join("intents/device.txt"),
+        format!("# my phrasings\n## time_now\n{odd}\nwhat time is it\n"),
+    )
+    .unwrap();
+    let (intent, o) = dry_run_intent(d, odd);
+    assert_eq!(intent, "time_now", "{}", stdout(&o));
+    let (intent, _) = dry_run_intent(d, "remind me to buy milk");
+    assert_eq!(intent, "todo_add", "the shipped examples still work");
+    let o = run(earshot(d).args(["tree", "check"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("intents: ok (1 examples file)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// `tree check --intents DIR`: every problem of every examples file, one
+/// line each with file:line, exit 1; `--json` adds them under `intents`.
+#[test]
+fn tree_check_reports_broken_examples_files_one_line_per_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let intents = d.join("my-intents");
+    std::fs::create_dir(&intents).unwrap();
+    let long = "lala ".repeat(120);
+    std::fs::write(
+        intents.join("device.txt"),
+        format!("stray line\n##\n## time_now\n## stop\n{long}\n## pause\nWhat time is it\n"),
+    )
+    .unwrap();
+    std::fs::write(intents.join("bin.txt"), b"## a\n\xff\xfe\n").unwrap();
+    std::fs::write(intents.join("house.txt"), "## lights_on\nlights on\n").unwrap();
+    let device = intents.join("device.txt").display().to_string();
+    let o = run(earshot(d).args(["tree", "check", "--intents", intents.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    let wanted = [
+        format!(
+            "{}: not UTF-8 text (first bad byte on line 2)",
+            intents.join("bin.txt").display()
+        ),
+        format!("{device}:1: utterance \"stray line\" comes before any `## intent` header"),
+        format!("{device}:2: `##` needs an intent name after it"),
+        format!("{device}:3: intent time_now has no examples"),
+        format!("{device}:5: line is 599 characters"),
+        format!("{device}:7: \"What time is it\" is already an example of time_now"),
+    ];
+    assert_eq!(lines.len(), wanted.len(), "{err}");
+    for (line, want) in lines.iter().zip(&wanted) {
+        assert!(
+            line.starts_with(want.as_str()),
+            "{line:?} should start with {want:?}"
+        );
+    }
+    let out = stdout(&o);
+    assert!(out.contains("the default tree: ok ("), "{out}");
+    assert!(
+        out.contains("warning: ")
+            && out.contains("house.txt: no classify node")
+            && out.contains("'house'"),
+        "{out}"
+    );
+
+    // The same with an explicit tree file, as JSON: the tree keys as before.
+    let o = run(earshot(d).args([
+        "tree",
+        "check",
+        &default_tree(),
+        "--intents",
+        intents.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["nodes"].as_u64().unwrap() > 0 && v["warnings"].is_array(),
+        "{v}"
+    );
+    let problems = v["intents"].as_array().unwrap();
+    assert_eq!(problems.len(), wanted.len() + 1, "{v}");
+    assert!(problems
+        .iter()
+        .any(|p| p["file"] == device.as_str() && p["line"] == 7 && p["severity"] == "error"));
+    assert!(problems
+        .iter()
+        .any(|p| p["severity"] == "warning" && p["message"].as_str().unwrap().contains("'house'")));
+
+    // Fixed: exit 0. A file as large as a log is refused in one line.
+    std::fs::remove_file(intents.join("bin.txt")).unwrap();
+    std::fs::write(
+        intents.join("device.txt"),
+        "## time_now\nwhat does the clock say\n",
+    )
+    .unwrap();
+    let o = run(earshot(d).args(["tree", "check", "--intents", intents.to_str().unwrap()]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(intents.join("device.txt"), "## time_now\n".repeat(200_000)).unwrap();
+    let o = run(earshot(d).args(["tree", "check", "--intents", intents.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("larger than"), "{}", stderr(&o));
+}
+
+/// A broken examples file is left out, logged with its file:line, and the
+/// device still answers from the shipped examples.
+#[test]
+fn a_broken_examples_file_does_not_stop_tree_run_answering() {
+    let dir = state_dir();
+    let d = dir.path();
+    std::fs::create_dir(d.join("intents")).unwrap();
+    std::fs::write(
+        d.join("intents/device.txt"),
+        "gimme the hour\n## time_now\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("intents/confirm.txt"), b"\xff\xff\xff").unwrap();
+    let (intent, o) = dry_run_intent(d, "what time is it");
+    assert_eq!(intent, "time_now");
+    assert!(
+        frame(&frames(&o), "done")["response"]
+            .as_str()
+            .unwrap()
+            .starts_with("It's "),
+        "{}",
+        stdout(&o)
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("intents/device.txt:1: utterance \"gimme the hour\"")
+            && err.contains("confirm.txt: not UTF-8")
+            && err.contains("left out"),
+        "{err}"
+    );
+}

@@ -6,7 +6,8 @@
 //! What is checked: config, microphone, speaker, each model file against
 //! its pinned sha256, the ONNX Runtime library, LLM / STT / TTS reachability
 //! with the configured key (`GET {base}/models`, 3 s), free disk space in
-//! the state dir, database integrity, and the button line. The key is sent
+//! the state dir, database integrity, the intent tree and the user's
+//! examples files, and the button line. The key is sent
 //! but never printed.
 
 use std::io::Read;
@@ -112,8 +113,59 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.extend(reachability(config));
     out.push(disk(&config.state_dir));
     out.push(database(config));
+    out.push(intent_tree(config));
     out.push(button(&config.device.button));
     out
+}
+
+/// The intent tree and the user's examples files, checked as `earshot tree
+/// check` does (nothing is embedded). Problems are a WARN, not a FAIL: the
+/// device still answers (through the router graph, or from the set without
+/// the broken file).
+fn intent_tree(config: &Config) -> Check {
+    use crate::tree::engine::{check_intents_alone, check_with, read_tree};
+    use crate::tree::user_intents;
+    let dir = user_intents::dir(&config.paths());
+    let user = user_intents::read_dir(&dir);
+    let (result, problems) = match read_tree(&config.tree.file) {
+        Ok((tree, label, base)) => check_with(tree, &label, base.as_deref(), &user),
+        Err(e) => (Err(e), check_intents_alone(&user)),
+    };
+    let errors: Vec<_> = problems
+        .iter()
+        .filter(|p| p.severity == crate::tree::validate::Severity::Error)
+        .collect();
+    let fix = "run `earshot tree check` to list every problem, one per line, and fix them";
+    match (result, errors.first()) {
+        (Err(e), _) => Check::new(
+            "intent tree",
+            Status::Warn,
+            format!("{e}; every turn goes to the router graph"),
+            fix,
+        ),
+        (Ok(_), Some(first)) => Check::new(
+            "intent tree",
+            Status::Warn,
+            format!(
+                "{} problem{} in the examples files of {} (files with errors are left out), first: {first}",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                dir.display()
+            ),
+            fix,
+        ),
+        (Ok(checked), None) => Check::ok(
+            "intent tree",
+            format!(
+                "{} ({} nodes), {} examples file{} in {}",
+                checked.label,
+                checked.tree.nodes.len(),
+                user.files.len(),
+                if user.files.len() == 1 { "" } else { "s" },
+                dir.display()
+            ),
+        ),
+    }
 }
 
 fn config_check(loaded: &Loaded) -> Check {
@@ -737,6 +789,24 @@ fn button(spec: &ButtonSpec) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intent_tree_warns_on_a_broken_examples_file_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            state_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        let c = intent_tree(&config);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(c.detail.contains("the default tree") && c.detail.contains("0 examples files"));
+        std::fs::create_dir(dir.path().join("intents")).unwrap();
+        std::fs::write(dir.path().join("intents/device.txt"), "oops\n").unwrap();
+        let c = intent_tree(&config);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(c.detail.contains("device.txt:1: utterance"), "{c:?}");
+        assert!(c.fix.contains("earshot tree check"));
+    }
 
     #[test]
     fn backends_reads_the_name_tables_and_warns_on_an_unknown_tool() {

@@ -1,6 +1,6 @@
-//! `earshot tree check FILE` and `earshot tree run FILE "TEXT" [--dry-run]
-//! [--conversation ID] [--json]`: validate a tree file, or run one turn
-//! through it.
+//! `earshot tree check [FILE] [--intents DIR] [--json]` and `earshot tree
+//! run FILE "TEXT" [--dry-run] [--conversation ID] [--json]`: validate a
+//! tree and the user's examples files, or run one turn through a tree.
 //!
 //! `run` without `--dry-run` is a real turn (saved, tree state persisted)
 //! with FILE as the tree and mode forced to `tree`. With `--dry-run`
@@ -10,7 +10,7 @@
 //! after the turn, the notes — which is not part of the R-SSE stream.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
@@ -19,24 +19,60 @@ use crate::agent::turn::{run_turn, TurnInput};
 use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::telemetry::TurnRecord;
-use crate::tree::engine::{check, read_tree};
+use crate::tree::engine::{check_intents_alone, check_with, read_tree};
 use crate::tree::interpreter::{Host, HostError, LlmAnswer, WalkInput};
+use crate::tree::user_intents;
+use crate::tree::validate::Severity;
 
-/// `earshot tree check FILE`: exit 0 when the tree loads (warnings are
-/// printed), 1 with one line per problem when it does not.
-pub fn check_file(file: &Path, json: bool) -> Result<bool> {
-    let label = file.display().to_string();
-    let result =
-        read_tree(&label).and_then(|(tree, label, base)| check(tree, &label, base.as_deref()));
-    match result {
+/// `earshot tree check [FILE] [--intents DIR]`: FILE defaults to the
+/// configured tree (`[tree] file`, else the shipped one), DIR to
+/// `$STATE_DIR/intents`. Exit 0 when the tree loads and no examples file
+/// has an error (warnings are printed), 1 with one line per problem
+/// otherwise. The config is read only for a default it needs.
+pub fn check_file(
+    config_path: Option<&Path>,
+    file: Option<&Path>,
+    intents: Option<&Path>,
+    json: bool,
+) -> Result<bool> {
+    let config = match (file, intents) {
+        (Some(_), Some(_)) => None,
+        _ => Some(super::load_config(config_path)?.config),
+    };
+    let label = match (file, &config) {
+        (Some(f), _) => f.display().to_string(),
+        (None, Some(c)) => c.tree.file.clone(),
+        (None, None) => String::new(),
+    };
+    let dir = match (intents, &config) {
+        (Some(d), _) => d.to_path_buf(),
+        (None, Some(c)) => user_intents::dir(&c.paths()),
+        (None, None) => PathBuf::new(),
+    };
+    let user = user_intents::read_dir(&dir);
+    let (result, problems) = match read_tree(&label) {
+        Ok((tree, label, base)) => check_with(tree, &label, base.as_deref(), &user),
+        Err(e) => (Err(e), check_intents_alone(&user)),
+    };
+    let label = match &result {
+        Ok(checked) => checked.label.clone(),
+        Err(_) if label.is_empty() => "the default tree".to_string(),
+        Err(_) => label,
+    };
+    let intents_ok = problems.iter().all(|p| p.severity != Severity::Error);
+    let intents_json = serde_json::to_value(&problems)?;
+    let dir_label = dir.display().to_string();
+    let tree_ok = match &result {
         Ok(checked) => {
             if json {
                 super::print_json(&json!({
-                    "ok": true,
+                    "ok": intents_ok,
                     "file": label,
                     "version": checked.tree.version,
                     "nodes": checked.tree.nodes.len(),
                     "warnings": checked.warnings,
+                    "intents_dir": dir_label,
+                    "intents": intents_json,
                 }));
             } else {
                 println!(
@@ -48,27 +84,42 @@ pub fn check_file(file: &Path, json: bool) -> Result<bool> {
                     println!("warning: {w}");
                 }
             }
-            Ok(true)
+            true
         }
         Err(e) => {
-            let issues = match &e {
+            let issues = match e {
                 crate::tree::TreeError::Invalid { issues, .. } => serde_json::to_value(issues)?,
                 _ => Value::Array(Vec::new()),
             };
             if json {
-                super::print_json(
-                    &json!({"ok": false, "file": label, "error": e.to_string(), "issues": issues}),
-                );
-            } else if let crate::tree::TreeError::Invalid { file, issues } = &e {
+                super::print_json(&json!({
+                    "ok": false, "file": label, "error": e.to_string(), "issues": issues,
+                    "intents_dir": dir_label, "intents": intents_json,
+                }));
+            } else if let crate::tree::TreeError::Invalid { file, issues } = e {
                 for i in issues {
                     eprintln!("{file}: {i}");
                 }
             } else {
                 eprintln!("earshot: {e}");
             }
-            Ok(false)
+            false
+        }
+    };
+    if !json {
+        for p in &problems {
+            match p.severity {
+                Severity::Error => eprintln!("{p}"),
+                Severity::Warning => println!("warning: {p}"),
+            }
+        }
+        let files = user.files.len();
+        if intents_ok && files > 0 {
+            let s = if files == 1 { "" } else { "s" };
+            println!("{dir_label}: ok ({files} examples file{s})");
         }
     }
+    Ok(tree_ok && intents_ok)
 }
 
 /// Print events as `chat` does: JSON frames, or the text.

@@ -5,9 +5,10 @@
 //! one-line [`TreeError`] (the caller falls back to the router graph). A
 //! classifier that cannot be built (no ONNX Runtime on this board, model
 //! missing) does *not* refuse the tree: its classify nodes take their
-//! fallback and the turn log says why.
+//! fallback and the turn log says why. Nor does a broken user examples
+//! file ([`super::user_intents`]): it is left out of its set and reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +19,7 @@ use serde_json::Value;
 use super::actions::{ActionEnv, ActionRegistry};
 use super::interpreter::{self, Host, WalkError, WalkInput, WalkOutcome};
 use super::model::Tree;
+use super::user_intents::{self, Problem, UserIntents};
 use super::validate::{self, Issue, Known, Severity};
 use super::{TreeError, DEFAULT_TREE};
 use crate::events::EventSink;
@@ -80,6 +82,7 @@ pub struct Engine {
     default_threshold: f32,
     subscribers: Mutex<Vec<crossbeam_channel::Sender<Published>>>,
     warnings: Vec<Issue>,
+    intent_problems: Vec<Problem>,
 }
 
 /// A parsed tree, its intent sets and its warnings: what `tree check`
@@ -109,8 +112,51 @@ pub fn read_tree(file: &str) -> Result<(Tree, String, Option<PathBuf>), TreeErro
 }
 
 /// Parse `tree`'s intent sets (built-in ones plus its `intent_sets` files),
-/// then validate it. Errors refuse the tree; warnings are returned.
+/// then validate it. Errors refuse the tree; warnings are returned. No
+/// user files: see [`check_with`].
 pub fn check(tree: Tree, label: &str, base: Option<&Path>) -> Result<Checked, TreeError> {
+    check_with(tree, label, base, &UserIntents::default()).0
+}
+
+/// [`check`] with the user's examples files ([`user_intents`]) merged
+/// into the sets before the tree is validated (so a custom tree may
+/// branch on an intent only a user file defines). The second value is
+/// every problem of those files: they never refuse the tree — a file with
+/// an error is left out of its set — so they come back whatever the
+/// tree's verdict.
+pub fn check_with(
+    tree: Tree,
+    label: &str,
+    base: Option<&Path>,
+    user: &UserIntents,
+) -> (Result<Checked, TreeError>, Vec<Problem>) {
+    let mut sets = match tree_sets(&tree, label, base) {
+        Ok(sets) => sets,
+        Err(e) => return (Err(e), user.problems.clone()),
+    };
+    let mut problems = user.problems.clone();
+    problems.extend(user_intents::merge(&mut sets, user));
+    let used = used_sets(&tree);
+    for file in &user.files {
+        if !used.contains(&file.set) {
+            problems.push(Problem {
+                file: file.path.display().to_string(),
+                line: 0,
+                message: format!(
+                    "no classify node of {label} uses set '{}'; rename the file after a set the tree classifies with (e.g. device.txt)",
+                    file.set
+                ),
+                severity: Severity::Warning,
+            });
+        }
+    }
+    problems.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    (validated(tree, label, sets), problems)
+}
+
+/// The shipped sets, parsed (they are tested, so an error here is a bug
+/// in the build, reported as one).
+pub fn builtin_sets(label: &str) -> Result<BTreeMap<String, Examples>, TreeError> {
     let mut sets = BTreeMap::new();
     for (name, text) in BUILTIN_SETS {
         let examples = parse_examples(text, &format!("intents/{name}.txt")).map_err(|e| {
@@ -122,6 +168,16 @@ pub fn check(tree: Tree, label: &str, base: Option<&Path>) -> Result<Checked, Tr
         })?;
         sets.insert(name.to_string(), examples);
     }
+    Ok(sets)
+}
+
+/// The built-in sets plus `tree`'s `intent_sets` files (relative to `base`).
+fn tree_sets(
+    tree: &Tree,
+    label: &str,
+    base: Option<&Path>,
+) -> Result<BTreeMap<String, Examples>, TreeError> {
+    let mut sets = builtin_sets(label)?;
     for (name, rel) in &tree.intent_sets {
         let path = match base {
             Some(dir) if Path::new(rel).is_relative() => dir.join(rel),
@@ -134,6 +190,28 @@ pub fn check(tree: Tree, label: &str, base: Option<&Path>) -> Result<Checked, Tr
         })?;
         sets.insert(name.clone(), examples);
     }
+    Ok(sets)
+}
+
+/// The sets a tree classifies with: its classify nodes' and `device`
+/// (shadow classification uses it whatever the tree).
+pub fn used_sets(tree: &Tree) -> BTreeSet<String> {
+    tree.nodes
+        .values()
+        .filter_map(|d| match &d.node {
+            super::Node::Classify { classifier, .. } => Some(classifier.clone()),
+            _ => None,
+        })
+        .chain(std::iter::once("device".to_string()))
+        .collect()
+}
+
+/// Validate `tree` against `sets`: errors refuse it.
+fn validated(
+    tree: Tree,
+    label: &str,
+    sets: BTreeMap<String, Examples>,
+) -> Result<Checked, TreeError> {
     let actions = ActionRegistry::device().names();
     let intents = |set: &str| {
         sets.get(set)
@@ -163,6 +241,30 @@ pub fn check(tree: Tree, label: &str, base: Option<&Path>) -> Result<Checked, Tr
     })
 }
 
+/// The problems of `user`'s files merged into the built-in sets only: the
+/// check `tree check` runs when the tree itself cannot be read.
+pub fn check_intents_alone(user: &UserIntents) -> Vec<Problem> {
+    let mut problems = user.problems.clone();
+    if let Ok(mut sets) = builtin_sets("the built-in sets") {
+        problems.extend(user_intents::merge(&mut sets, user));
+    }
+    problems.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    problems
+}
+
+/// Log the user files' problems: an error says the file was left out, so
+/// the reader of the log knows why a phrasing is not understood.
+fn log_problems(problems: &[Problem]) {
+    for p in problems {
+        match p.severity {
+            Severity::Error => tracing::warn!(
+                "{p} (this examples file is left out; `earshot tree check` lists every problem)"
+            ),
+            Severity::Warning => tracing::info!("{p}"),
+        }
+    }
+}
+
 impl Engine {
     /// Build from a checked tree; `make` builds the classifier of each
     /// intent set the tree uses (its error becomes the fallback reason).
@@ -173,16 +275,7 @@ impl Engine {
         env: ActionEnv,
         make: &dyn Fn(&str, &Examples) -> ClassifierSlot,
     ) -> Engine {
-        let used: std::collections::BTreeSet<String> = checked
-            .tree
-            .nodes
-            .values()
-            .filter_map(|d| match &d.node {
-                super::Node::Classify { classifier, .. } => Some(classifier.clone()),
-                _ => None,
-            })
-            .chain(std::iter::once("device".to_string()))
-            .collect();
+        let used = used_sets(&checked.tree);
         let classifiers = used
             .into_iter()
             .filter_map(|name| {
@@ -209,12 +302,16 @@ impl Engine {
             default_threshold: nlu.threshold,
             subscribers: Mutex::new(Vec::new()),
             warnings: checked.warnings,
+            intent_problems: Vec::new(),
         }
     }
 
     /// The device's engine: the configured tree with R-KNN classifiers over
     /// `embedder` (its embeddings cached under the state dir). `embedder`
-    /// is the embedder or why it could not be loaded.
+    /// is the embedder or why it could not be loaded. The user's examples
+    /// files (`$STATE_DIR/intents/*.txt`) are read here, at every build,
+    /// so a new phrasing needs a restart, not a rebuild; their problems are
+    /// logged and kept in [`Engine::intent_problems`].
     pub fn build(
         config: &super::TreeConfig,
         nlu: &NluConfig,
@@ -223,7 +320,10 @@ impl Engine {
         embedder: Result<Arc<dyn Embedder>, String>,
     ) -> Result<Engine, TreeError> {
         let (tree, label, base) = read_tree(&config.file)?;
-        let checked = check(tree, &label, base.as_deref())?;
+        let user = user_intents::read_dir(&user_intents::dir(paths));
+        let (checked, problems) = check_with(tree, &label, base.as_deref(), &user);
+        log_problems(&problems);
+        let checked = checked?;
         let state_dir = paths.state_dir.clone();
         let k = nlu.k;
         let make = |name: &str, examples: &Examples| -> ClassifierSlot {
@@ -239,7 +339,9 @@ impl Engine {
             )
             .map_err(|e| format!("intent set '{name}': {e:#}").replace('\n', " "))
         };
-        Ok(Engine::new(checked, config, nlu, env, &make))
+        let mut engine = Engine::new(checked, config, nlu, env, &make);
+        engine.intent_problems = problems;
+        Ok(engine)
     }
 
     /// Walk the tree for one utterance.
@@ -286,6 +388,11 @@ impl Engine {
     pub fn warnings(&self) -> &[Issue] {
         &self.warnings
     }
+    /// Problems of the user's examples files found at build (files with
+    /// errors were left out of their sets).
+    pub fn intent_problems(&self) -> &[Problem] {
+        &self.intent_problems
+    }
     /// The intents of a set, if the tree knows it.
     pub fn intents(&self, set: &str) -> Option<Vec<String>> {
         self.sets.get(set).map(|e| e.keys().cloned().collect())
@@ -328,5 +435,77 @@ impl Engine {
     }
     pub(crate) fn default_threshold(&self) -> f32 {
         self.default_threshold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(files: &[(&str, &str)]) -> (tempfile::TempDir, UserIntents) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let u = user_intents::read_dir(dir.path());
+        (dir, u)
+    }
+
+    const CUSTOM: &str = r#"{"version":"1","entry":"c","nodes":{
+        "c":{"type":"classify","classifier":"house","branches":{"lights_on":"z"},"fallback":"z"},
+        "z":{"type":"end"}}}"#;
+
+    #[test]
+    fn user_files_add_phrasings_intents_and_sets_a_tree_can_branch_on() {
+        let (_d, u) = user(&[
+            (
+                "device.txt",
+                "## time_now\ngimme the hour\n## weather\nis it raining\n",
+            ),
+            ("house.txt", "## lights_on\nlights on please\n"),
+        ]);
+        let tree = Tree::parse(CUSTOM, "custom.json").unwrap();
+        let (checked, problems) = check_with(tree, "custom.json", None, &u);
+        assert!(problems.is_empty(), "{problems:?}");
+        let checked = checked.unwrap();
+        assert!(checked.sets["device"]["time_now"].contains(&"gimme the hour".to_string()));
+        assert_eq!(checked.sets["device"]["weather"], ["is it raining"]);
+        assert_eq!(checked.sets["house"]["lights_on"], ["lights on please"]);
+        // Without the file the custom tree's set does not exist.
+        let tree = Tree::parse(CUSTOM, "custom.json").unwrap();
+        assert!(check(tree, "custom.json", None).is_err());
+    }
+
+    #[test]
+    fn a_broken_or_unused_file_is_reported_and_never_refuses_the_tree() {
+        let (_d, u) = user(&[
+            (
+                "device.txt",
+                "gimme the hour\n## time_now\nok then\n## pause\nStop\n",
+            ),
+            ("house.txt", "## lights_on\nlights on please\n"),
+        ]);
+        let tree = Tree::parse(DEFAULT_TREE, "the default tree").unwrap();
+        let (checked, problems) = check_with(tree, "the default tree", None, &u);
+        let checked = checked.unwrap();
+        assert_eq!(
+            checked.sets["device"],
+            builtin_sets("x").unwrap()["device"],
+            "the broken file was left out"
+        );
+        let shown: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(shown.len(), 3, "{shown:#?}");
+        assert!(shown[0].contains("device.txt:1: utterance \"gimme the hour\" comes before"));
+        assert!(
+            shown[1].contains("device.txt:5: \"Stop\" is already an example of stop"),
+            "a broken file is still checked against its set: {}",
+            shown[1]
+        );
+        assert!(
+            shown[2].contains("house.txt: no classify node of the default tree uses set 'house'")
+        );
+        assert_eq!(problems[2].severity, Severity::Warning);
+        // An unreadable tree: the files are still checked, alone.
+        assert_eq!(check_intents_alone(&u).len(), 2);
     }
 }

@@ -25,6 +25,7 @@ pub mod model;
 pub mod spoken_math;
 pub mod state;
 pub mod tags;
+pub mod user_intents;
 pub mod validate;
 
 pub use engine::Engine;
