@@ -2,7 +2,8 @@
 //! of tests/data/understanding.tsv runs one whole turn (`run_turn`, the
 //! default tree, the real MiniLM classifier, no LLM) on a fresh, seeded
 //! state, and the state afterwards is compared with what was asked. Models
-//! are loaded once for the binary; each utterance gets its own SQLite file.
+//! are loaded once for the binary; the device's state is reset to the same
+//! seed before each utterance and every turn is a new conversation.
 //!
 //! Counted: commands understood (the asked effect happened), wrong actions
 //! (a state change nobody asked for, the wrong item, or a device answer to
@@ -12,7 +13,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use earshot::agent::turn::{run_turn, TurnInput};
@@ -33,7 +33,11 @@ const TODOS: &[&str] = &[
     "water the plants",
     "bread",
 ];
-const MEMORIES: &[&str] = &["my sister is called Ana", "I like jazz", "my car is a blue Golf"];
+const MEMORIES: &[&str] = &[
+    "my sister is called Ana",
+    "I like jazz",
+    "my car is a blue Golf",
+];
 const USER: &str = "user-1";
 
 fn embedder() -> Arc<dyn Embedder> {
@@ -202,9 +206,7 @@ fn judge(
     }
     if *after == want
         && (changed || !device_actions.is_empty())
-        && (arg.is_empty()
-            || expect != "calculate"
-            || answer.contains(arg))
+        && (arg.is_empty() || expect != "calculate" || answer.contains(arg))
     {
         let named = match expect {
             "todo_delete" => answer.to_lowercase().contains(&arg.to_lowercase()),
@@ -224,55 +226,87 @@ fn judge(
     Verdict::NotUnderstood(what)
 }
 
-fn run_one(cache: &Path, expect: &str, text: &str) -> (Snapshot, Snapshot, Vec<String>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(cache, dir.path().join("cache")).unwrap();
-    let config = Config {
-        state_dir: dir.path().to_path_buf(),
-        models_dir: common::models_dir(),
-        ..Default::default()
-    };
-    let store = Store::open(&config.database_path()).unwrap();
-    let todos = LocalTodos::new(store.clone(), USER);
-    for t in TODOS {
-        todos.add(t).unwrap();
+/// One device for the whole run (models and classifiers built once), its
+/// state reset to the seed before every utterance; every turn starts a new
+/// conversation, so no phase or pending question carries over.
+struct Device {
+    _dir: tempfile::TempDir,
+    services: earshot::agent::Services,
+    store: Store,
+}
+
+impl Device {
+    fn new() -> Device {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            state_dir: dir.path().to_path_buf(),
+            models_dir: common::models_dir(),
+            ..Default::default()
+        };
+        let store = Store::open(&config.database_path()).unwrap();
+        let llm = Arc::new(earshot::llm::openai::OpenAiClient::new(&config.llm));
+        let services = earshot::app::assemble(&config, store.clone(), llm, Some(embedder()), None);
+        Device {
+            _dir: dir,
+            services,
+            store,
+        }
     }
-    store.set_device_state("volume", "50").unwrap();
-    if expect == "resume" {
-        store.set_device_state("dnd", "on").unwrap();
+
+    fn memory(&self) -> Arc<earshot::memory::Memory> {
+        self.services.memory.clone().expect("memory module")
     }
-    let llm = Arc::new(earshot::llm::openai::OpenAiClient::new(&config.llm));
-    let services = earshot::app::assemble(&config, store.clone(), llm, Some(embedder()), None);
-    let memory = services.memory.clone().expect("memory module");
-    for m in MEMORIES {
-        MemoryOps::remember(memory.as_ref(), USER, m).unwrap();
+
+    fn reset(&self, dnd: bool) {
+        let todos = LocalTodos::new(self.store.clone(), USER);
+        for item in todos.list(true).unwrap() {
+            todos.delete(&item.title).unwrap();
+        }
+        for t in TODOS {
+            todos.add(t).unwrap();
+        }
+        let memory = self.memory();
+        for m in MemoryOps::list(memory.as_ref(), USER).unwrap() {
+            MemoryOps::forget(memory.as_ref(), USER, &m).unwrap();
+        }
+        for m in MEMORIES {
+            MemoryOps::remember(memory.as_ref(), USER, m).unwrap();
+        }
+        self.store.set_device_state("volume", "50").unwrap();
+        self.store
+            .set_device_state("dnd", if dnd { "on" } else { "off" })
+            .unwrap();
     }
-    let before = snapshot(&store, memory.as_ref());
-    let mut sink = CollectSink::default();
-    run_turn(
-        &services,
-        TurnInput::text(text),
-        &mut sink,
-        &CancelToken::new(),
-    );
-    let (actions, answer) = sink
-        .events
-        .iter()
-        .find_map(|e| match e {
-            Event::Done(d) => Some((d.actions.clone(), d.response.clone())),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let after = snapshot(&store, memory.as_ref());
-    (before, after, actions, answer)
+
+    fn run(&self, expect: &str, text: &str) -> (Snapshot, Snapshot, Vec<String>, String) {
+        self.reset(expect == "resume");
+        let memory = self.memory();
+        let before = snapshot(&self.store, memory.as_ref());
+        assert_eq!(before.open.len(), TODOS.len(), "reset failed");
+        assert_eq!(before.memories.len(), MEMORIES.len(), "reset failed");
+        let mut sink = CollectSink::default();
+        run_turn(
+            &self.services,
+            TurnInput::text(text),
+            &mut sink,
+            &CancelToken::new(),
+        );
+        let (actions, answer) = sink
+            .events
+            .iter()
+            .find_map(|e| match e {
+                Event::Done(d) => Some((d.actions.clone(), d.response.clone())),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let after = snapshot(&self.store, memory.as_ref());
+        (before, after, actions, answer)
+    }
 }
 
 #[test]
 fn held_out_commands_and_traps_by_effect() {
-    // One warm kNN/hybrid cache for every fresh state dir.
-    let cache_dir = tempfile::tempdir().unwrap();
-    let cache = cache_dir.path().join("cache");
-    std::fs::create_dir_all(&cache).unwrap();
+    let device = Device::new();
     let data = std::fs::read_to_string(common::data("understanding.tsv")).unwrap();
     let rows: Vec<(String, String, String)> = data
         .lines()
@@ -281,7 +315,10 @@ fn held_out_commands_and_traps_by_effect() {
             let mut f = l.splitn(3, '\t');
             let expect = f.next().unwrap().to_string();
             let arg = f.next().unwrap_or_default().to_string();
-            let text = f.next().unwrap_or_else(|| panic!("bad row {l:?}")).to_string();
+            let text = f
+                .next()
+                .unwrap_or_else(|| panic!("bad row {l:?}"))
+                .to_string();
             (expect, arg, text)
         })
         .collect();
@@ -290,7 +327,7 @@ fn held_out_commands_and_traps_by_effect() {
     let mut wrong = Vec::new();
     let mut missed = Vec::new();
     for (expect, arg, text) in &rows {
-        let (before, after, actions, answer) = run_one(&cache, expect, text);
+        let (before, after, actions, answer) = device.run(expect, text);
         if expect == "trap" {
             traps += 1;
         } else {
@@ -312,7 +349,10 @@ fn held_out_commands_and_traps_by_effect() {
         wrong.len(),
         started.elapsed().as_secs_f64()
     );
-    assert!(commands >= 300 && traps >= 120, "{commands} commands, {traps} traps");
+    assert!(
+        commands >= 300 && traps >= 120,
+        "{commands} commands, {traps} traps"
+    );
     assert!(wrong.is_empty(), "wrong actions: {wrong:#?}");
     assert!(pct >= 95.0, "only {pct:.1} % understood: {missed:#?}");
 }

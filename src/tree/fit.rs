@@ -23,6 +23,17 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(&format!("(?i){pattern}")).expect("static regex"))
+}
+
+macro_rules! rx {
+    ($pattern:expr) => {{
+        static CELL: OnceLock<Regex> = OnceLock::new();
+        re(&CELL, $pattern)
+    }};
+}
+
 /// How sure a frame alone is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strength {
@@ -207,7 +218,7 @@ pub fn tidy(text: &str) -> String {
             .expect("static regex")
     });
     let trail = TRAIL.get_or_init(|| {
-        Regex::new(r"(?i)(?:[\s,.!-]+(?:please|thanks|thank you|thx|cheers|now|for me|mate|buddy|will you|would you|ok|okay|right now))+[\s.!?]*$|[\s.!?]+$")
+        Regex::new(r"(?i)(?:[\s,.!-]+(?:please|thanks|thank you|thx|cheers|now|for me|mate|buddy|will you|would you|ok|okay|right now|earshot|again please))+[\s.!?]*$|[\s.!?]+$")
             .expect("static regex")
     });
     let t: String = text
@@ -220,20 +231,22 @@ pub fn tidy(text: &str) -> String {
         })
         .collect();
     let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
-    let t = lead.replace(&t, "");
+    let t = lead.replace(&t, "").to_string();
+    // "excuse me, what time is it"; but "sorry, say that again" keeps its
+    // "sorry" for the repeat frame.
+    let t = match rx!(r"^(?:excuse me|sorry|pardon me)[\s,.!]+(.+)$").captures(&t) {
+        Some(c)
+            if !rx!(
+                r"^(?:say|what did|what was|repeat|come again|i didn'?t|i missed|one more)"
+            )
+            .is_match(&c[1]) =>
+        {
+            c[1].to_string()
+        }
+        _ => t,
+    };
     let t = trail.replace(&t, "");
     t.trim_matches(|c: char| c == ',' || c == ' ').to_string()
-}
-
-fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(&format!("(?i){pattern}")).expect("static regex"))
-}
-
-macro_rules! rx {
-    ($pattern:expr) => {{
-        static CELL: OnceLock<Regex> = OnceLock::new();
-        re(&CELL, $pattern)
-    }};
 }
 
 /// A question rather than a request ("how do I add…", "did I…", "is the
@@ -409,7 +422,7 @@ fn resume(t: &str) -> Fit {
     if is_question(t) {
         return Fit::Unfit("a question, not a command");
     }
-    if rx!(r"\b(?:resume|unpause|un-pause|listening again|unmute|back|disturb)\b").is_match(t) {
+    if rx!(r"\b(?:resume|unpause|un-pause|listening again|unmute|disturb)\b").is_match(t) {
         return Fit::weak(None);
     }
     Fit::Unfit("no words of resuming")
@@ -479,6 +492,15 @@ fn time_now(t: &str) -> Fit {
     }
     if rx!(r"\b(?:time|times) (?:in|at|for|of|zone|zones|difference|limit|table|tables|travel|machine|left|lapse|span|frame|line|out|off|to (?:go|leave|get|make|cook|boil|bake))\b|\btimes\b|\btimer\b|\bhow (?:much|long|many)\b|\bwhat time (?:does|do|did|will|would|should|shall|is the|are the|was|were|is my|is our)\b|\b(?:when|alarm|remind|schedule|calendar|meeting|match|game|film|movie|show|train|bus|flight|sunset|sunrise|open|close|closes|opens)\b|\btime (?:is it|now) in\b").is_match(t) {
         return Fit::Unfit("asks about another time, not the time now");
+    }
+    // "the time signature", "time complexity": another thing called time.
+    if let Some(c) = rx!(r"\btime\s+(\w+)").captures(t) {
+        if !matches!(
+            &c[1],
+            "is" | "now" | "please" | "right" | "it" | "check" | "currently" | "again"
+        ) {
+            return Fit::Unfit("about another kind of time");
+        }
     }
     if rx!(r"\b(?:time|o'?clock|what hour)\b").is_match(t) && is_question_or_short(t) {
         return Fit::weak(None);
@@ -551,7 +573,7 @@ fn todo_add(t: &str) -> Fit {
     if is_negated(t) && !rx!(r"^(?:don'?t|do not) let me forget to\b").is_match(t) {
         return Fit::Unfit("negated");
     }
-    let verbs = r"add|put|stick|pop|throw|chuck|bung|jot|jot down|write|write down|note down|pencil in|include|append|slap|whack|get|save";
+    let verbs = r"jot down|write down|note down|pencil in|add|put|stick|pop|throw|chuck|bung|jot|write|include|append|slap|whack|save";
     let strong = rx_dyn(&format!(
         r"^(?:{verbs})\s+(?P<item>.+?)\s+(?:to|on|onto|in|into|on to|down on|at the (?:end|bottom) of)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
     ));
@@ -566,7 +588,15 @@ fn todo_add(t: &str) -> Fit {
     } else if let Some(c) = lead.captures(t) {
         (item_of(&c["item"]), Strength::Strong)
     } else if let Some(c) = weak_lead.captures(t) {
-        (item_of(&c["item"]), Strength::Weak)
+        let item = item_of(&c["item"]);
+        // "add salt to the pasta water", "put the kettle on": adds to
+        // something that is not my list.
+        if quoted_item.is_none()
+            && rx!(r"\b(?:to|into|in|onto|on) (?:the|a|an|my|your|his|her|our|this|that|some)\b|\s(?:on|off|up|down|away|out|back|in)$").is_match(&item)
+        {
+            return Fit::Unfit("adds to something other than my list");
+        }
+        (item, Strength::Weak)
     } else if let Some(c) = rx_dyn(&format!(
         r"^(?P<item>.+?)\s+(?:to|on|onto)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
     ))
@@ -608,10 +638,10 @@ fn todo_complete(t: &str) -> Fit {
         return Fit::Unfit("not done yet");
     }
     let strong = rx_dyn(&format!(
-        r"^(?:cross|tick|check|strike|knock|scratch|mark|score)\s+(?P<item>.+?)\s+off(?:\s+(?:of\s+)?{POSSESSIVE}\s+{LIST_NOUN})?$|^(?:cross|tick|check|strike|knock|scratch|mark)\s+off\s+(?P<item2>.+?)(?:\s+(?:on|from|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^mark\s+(?P<item3>.+?)\s+(?:as\s+)?(?:done|complete|completed|finished|bought|sorted)(?:\s+(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^(?P<item4>.+?)\s+off\s+{POSSESSIVE}\s+{LIST_NOUN}$"
+        r"^(?:cross|tick|check|strike|knock|scratch|mark|score)\s+(?P<item>.+?)\s+off(?:\s+(?:of\s+)?{POSSESSIVE}\s+{LIST_NOUN})?$|^(?:cross|tick|check|strike|knock|scratch|mark)\s+off\s+(?P<item2>.+?)(?:\s+(?:on|from|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^mark\s+(?P<item3>.+?)\s+(?:as\s+)?(?:done|complete|completed|finished|bought|sorted|paid|booked|called|sent|fixed|cleaned|watered|posted)(?:\s+(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN})?$|^(?P<item4>.+?)\s+off\s+{POSSESSIVE}\s+{LIST_NOUN}$"
     ));
     let weak = rx!(
-        r"^(?:i(?:'ve| have)?|we(?:'ve| have)?|just)\s+(?:just\s+|already\s+|finally\s+)?(?:bought|got|picked up|done|finished|completed|did|called|rang|phoned|paid|booked|sorted|sorted out|watered|posted|sent|cleaned|fixed|fed|walked|emptied|taken out|took out|washed|returned|cancelled|renewed|grabbed)\s+(?P<item>.+)$|^(?P<item2>.+?)\s+(?:is|are|'s|was|were|has been|have been)\s+(?:all\s+|now\s+|finally\s+)?(?:done|finished|complete|completed|sorted|bought|dealt with|taken care of|handled|ticked off|crossed off)$|^(?:done|finished|completed)(?:\s+with)?\s+(?P<item3>.+)$|^(?:complete|finish|tick|check)\s+(?P<item4>.+)$"
+        r"^(?:i(?:'ve| have)?|we(?:'ve| have)?|just)\s+(?:just\s+|already\s+|finally\s+)?(?:bought|got|picked up|done|finished|completed|did|called|rang|phoned|paid|booked|sorted|sorted out|watered|posted|sent|cleaned|fixed|fed|walked|emptied|taken out|took out|washed|returned|cancelled|renewed|grabbed)\s+(?P<item>.+)$|^(?P<item2>.+?)(?:\s+(?:is|are|was|were|has been|have been)|'s)\s+(?:all\s+|now\s+|finally\s+)?(?:done|finished|complete|completed|sorted|bought|dealt with|taken care of|handled|ticked off|crossed off)$|^(?:done|finished|completed)(?:\s+with)?\s+(?P<item3>.+)$|^(?:complete|finish|tick|check)\s+(?P<item4>.+)$"
     );
     let (c, strength) = if let Some(c) = strong.captures(t) {
         (c, Strength::Strong)
@@ -633,6 +663,11 @@ fn todo_complete(t: &str) -> Fit {
         clean_item(&rx!(r"\s+(?:from|on|in)\s+(?:my|the|our)\s+(?:\w+\s+)?list$").replace(raw, ""));
     let item = rx!(r"^(?:the\s+)?(?:item|task|todo|to-do|one)\s+")
         .replace(&item, "")
+        .to_string();
+    // "the gas bill is paid off my list" → "the gas bill".
+    let item = rx!(r"(?:\s+(?:is|are|was|were)|'s)\s+(?:now\s+)?\w+$")
+        .replace(&item, "")
+        .trim()
         .to_string();
     if is_empty_arg(&item) {
         return Fit::Unfit("no item named");
@@ -692,8 +727,7 @@ fn memory_list(t: &str) -> Fit {
     if rx!(r"^(?:what (?:do|did) you (?:remember|know|recall)(?: about me| about myself| of me)?|what have i told you(?: about (?:me|myself))?|what do you know about me|what'?s in your memory|(?:list|read|show|tell me)(?: me)? (?:my |your |the )?memories|tell me what you (?:remember|know)(?: about me)?|what have you (?:remembered|stored|saved|learned)(?: about me)?|what do you have on me|what'?s stored about me|what do you keep about me)$").is_match(t) {
         return Fit::strong(None);
     }
-    if rx!(r"\b(?:about me|about myself|my memories|your memory|have i told you|you remember)\b")
-        .is_match(t)
+    if rx!(r"\b(?:about me|about myself|my memories|your memory|have i told you)\b").is_match(t)
         && is_question_or_short(t)
         && !rx!(r"\bremember (?:when|the|that time|how|what|where|who)\b").is_match(t)
     {
@@ -712,8 +746,18 @@ fn memory_remember(t: &str) -> Fit {
     let trail = rx!(
         r"^(?P<fact>.+?)[\s,.-]+(?:remember that|remember this|please remember|remember it|don'?t forget (?:that|it)|keep that in mind|make a note of (?:that|it))$"
     );
+    let first_person =
+        |f: &str| rx!(r"\b(?:i|i'm|i've|i'd|my|mine|me|we|we're|our|us)\b").is_match(f);
     let (fact, strength) = if let Some(c) = lead.captures(t) {
-        (c["fact"].trim().to_string(), Strength::Strong)
+        let fact = c["fact"].trim().to_string();
+        // "remember the titans is a good film": a bare "remember" with a
+        // fact about the world is small talk, not a fact about the user.
+        let bare = rx!(r"^(?:please\s+)?remember\s").is_match(t)
+            && !rx!(r"^(?:please\s+)?remember\s+(?:that|this)\b").is_match(t);
+        if bare && !first_person(&fact) {
+            return Fit::Unfit("a bare 'remember' with no fact about you");
+        }
+        (fact, Strength::Strong)
     } else if let Some(c) = trail.captures(t) {
         (c["fact"].trim().to_string(), Strength::Strong)
     } else {
@@ -722,7 +766,8 @@ fn memory_remember(t: &str) -> Fit {
     if rx!(r"^(?:to|when|how|where|who|what|the time|me\b|us\b|you\b|if|whether)").is_match(&fact) {
         return Fit::Unfit("not a fact to keep (a reminder, or a question)");
     }
-    if is_empty_arg(&fact) || fact.split_whitespace().count() < 3 {
+    let words = fact.split_whitespace().count();
+    if is_empty_arg(&fact) || words < 2 || (words < 3 && !first_person(&fact)) {
         return Fit::Unfit("no fact said");
     }
     if has_time(&fact) && rx!(r"^(?:i|we) (?:need|have|must|should) to\b").is_match(&fact) {
