@@ -442,24 +442,21 @@ impl Walk<'_> {
         if let Some(note) = &decision.note {
             self.out.notes.push(format!("node '{node}': {note}"));
         }
-        match (&hit, &decision.intent) {
-            (Some((intent, confidence)), _) => {
-                let accepted = decision.intent.as_deref() == Some(intent.as_str());
-                self.out.classification = Some(Classification {
-                    node: node.into(),
-                    classifier: set.into(),
-                    intent: intent.clone(),
-                    confidence: *confidence,
-                    threshold,
-                    accepted,
-                });
-                if !accepted && decision.intent.is_none() && *confidence < threshold {
-                    self.out.notes.push(format!(
+        if let Some((intent, confidence)) = &hit {
+            let accepted = decision.intent.as_deref() == Some(intent.as_str());
+            self.out.classification = Some(Classification {
+                node: node.into(),
+                classifier: set.into(),
+                intent: intent.clone(),
+                confidence: *confidence,
+                threshold,
+                accepted,
+            });
+            if !accepted && decision.intent.is_none() && *confidence < threshold {
+                self.out.notes.push(format!(
                         "node '{node}': intent '{intent}' at {confidence:.2} is below {threshold:.2}; took the fallback"
                     ));
-                }
             }
-            (None, _) => {}
         }
         if decision.by == "rule" {
             self.out.rule_intent = decision.intent.clone();
