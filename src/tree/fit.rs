@@ -308,6 +308,11 @@ fn quoted(t: &str) -> Option<(String, String)> {
 
 /// Does `text` fit `intent`? The arguments come out of the same match.
 pub fn fit(intent: &str, text: &str) -> Fit {
+    // Intents without a frame ("yes", "no", a custom tree's) are the
+    // classifier's alone.
+    if !FRAMED.contains(&intent) {
+        return Fit::NoFrame;
+    }
     if text.split_whitespace().count() > MAX_WORDS {
         return Fit::Unfit("too long for a device command");
     }
@@ -502,7 +507,7 @@ fn time_now(t: &str) -> Fit {
             return Fit::Unfit("about another kind of time");
         }
     }
-    if rx!(r"\b(?:time|o'?clock|what hour)\b").is_match(t) && is_question_or_short(t) {
+    if rx!(r"\b(?:time|o'?clock|clock|what hour)\b").is_match(t) && is_question_or_short(t) {
         return Fit::weak(None);
     }
     Fit::Unfit("no words asking the time")
@@ -892,6 +897,9 @@ mod tests {
         // A custom intent without a frame passes on the classifier alone.
         let d = gate("lights on", Some(("lights", 0.9)), 0.6, &all);
         assert_eq!(d.intent.as_deref(), Some("lights"));
+        // "yes" is a filler to the frames but an intent of its own.
+        let d = gate("yes", Some(("yes", 0.9)), 0.8, &all);
+        assert_eq!(d.intent.as_deref(), Some("yes"));
     }
 
     #[test]
