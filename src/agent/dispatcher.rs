@@ -277,18 +277,15 @@ pub fn run_tree(
         .as_ref()
         .filter(|c| c.accepted)
         .map(|c| c.intent.clone());
+    // Else a frame decided (the gate's rule), or a rule (condition) led to
+    // a device action without classifying: that names the intent.
     if intent.is_none() {
-        if let Some(rule) = &outcome.rule_intent {
-            intent = Some(rule.clone());
-            ctx.record.intent = Some(rule.clone());
-            ctx.record.intent_confidence = None;
-            ctx.record
-                .extra
-                .insert("intent_by".into(), Value::String("rule".into()));
-        }
-    }
-    if intent.is_none() && outcome.llm.is_none() {
-        if let Some(action) = outcome.actions.last() {
+        let by_rule = outcome.rule_intent.as_ref().or(outcome
+            .llm
+            .is_none()
+            .then(|| outcome.actions.last())
+            .flatten());
+        if let Some(action) = by_rule {
             intent = Some(action.clone());
             ctx.record.intent = Some(action.clone());
             ctx.record.intent_confidence = None;

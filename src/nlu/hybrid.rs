@@ -343,16 +343,7 @@ impl HybridHead {
 
     /// Best label index and its calibrated probability for each query.
     pub fn predict_many(&self, x: &[f32], texts: &[&str]) -> Vec<(usize, f32)> {
-        self.probabilities(x, texts)
-            .chunks_exact(self.labels.len().max(1))
-            .map(|row| {
-                row.iter()
-                    .copied()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .unwrap_or((0, 0.0))
-            })
-            .collect()
+        super::linalg::argmax_rows(&self.probabilities(x, texts), self.labels.len())
     }
 }
 

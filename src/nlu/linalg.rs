@@ -99,6 +99,21 @@ mod imp {
     }
 }
 
+/// The best column and its value in each `classes`-wide row (`(0, 0.0)`
+/// for an empty row): the predicted label of every query at once.
+pub fn argmax_rows(values: &[f32], classes: usize) -> Vec<(usize, f32)> {
+    values
+        .chunks_exact(classes.max(1))
+        .map(|row| {
+            row.iter()
+                .copied()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap_or((0, 0.0))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,16 +136,7 @@ impl SoftmaxHead {
 
     /// Best class index and its probability for each of `n` queries.
     pub fn predict_many(&self, x: &[f32], n: usize) -> Vec<(usize, f32)> {
-        self.probabilities(x, n)
-            .chunks_exact(self.labels.len())
-            .map(|row| {
-                row.iter()
-                    .copied()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .unwrap_or((0, 0.0))
-            })
-            .collect()
+        super::linalg::argmax_rows(&self.probabilities(x, n), self.labels.len())
     }
 }
 
