@@ -270,8 +270,7 @@ pub fn run_tree(
     ctx.effects
         .device_state
         .extend(outcome.device_state.clone());
-    // The accepted classification; else, when a rule (condition) led to a
-    // device action without classifying, that action names the intent.
+    // The accepted classification names the intent first.
     let mut intent = outcome
         .classification
         .as_ref()
