@@ -118,9 +118,13 @@ impl States {
             return;
         }
         let me = self.clone();
+        // Taken here, before the thread exists, so an exit racing the
+        // spawn still waits for it.
+        let in_flight = exit_guard::enter();
         let spawned = std::thread::Builder::new()
             .name("whisper-state".into())
             .spawn(move || {
+                let _in_flight = in_flight;
                 drop(used);
                 match me.create() {
                     Ok(state) => {
@@ -138,6 +142,77 @@ impl States {
             // The next pass builds its state itself.
             self.refilling.store(false, Ordering::SeqCst);
         }
+    }
+}
+
+/// Process exit waits (boundedly) for whisper.cpp work still running on
+/// other threads.
+///
+/// `exit` runs ggml's C++ static destructors (its backend registry among
+/// them); a state being built or freed on the background refill thread at
+/// that moment reads freed memory. Seen as a SIGSEGV after the last
+/// transcription of a short-lived process (`earshot transcribe`, a test
+/// binary). An `atexit` hook registered after whisper.cpp's statics runs
+/// before their destructors, so it can wait for the work to finish.
+mod exit_guard {
+    use std::sync::{Condvar, Mutex, Once};
+    use std::time::{Duration, Instant};
+
+    static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+    static SETTLED: Condvar = Condvar::new();
+    /// A refill takes ~20 ms; a pass is capped by its own wall time. Exit
+    /// is never held longer than this.
+    const MAX_WAIT: Duration = Duration::from_secs(5);
+
+    /// Marks whisper.cpp work in flight until dropped.
+    pub(super) struct Guard(());
+
+    pub(super) fn enter() -> Guard {
+        static HOOK: Once = Once::new();
+        HOOK.call_once(|| {
+            // SAFETY: registers a plain `extern "C" fn()` with libc; it
+            // touches only the statics above.
+            unsafe {
+                libc::atexit(wait_at_exit);
+            }
+        });
+        *IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Guard(())
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let mut n = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+            *n = n.saturating_sub(1);
+            SETTLED.notify_all();
+        }
+    }
+
+    /// Number of pieces of work in flight (for tests).
+    #[cfg(test)]
+    pub(super) fn in_flight() -> usize {
+        *IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until nothing is in flight or `MAX_WAIT` has passed.
+    pub(super) fn settle(max: Duration) -> bool {
+        let deadline = Instant::now() + max;
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = match SETTLED.wait_timeout(n, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        true
+    }
+
+    extern "C" fn wait_at_exit() {
+        settle(MAX_WAIT);
     }
 }
 
@@ -204,6 +279,7 @@ impl WhisperStt {
         let _one_at_a_time = self.run.lock().map_err(|_| {
             SttError::Local("the whisper engine was poisoned by an earlier panic".into())
         })?;
+        let _in_flight = exit_guard::enter();
         let mut state = self.states.take()?;
         let result = state.full(params, input);
         let out = read(result, &state);
@@ -714,5 +790,34 @@ impl Transcriber for WhisperStt {
         };
         self.decode(&noise, &full)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_guard;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn exit_waits_for_work_in_flight_and_no_longer_than_its_bound() {
+        let guard = exit_guard::enter();
+        assert!(exit_guard::in_flight() >= 1);
+        // Held: settling gives up at its bound.
+        let t = Instant::now();
+        assert!(!exit_guard::settle(Duration::from_millis(50)));
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        // Released on another thread after 100 ms: settling waits for it.
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(guard);
+        });
+        let t = Instant::now();
+        assert!(exit_guard::settle(Duration::from_secs(5)));
+        assert!(
+            t.elapsed() >= Duration::from_millis(90),
+            "{:?}",
+            t.elapsed()
+        );
+        worker.join().unwrap();
     }
 }
