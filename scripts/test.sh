@@ -19,8 +19,9 @@ echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== cargo test"
 # lib, binary, integration tests and doc tests (benches are compiled by clippy
-# above and run by `cargo bench`).
-cargo test -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
+# above and run by `cargo bench`); --no-fail-fast so one failing binary does
+# not hide the results of the others (the exit status still fails).
+cargo test --no-fail-fast -- --test-threads="${EARSHOT_TEST_THREADS:-2}"
 # Issue 7: prove the Raspberry Pi (aarch64) build compiles here without
 # Docker (Debian cross compilers + an ALSA sysroot). EARSHOT_SKIP_CROSS=1
 # skips it for a quick local run.
