@@ -919,6 +919,21 @@ fn an_oversized_reply_stops_being_read_at_the_cap() {
         "SELECT COALESCE(SUM(LENGTH(content)), 0) FROM messages",
     );
     assert!(everything < 10_000, "{everything}");
+    // Stored once: the turn log, the background jobs and the device state
+    // name the message instead of copying it (`earshot log` reads it back).
+    let copies = count(
+        dir.path(),
+        "SELECT (SELECT COUNT(*) FROM turn_log WHERE response LIKE '%xxxxxxxx%')
+              + (SELECT COUNT(*) FROM jobs WHERE payload LIKE '%xxxxxxxx%')
+              + (SELECT COUNT(*) FROM device_state WHERE value LIKE '%xxxxxxxx%')",
+    );
+    assert_eq!(copies, 0, "the answer is copied outside `messages`");
+    let log = run(earshot(dir.path()).args(["log", "--json"]));
+    assert!(log.status.success(), "{}", stderr(&log));
+    assert!(
+        stdout(&log).contains(&"x".repeat(1000)),
+        "the turn log reads the answer back"
+    );
 }
 
 #[test]

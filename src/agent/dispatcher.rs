@@ -343,13 +343,11 @@ fn shadow(ctx: &mut TurnContext<'_>) {
 }
 
 /// Keep the answer for "repeat that" (device-wide: the voice loop has one
-/// speaker), saved with the turn.
+/// speaker), saved with the turn: the save points the device at the
+/// answer's message, so the answer is stored once.
 fn remember_last_answer(ctx: &mut TurnContext<'_>, answer: &NodeAnswer) {
-    let spoken = super::cleanup::for_speech(&answer.text);
-    if spoken.is_empty() {
+    if super::cleanup::for_speech(&answer.text).is_empty() {
         return;
     }
-    ctx.effects
-        .device_state
-        .insert(crate::tree::keys::LAST_ANSWER.into(), Some(spoken));
+    ctx.effects.answer_is_last = true;
 }

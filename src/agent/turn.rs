@@ -245,7 +245,7 @@ pub fn run_turn(
     }
     record.set_ms("total", started.elapsed().as_secs_f64() * 1000.0);
 
-    let jobs = after_turn_jobs(&user_id, &text, &response);
+    let jobs = after_turn_jobs(&user_id, &text);
     let saved = services.store.save_turn(&SaveTurn {
         user_id: &user_id,
         conversation_id: input.conversation_id,
@@ -296,11 +296,13 @@ pub fn run_turn(
 /// memory extraction for every exchange and the conversation summary (the
 /// worker skips conversations under 2 turns). The store adds the
 /// conversation id to each payload.
-fn after_turn_jobs(user_id: &str, text: &str, answer: &str) -> Vec<(JobKind, String)> {
+fn after_turn_jobs(user_id: &str, text: &str) -> Vec<(JobKind, String)> {
     vec![
         (
             JobKind::ExtractMemory,
-            json!({"user_id": user_id, "user": text, "assistant": answer}).to_string(),
+            // The answer itself is stored once, in `messages`: the save
+            // adds `assistant_message_id` to the payload.
+            json!({"user_id": user_id, "user": text}).to_string(),
         ),
         (JobKind::Summarize, json!({"user_id": user_id}).to_string()),
     ]
@@ -572,6 +574,10 @@ mod tests {
             device(&services, "last_answer").as_deref(),
             Some("an older answer")
         );
+        assert_eq!(
+            store.last_answer().unwrap().as_deref(),
+            Some("an older answer")
+        );
     }
 
     #[test]
@@ -591,8 +597,10 @@ mod tests {
         assert_eq!(saved.state["paused_by"], "pause please");
         assert_eq!(device(&services, "dnd").as_deref(), Some("on"));
         assert_eq!(device(&services, "volume").as_deref(), Some("30"));
+        // "repeat" reads the answer through the message it is stored in.
+        assert_eq!(device(&services, "last_answer"), None);
         assert_eq!(
-            device(&services, "last_answer").as_deref(),
+            store.last_answer().unwrap().as_deref(),
             Some(outcome.response.as_str())
         );
 

@@ -121,7 +121,19 @@ impl Worker {
 
     fn extract(&self, user_id: &str, payload: &Value) -> JobEnd {
         let user = payload["user"].as_str().unwrap_or_default();
-        let assistant = payload["assistant"].as_str().unwrap_or_default();
+        // Since v11 the payload names the answer's message; older jobs
+        // carry the text.
+        let stored = match payload["assistant_message_id"].as_i64() {
+            Some(id) => match self.memory.store().message_text(id) {
+                Ok(text) => text,
+                Err(e) => return JobEnd::Failed(format!("{e:#}")),
+            },
+            None => None,
+        };
+        let assistant = stored
+            .as_deref()
+            .or_else(|| payload["assistant"].as_str())
+            .unwrap_or_default();
         if user.trim().is_empty() {
             return JobEnd::Done("empty exchange".into());
         }

@@ -94,7 +94,10 @@ fn sql_value(v: rusqlite::types::Value, json_column: bool) -> Value {
 pub fn rows(store: &Store, reviewed_only: bool) -> Result<Vec<Map<String, Value>>> {
     let turns: Vec<Map<String, Value>> = store.with_conn(|c| {
         let mut stmt = c.prepare(
-            "SELECT * FROM turn_log t WHERE NOT ?1 OR EXISTS (SELECT 1 FROM reviews r WHERE r.turn_id = t.id) ORDER BY t.id",
+            &format!(
+                "{} WHERE NOT ?1 OR EXISTS (SELECT 1 FROM reviews r WHERE r.turn_id = t.id) ORDER BY t.id",
+                crate::store::TURN_ROWS
+            ),
         )?;
         let names: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
         let rows = stmt.query_map([reviewed_only], |row| {
@@ -102,6 +105,7 @@ pub fn rows(store: &Store, reviewed_only: bool) -> Result<Vec<Map<String, Value>
             for (i, name) in names.iter().enumerate() {
                 m.insert(name.clone(), sql_value(row.get(i)?, name.ends_with("_json")));
             }
+            crate::store::merge_answer(&mut m);
             Ok(m)
         })?;
         rows.collect()

@@ -238,7 +238,8 @@ pub fn queue(
     Ok(store.with_conn(|c| {
         let mut stmt = c.prepare(
             "SELECT t.id, t.started_at, MAX(CASE f.kind WHEN 'error' THEN 1 ELSE 0 END) AS is_error,
-                    json_group_array(f.note), t.input, t.response,
+                    json_group_array(f.note), t.input,
+                    COALESCE(t.response, (SELECT m.content FROM messages m WHERE m.id = t.answer_message_id)),
                     (SELECT COUNT(*) FROM reviews r WHERE r.turn_id = t.id) AS reviews
              FROM feedback f JOIN turn_log t ON t.id = f.turn_id
              GROUP BY t.id

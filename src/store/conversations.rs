@@ -59,6 +59,10 @@ pub struct TurnEffects {
     /// Device settings (`dnd`, `volume`, `last_answer`…): key → new value,
     /// `None` removes the key.
     pub device_state: BTreeMap<String, Option<String>>,
+    /// This turn's answer is what "repeat that" says next: the save points
+    /// the `last_answer_message` setting at the answer's message (the
+    /// answer is stored once, in `messages`).
+    pub answer_is_last: bool,
 }
 
 impl Store {
@@ -177,12 +181,21 @@ impl Store {
                 "INSERT INTO messages (conversation_id, role, content, timestamp) VALUES (?1, 'assistant', ?2, ?3)",
                 params![conversation_id, turn.answer, now()],
             )?;
-            let turn_id = super::turn_log::insert(tx, Some(conversation_id), turn.user_id, turn.record)?;
+            // The answer is stored once, here; everything else names it.
+            let answer_id = tx.last_insert_rowid();
+            let turn_id = super::turn_log::insert(
+                tx,
+                Some(conversation_id),
+                turn.user_id,
+                turn.record,
+                Some(answer_id),
+            )?;
             for (kind, payload) in &turn.jobs {
-                // The conversation id is only known here for a new one.
+                // The conversation and answer ids are only known here.
                 let payload = match serde_json::from_str::<serde_json::Value>(payload) {
                     Ok(serde_json::Value::Object(mut map)) => {
                         map.insert("conversation_id".into(), conversation_id.into());
+                        map.insert("assistant_message_id".into(), answer_id.into());
                         serde_json::Value::Object(map).to_string()
                     }
                     _ => payload.clone(),
@@ -194,6 +207,14 @@ impl Store {
             }
             for (key, value) in &turn.effects.device_state {
                 super::put_device_state(tx, key, value.as_deref())?;
+            }
+            if turn.effects.answer_is_last {
+                super::put_device_state(tx, super::LAST_ANSWER, None)?;
+                super::put_device_state(
+                    tx,
+                    super::LAST_ANSWER_MESSAGE,
+                    Some(&answer_id.to_string()),
+                )?;
             }
             Ok((conversation_id, turn_id))
         })
@@ -208,7 +229,7 @@ impl Store {
         user_id: &str,
         record: &TurnRecord,
     ) -> Result<i64> {
-        self.with_tx(|tx| super::turn_log::insert(tx, conversation_id, user_id, record))
+        self.with_tx(|tx| super::turn_log::insert(tx, conversation_id, user_id, record, None))
     }
 }
 
@@ -288,6 +309,7 @@ mod tests {
                 ("dnd".to_string(), Some("on".to_string())),
                 ("volume".to_string(), None),
             ]),
+            answer_is_last: true,
         }
     }
 
@@ -320,6 +342,106 @@ mod tests {
         assert_eq!(phase, "confirm_delete");
         assert_eq!(store.device_state("dnd").unwrap().as_deref(), Some("on"));
         assert_eq!(store.device_state("volume").unwrap(), None);
+    }
+
+    /// How many text cells of the whole database contain `needle`.
+    fn copies_in_database(store: &Store, needle: &str) -> usize {
+        store
+            .with_conn(|c| {
+                let tables: Vec<String> = c
+                    .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut copies = 0;
+                for table in tables {
+                    let mut stmt = c.prepare(&format!("SELECT * FROM \"{table}\""))?;
+                    let width = stmt.column_count();
+                    let mut rows = stmt.query([])?;
+                    while let Some(row) = rows.next()? {
+                        for i in 0..width {
+                            if let rusqlite::types::ValueRef::Text(t) = row.get_ref(i)? {
+                                copies += usize::from(String::from_utf8_lossy(t).contains(needle));
+                            }
+                        }
+                    }
+                }
+                Ok(copies)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn an_answer_is_stored_once_and_read_back_everywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let answer = format!("ANSWER-MARK {}", "long words ".repeat(2000));
+        let mut record = TurnRecord::new("text", "q");
+        record.response = Some(answer.clone());
+        let (_, turn) = store
+            .save_turn(&SaveTurn {
+                user_id: "user-1",
+                conversation_id: None,
+                user_text: "q",
+                answer: &answer,
+                record: &record,
+                jobs: vec![(
+                    crate::store::JobKind::ExtractMemory,
+                    serde_json::json!({"user_id": "user-1", "user": "q"}).to_string(),
+                )],
+                effects: effects(),
+            })
+            .unwrap();
+        assert_eq!(copies_in_database(&store, "ANSWER-MARK"), 1);
+        // Read back through every reader: the turn log, "repeat", the job.
+        let row = store.turn_log_row(turn).unwrap().unwrap();
+        assert_eq!(row["response"].as_str(), Some(answer.as_str()));
+        assert!(row.get("stored_answer").is_none());
+        assert_eq!(
+            store.last_answer().unwrap().as_deref(),
+            Some(answer.as_str())
+        );
+        let job = store
+            .next_job(&[crate::store::JobKind::ExtractMemory], 3)
+            .unwrap()
+            .unwrap();
+        let payload: serde_json::Value = serde_json::from_str(&job.payload).unwrap();
+        let id = payload["assistant_message_id"].as_i64().unwrap();
+        assert_eq!(
+            store.message_text(id).unwrap().as_deref(),
+            Some(answer.as_str())
+        );
+        // A text written later (a tree's set_state) is what "repeat" says,
+        // until the next saved answer points at its message again.
+        store
+            .set_device_state("last_answer", "set by a tree")
+            .unwrap();
+        assert_eq!(
+            store.last_answer().unwrap().as_deref(),
+            Some("set by a tree")
+        );
+        let (_, _) = store
+            .save_turn(&SaveTurn {
+                user_id: "user-1",
+                conversation_id: None,
+                user_text: "again",
+                answer: "the newer answer",
+                record: &TurnRecord::new("text", "again"),
+                jobs: vec![],
+                effects: effects(),
+            })
+            .unwrap();
+        assert_eq!(
+            store.last_answer().unwrap().as_deref(),
+            Some("the newer answer")
+        );
+        // A failed turn has no message: its row keeps its own sentence.
+        let mut failed = TurnRecord::new("text", "boom");
+        failed.response = Some("Sorry, that failed.".into());
+        let id = store.log_turn_only(None, "user-1", &failed).unwrap();
+        assert_eq!(
+            store.turn_log_row(id).unwrap().unwrap()["response"],
+            "Sorry, that failed."
+        );
     }
 
     #[test]

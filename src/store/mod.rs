@@ -21,6 +21,7 @@ pub mod vector;
 pub use conversations::{Conversation, SaveTurn, StoredMessage, TurnEffects};
 pub use jobs::{Job, JobKind};
 pub use tree_state::TreeState;
+pub use turn_log::{merge_answer, TURN_ROWS};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -268,12 +269,50 @@ impl Store {
         })
     }
 
+    /// What "repeat that" says: the last answer, read from the one place
+    /// it is stored. A turn's answer lives in `messages` and the
+    /// `last_answer_message` setting names it; a `last_answer` text
+    /// (written by a tree's `set_state`, or by a build before v11) is newer
+    /// when present, because every save that points at a message clears it.
+    pub fn last_answer(&self) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        if let Some(text) = self.device_state(LAST_ANSWER)? {
+            return Ok(Some(text));
+        }
+        self.with_conn(|c| {
+            c.query_row(
+                "SELECT m.content FROM device_state d JOIN messages m ON m.id = CAST(d.value AS INTEGER)
+                 WHERE d.key = ?1",
+                [LAST_ANSWER_MESSAGE],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    /// The text of one stored message.
+    pub fn message_text(&self, id: i64) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        self.with_conn(|c| {
+            c.query_row("SELECT content FROM messages WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+        })
+    }
+
     /// Set one device setting now. A turn's changes go through its save
     /// instead ([`TurnEffects::device_state`]).
     pub fn set_device_state(&self, key: &str, value: &str) -> Result<()> {
         self.with_conn(|c| put_device_state(c, key, Some(value)))
     }
 }
+
+/// The device setting holding the last answer as text (a tree's
+/// `set_state device.last_answer`, or rows from before v11).
+pub const LAST_ANSWER: &str = "last_answer";
+/// The device setting naming the message that holds the last answer.
+pub const LAST_ANSWER_MESSAGE: &str = "last_answer_message";
 
 /// Write (`Some`) or remove (`None`) one device setting on `c`.
 pub(crate) fn put_device_state(

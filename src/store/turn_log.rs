@@ -13,20 +13,27 @@ pub(super) fn insert(
     conversation_id: Option<i64>,
     user_id: &str,
     r: &TurnRecord,
+    answer_message_id: Option<i64>,
 ) -> rusqlite::Result<i64> {
     let json = |v: &dyn erased::Json| v.to_json();
+    // A saved answer is in `messages` (named by answer_message_id); the
+    // row keeps its own text only when there is no message.
+    let response = match answer_message_id {
+        Some(_) => None,
+        None => r.response.as_deref(),
+    };
     c.execute(
         "INSERT INTO turn_log (conversation_id, user_id, started_at, source, input, response, mode,
             route, route_by, confidence, intent, intent_confidence, node, model, outcome, error,
-            notes, timings_json, tools_json, extra_json, retrieval_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+            notes, timings_json, tools_json, extra_json, retrieval_json, answer_message_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
         params![
             conversation_id,
             user_id,
             r.started_at,
             r.source,
             r.input,
-            r.response,
+            response,
             r.mode,
             r.route,
             r.route_by,
@@ -42,6 +49,7 @@ pub(super) fn insert(
             json(&r.tools),
             json(&r.extra),
             json(&r.retrievals),
+            answer_message_id,
         ],
     )?;
     let turn_id = c.last_insert_rowid();
@@ -67,11 +75,29 @@ mod erased {
     }
 }
 
+/// Every turn-log column plus `stored_answer`, the text of the message the
+/// row names; [`merge_answer`] folds it into `response`. Readers select
+/// through this so a turn's answer, stored once in `messages`, reads as
+/// it did when the row kept its own copy. Append `WHERE`/`ORDER BY` on `t`.
+pub const TURN_ROWS: &str = "SELECT t.*, m.content AS stored_answer FROM turn_log t
+     LEFT JOIN messages m ON m.id = t.answer_message_id";
+
+/// Move `stored_answer` into `response` when the row has no text of its
+/// own (a saved turn since v11), and drop it either way.
+pub fn merge_answer(row: &mut serde_json::Map<String, serde_json::Value>) {
+    let stored = row.remove("stored_answer");
+    if row.get("response").is_none_or(serde_json::Value::is_null) {
+        if let Some(answer) = stored.filter(|a| !a.is_null()) {
+            row.insert("response".into(), answer);
+        }
+    }
+}
+
 impl Store {
     /// One turn-log row as JSON (all columns), for `earshot log` and tests.
     pub fn turn_log_row(&self, turn_id: i64) -> Result<Option<serde_json::Value>> {
         self.with_conn(|c| {
-            let mut stmt = c.prepare("SELECT * FROM turn_log WHERE id = ?1")?;
+            let mut stmt = c.prepare(&format!("{TURN_ROWS} WHERE t.id = ?1"))?;
             let names: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
             stmt.query_row([turn_id], |row| {
                 let mut map = serde_json::Map::new();
@@ -92,6 +118,7 @@ impl Store {
                     };
                     map.insert(name.clone(), v);
                 }
+                merge_answer(&mut map);
                 Ok(serde_json::Value::Object(map))
             })
             .optional()

@@ -114,7 +114,7 @@ pub mod keys {
     /// "on" while paused (do-not-disturb).
     pub const DND: &str = "dnd";
     /// The last spoken answer, for "repeat that".
-    pub const LAST_ANSWER: &str = "last_answer";
+    pub const LAST_ANSWER: &str = crate::store::LAST_ANSWER;
     /// Output volume 0–100.
     pub const VOLUME: &str = "volume";
 }

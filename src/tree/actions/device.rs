@@ -71,10 +71,12 @@ impl Action for Repeat {
         false
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
-        match call
-            .device_state(env, keys::LAST_ANSWER)
-            .map_err(store_err)?
-        {
+        // This walk's own unsaved answer, else the stored last answer.
+        let last = match call.device.get(keys::LAST_ANSWER) {
+            Some(pending) => pending.clone(),
+            None => env.store.last_answer().map_err(store_err)?,
+        };
+        match last {
             Some(last) if !last.trim().is_empty() => Ok(ActionOutput::said(last)),
             _ => Ok(ActionOutput::failed("I haven't said anything yet.")),
         }

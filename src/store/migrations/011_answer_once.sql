@@ -1,0 +1,11 @@
+-- earshot schema v11: a turn's answer is stored once (issue 23 point 3).
+--
+-- Until v10 the (capped) answer was copied four times: into `messages`,
+-- into turn_log.response, into the memory job's payload and into the
+-- `last_answer` device setting. Now `messages` holds it; the turn-log row
+-- points at it (answer_message_id) and keeps `response` only for turns
+-- without a message (the error sentence of a failed turn); the memory job
+-- names the message (assistant_message_id) and "repeat" reads the message
+-- named by the `last_answer_message` device setting. Existing rows keep
+-- their copies and are read as before.
+ALTER TABLE turn_log ADD COLUMN answer_message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL;
