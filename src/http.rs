@@ -255,6 +255,68 @@ pub fn describe_error_body(body: &str) -> String {
     line.replace(['\n', '\r'], " ")
 }
 
+/// Peers that accept a request and then stall, for the deadline tests of
+/// every HTTP client (LLM, Groq STT and TTS, the tools' JSON APIs): a dead
+/// server must become a sentence in bounded time, whoever calls it.
+#[cfg(test)]
+pub(crate) mod stalling {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    /// How a stalled peer behaves once it has read the request head.
+    #[derive(Clone, Copy)]
+    pub enum Stall {
+        /// Never answers.
+        Silent,
+        /// Sends a 200 head, then one body byte every 300 ms, forever.
+        Trickle,
+        /// A 429 asking to come back in a day.
+        RetryTomorrow,
+    }
+
+    /// Start a peer on a free loopback port; its base URL.
+    pub fn start(stall: Stall) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut s) = conn else { continue };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                    let _ = s.read(&mut buf);
+                    match stall {
+                        Stall::Silent => std::thread::sleep(Duration::from_secs(120)),
+                        Stall::Trickle => {
+                            let _ = s.write_all(
+                                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+                            );
+                            for _ in 0..400 {
+                                std::thread::sleep(Duration::from_millis(300));
+                                if s.write_all(b" ").is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        Stall::RetryTomorrow => {
+                            let body =
+                                r#"{"error":{"message":"Rate limit reached","type":"tokens"}}"#;
+                            let _ = write!(
+                                s,
+                                "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 86400\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            std::thread::sleep(Duration::from_secs(5));
+                        }
+                    }
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

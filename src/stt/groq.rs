@@ -183,3 +183,29 @@ impl Transcriber for GroqStt {
         })
     }
 }
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+    use crate::http::stalling::{start, Stall};
+
+    /// A dead, a trickling and a rate-limiting server each end in a clear
+    /// error within the configured deadline (issue 23 point 4).
+    #[test]
+    fn a_stalled_server_is_an_error_within_the_deadline() {
+        let audio = vec![0.1f32; SAMPLE_RATE as usize];
+        for stall in [Stall::Silent, Stall::Trickle, Stall::RetryTomorrow] {
+            let cfg = SttConfig {
+                cloud_base_url: start(stall),
+                cloud_timeout_secs: 1,
+                ..SttConfig::default()
+            };
+            let stt = GroqStt::new(&cfg, "key").unwrap();
+            let t = Instant::now();
+            let err = stt.transcribe(&audio).unwrap_err();
+            assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+            let msg = err.to_string();
+            assert!(!msg.is_empty() && !msg.contains('\n'), "{msg}");
+        }
+    }
+}

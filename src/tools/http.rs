@@ -173,7 +173,33 @@ pub fn one_line(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::stalling::{start, Stall};
     use serde_json::json;
+    use std::time::Instant;
+
+    /// Every cloud tool (web search, Notion, …) goes through `JsonHttp`: a
+    /// dead, trickling or rate-limiting API is a tool error within the
+    /// deadline (issue 23 point 4).
+    #[test]
+    fn a_stalled_api_is_an_error_within_the_deadline() {
+        for stall in [Stall::Silent, Stall::Trickle, Stall::RetryTomorrow] {
+            let http = JsonHttp::new("Test API", Duration::from_millis(800));
+            let url = format!("{}/search", start(stall));
+            let t = Instant::now();
+            let err = http
+                .send(
+                    "POST",
+                    &url,
+                    &[("Authorization", "Bearer k".into())],
+                    Some(&json!({"q": 1})),
+                )
+                .unwrap_err();
+            assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+            let msg = err.to_string();
+            assert!(msg.contains("Test API") || !msg.is_empty(), "{msg}");
+            assert!(!msg.contains("Bearer k"), "{msg}");
+        }
+    }
 
     #[test]
     fn error_shapes_are_read() {

@@ -116,3 +116,29 @@ impl Synthesizer for GroqTts {
             .map_err(|e| TtsError::Failed(format!("the speech service's audio is unreadable: {e}")))
     }
 }
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+    use crate::http::stalling::{start, Stall};
+    use std::time::Instant;
+
+    /// A dead, a trickling and a rate-limiting server each end in a clear
+    /// error within the configured deadline (issue 23 point 4).
+    #[test]
+    fn a_stalled_server_is_an_error_within_the_deadline() {
+        for stall in [Stall::Silent, Stall::Trickle, Stall::RetryTomorrow] {
+            let cfg = TtsConfig {
+                cloud_base_url: start(stall),
+                cloud_timeout_ms: 800,
+                ..TtsConfig::default()
+            };
+            let mut tts = GroqTts::new(&cfg, "key").unwrap();
+            let t = Instant::now();
+            let err = tts.synthesize("Hello there.").unwrap_err();
+            assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+            let msg = err.to_string();
+            assert!(!msg.is_empty() && !msg.contains('\n'), "{msg}");
+        }
+    }
+}
