@@ -86,6 +86,7 @@ pub fn assemble(
     let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
+    crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
