@@ -128,6 +128,18 @@ pub fn assemble(
     }
 }
 
+/// The timers service alone, over the configured database (`earshot
+/// timers`: no models needed). The device's services carry the same
+/// service, built in [`assemble`].
+pub fn timers(config: &Config) -> Result<crate::timers::Timers> {
+    let store = Store::open(&config.database_path())?;
+    Ok(crate::timers::Timers::new(
+        &config.timers,
+        &config.paths(),
+        store,
+    ))
+}
+
 /// Speech-to-text as `[stt]` says (a Wyoming ASR service of `[wyoming]`
 /// in front; the Groq key shared with `[llm]`).
 pub fn stt(config: &Config) -> Result<crate::stt::Stt, crate::stt::SttError> {
