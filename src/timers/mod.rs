@@ -637,12 +637,17 @@ fn finish(row: &mut Row, now: DateTime<Utc>) {
     }
 }
 
-/// Set a row due at `due`, keeping its anchor: a clock row's local time
-/// moves with it.
+/// Set a row due at `due`: a one-off clock row's local time moves with
+/// it; a repeating alarm keeps its time of day for the next days and
+/// counts this occurrence as a length (like a snooze).
 fn set_due(row: &mut Row, due: DateTime<Utc>) {
     row.due_at = due;
     if row.anchor == Anchor::Clock {
-        row.local_at = Some(due.with_timezone(&chrono::Local).naive_local());
+        if row.repeat.is_some() {
+            row.anchor = Anchor::Delay;
+        } else {
+            row.local_at = Some(due.with_timezone(&chrono::Local).naive_local());
+        }
     }
 }
 

@@ -419,3 +419,40 @@ fn lengths_are_said_plainly() {
     assert_eq!(spoken_length(5400), "1 hour 30 minutes");
     assert_eq!(spoken_length(7201), "2 hours 1 second");
 }
+
+#[test]
+fn extending_a_repeating_alarm_moves_this_day_only() {
+    let f = fixture();
+    let sched = f.timers.start_scheduler().unwrap();
+    let rx = f.timers.subscribe();
+    let in_a_minute = (start_wall() + TimeDelta::minutes(1))
+        .with_timezone(&chrono::Local)
+        .time();
+    let a = f
+        .timers
+        .add(NewTimer {
+            kind: Kind::Alarm,
+            label: None,
+            when: When::Next {
+                time: in_a_minute,
+                days: None,
+            },
+            repeat: Some(Weekdays::DAILY),
+        })
+        .unwrap();
+    let later = f.timers.extend(a.id, TimeDelta::minutes(10)).unwrap();
+    assert_eq!(later.remaining_s, 11 * 60);
+    f.clock.advance(Duration::from_secs(11 * 60));
+    let e = loop {
+        let e = next(&rx, "ringing");
+        if e.event == EventKind::Ringing {
+            break e;
+        }
+    };
+    assert_eq!(e.id, a.id);
+    assert_eq!(f.timers.stop_ringing(Some(a.id)).unwrap(), 1);
+    drop(sched);
+    // Tomorrow at the alarm's own time, not ten minutes later.
+    let next_day = f.timers.get(a.id).unwrap().unwrap();
+    assert_eq!(next_day.remaining_s, 24 * 3600 - 11 * 60 + 60);
+}
