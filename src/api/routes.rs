@@ -9,6 +9,7 @@
 //! | `POST /api/voice` | multipart field `audio` (WAV) | `audio/wav` + `X-Transcript`, `X-Response`, `X-Conversation-Id` |
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
+//! | `GET /api/timers` | | `[{"id","kind","label","due","remaining_s","repeat"}]`, as `earshot timers list --json` |
 //!
 //! [`admit`] runs on the connection thread right after the header block
 //! is read and before any of the body: `Host`, `Origin`, route, method,
@@ -66,6 +67,7 @@ pub enum Route {
     Feedback,
     Conversations,
     Conversation(String),
+    Timers,
 }
 
 impl Route {
@@ -79,6 +81,7 @@ impl Route {
             "/api/tts" => Route::Tts,
             "/api/feedback" => Route::Feedback,
             "/api/conversations" => Route::Conversations,
+            "/api/timers" => Route::Timers,
             _ => {
                 let id = path.strip_prefix("/api/conversations/")?;
                 if id.is_empty() || id.contains('/') {
@@ -91,7 +94,7 @@ impl Route {
 
     fn method(&self) -> &'static str {
         match self {
-            Route::Health | Route::Conversations | Route::Conversation(_) => "GET",
+            Route::Health | Route::Conversations | Route::Conversation(_) | Route::Timers => "GET",
             _ => "POST",
         }
     }
@@ -166,7 +169,7 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
     let route = Route::parse(&path).ok_or_else(|| {
         refuse(
             ApiError::not_found(format!(
-                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations",
+                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations, /api/timers",
                 head.method
             )),
             cors.clone(),
@@ -409,6 +412,16 @@ fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
             Ok(Reply::Json(200, json!({ "conversations": list })))
         }
         Route::Conversation(id) => conversation(ctx, id),
+        Route::Timers => {
+            let all = ctx
+                .services
+                .timers
+                .list(None)
+                .map_err(|e| ApiError::new(500, format!("could not read the timers: {e}")))?;
+            let value = serde_json::to_value(all)
+                .map_err(|e| ApiError::new(500, format!("could not write the timers: {e}")))?;
+            Ok(Reply::Json(200, value))
+        }
     }
 }
 
@@ -591,6 +604,8 @@ mod tests {
         assert_eq!(Route::parse("/api/conversations/1/x"), None);
         assert_eq!(Route::parse("/nope"), None);
         assert_eq!(Route::Chat.method(), "POST");
+        assert_eq!(Route::parse("/api/timers/"), Some(Route::Timers));
+        assert_eq!(Route::Timers.method(), "GET");
         assert_eq!(allow_for("/api/conversations?x=1"), "GET");
     }
 
