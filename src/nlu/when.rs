@@ -167,7 +167,10 @@ impl PartOfDay {
             PartOfDay::Morning => (hm(5, 0), hm(12, 0)),
             PartOfDay::Afternoon => (hm(12, 0), hm(17, 0)),
             PartOfDay::Evening => (hm(17, 0), hm(21, 0)),
-            PartOfDay::Night => (hm(21, 0), NaiveTime::from_hms_opt(23, 59, 59).unwrap_or(NaiveTime::MIN)),
+            PartOfDay::Night => (
+                hm(21, 0),
+                NaiveTime::from_hms_opt(23, 59, 59).unwrap_or(NaiveTime::MIN),
+            ),
         }
     }
 }
@@ -325,7 +328,10 @@ impl<'a> Cx<'a> {
         };
         a.is_word(first)
             && b.is_word(second)
-            && self.text.get(a.span.end..b.span.start).is_some_and(|g| g.trim() == ".")
+            && self
+                .text
+                .get(a.span.end..b.span.start)
+                .is_some_and(|g| g.trim() == ".")
     }
 
     fn bytes(&self, r: Range<usize>) -> Range<usize> {
@@ -417,7 +423,9 @@ impl Cx<'_> {
                     // Too large, and a unit follows: a duration nobody can keep.
                     let mut j = i + 1;
                     while j < self.t.len() && j < i + 40 && self.unit_at(j, j).is_none() {
-                        if self.kind(j) == Some(TokenKind::Word) && self.w(j).is_some_and(|w| w != "and") {
+                        if self.kind(j) == Some(TokenKind::Word)
+                            && self.w(j).is_some_and(|w| w != "and")
+                        {
                             return Ok(None);
                         }
                         j += 1;
@@ -500,7 +508,10 @@ impl Cx<'_> {
             if last == HOUR || last == MINUTE {
                 if let Some((v, e)) = self.whole(j) {
                     let ends = e >= self.t.len()
-                        || self.any(e, &["to", "for", "and", "please", "timer", "on", "then", "from"]);
+                        || self.any(
+                            e,
+                            &["to", "for", "and", "please", "timer", "on", "then", "from"],
+                        );
                     if v < 60 && ends && !self.sym(e, ":") {
                         total += (v * last / 60) as f64;
                         end = e;
@@ -512,7 +523,10 @@ impl Cx<'_> {
         if !total.is_finite() || total > MAX_DURATION.as_secs_f64() {
             return Err(WhenError::TooLong);
         }
-        Ok(Some((Duration::from_millis((total * 1000.0).round() as u64), end)))
+        Ok(Some((
+            Duration::from_millis((total * 1000.0).round() as u64),
+            end,
+        )))
     }
 
     /// "in 25 minutes", "25 minutes from now".
@@ -568,8 +582,8 @@ enum Mer {
 
 /// Words before a bare hour that make it a clock time ("at 5").
 const CLOCK_PREP: &[&str] = &[
-    "at", "for", "by", "until", "till", "til", "around", "about", "before", "after", "from",
-    "to", "past", "or", "and",
+    "at", "for", "by", "until", "till", "til", "around", "about", "before", "after", "from", "to",
+    "past", "or", "and",
 ];
 
 impl Cx<'_> {
@@ -628,7 +642,13 @@ impl Cx<'_> {
     }
 
     /// The rest after a time: optional "o'clock", then am/pm words.
-    fn finish(&self, hour: u32, minute: u32, exact: bool, end: usize) -> Result<(TimeOfDay, usize), WhenError> {
+    fn finish(
+        &self,
+        hour: u32,
+        minute: u32,
+        exact: bool,
+        end: usize,
+    ) -> Result<(TimeOfDay, usize), WhenError> {
         let mut e = end;
         if self.any(e, &["o'clock", "oclock"]) {
             e += 1;
@@ -662,15 +682,15 @@ impl Cx<'_> {
                 };
                 Ok((TimeOfDay::At(hm(h, minute)), e2))
             }
-            None if exact || hour > 12 || hour == 0 => Ok((TimeOfDay::At(hm(hour % 24, minute)), e)),
+            None if exact || hour > 12 || hour == 0 => {
+                Ok((TimeOfDay::At(hm(hour % 24, minute)), e))
+            }
             None => Ok((TimeOfDay::Either { hour, minute }, e)),
         }
     }
 
     fn clock_at(&self, i: usize) -> Result<Option<(TimeOfDay, usize)>, WhenError> {
-        let prep_before = i
-            .checked_sub(1)
-            .is_some_and(|p| self.any(p, CLOCK_PREP));
+        let prep_before = i.checked_sub(1).is_some_and(|p| self.any(p, CLOCK_PREP));
         // noon / midnight
         let (lead, j) = if self.is(i, "twelve") || self.digits(i) == Some("12") {
             (true, i + 1)
@@ -678,7 +698,9 @@ impl Cx<'_> {
             (false, i)
         };
         match self.w(j) {
-            Some("noon" | "midday" | "mid-day") => return Ok(Some((TimeOfDay::At(hm(12, 0)), j + 1))),
+            Some("noon" | "midday" | "mid-day") => {
+                return Ok(Some((TimeOfDay::At(hm(12, 0)), j + 1)))
+            }
             Some("midnight") => return Ok(Some((TimeOfDay::At(hm(0, 0)), j + 1))),
             _ if lead && self.is(j, "o'clock") && self.any(j + 1, &["midnight", "noon"]) => {}
             _ => {}
@@ -688,14 +710,24 @@ impl Cx<'_> {
         let rel = match self.w(i + a) {
             Some("half") => Some((30u32, i + a + 1)),
             Some("quarter") => Some((15, i + a + 1)),
-            _ if a == 0 => self.whole(i).filter(|(v, _)| (1..60).contains(v)).map(|(v, e)| {
-                let e = if self.any(e, &["minute", "minutes", "mins", "min"]) { e + 1 } else { e };
-                (v as u32, e)
-            }),
+            _ if a == 0 => self
+                .whole(i)
+                .filter(|(v, _)| (1..60).contains(v))
+                .map(|(v, e)| {
+                    let e = if self.any(e, &["minute", "minutes", "mins", "min"]) {
+                        e + 1
+                    } else {
+                        e
+                    };
+                    (v as u32, e)
+                }),
             _ => None,
         };
         if let Some((mins, e)) = rel {
-            if let Some(dir) = self.w(e).filter(|w| matches!(*w, "past" | "after" | "to" | "before" | "til" | "till")) {
+            if let Some(dir) = self
+                .w(e)
+                .filter(|w| matches!(*w, "past" | "after" | "to" | "before" | "til" | "till"))
+            {
                 let hour = match self.w(e + 1) {
                     Some("noon" | "midday") => Some((12, true, e + 2)),
                     Some("midnight") => Some((0, true, e + 2)),
@@ -709,10 +741,16 @@ impl Cx<'_> {
                     let (h, m) = if past {
                         (h, mins)
                     } else {
-                        let h = if h == 0 { 23 } else if h == 1 && !exact { 12 } else { h - 1 };
+                        let h = if h == 0 {
+                            23
+                        } else if h == 1 && !exact {
+                            12
+                        } else {
+                            h - 1
+                        };
                         (h, 60 - mins)
                     };
-                    let exact = exact && (h == 0 || h > 12) || (exact && h == 12);
+                    let exact = exact && (h == 0 || h >= 12);
                     return self.finish(h, m, exact, e2).map(Some);
                 }
             }
@@ -720,7 +758,10 @@ impl Cx<'_> {
         // British "half six" after "at".
         if prep_before && self.is(i, "half") {
             if let Some((h, exact, e)) = self.hour_at(i + 1) {
-                if (1..=12).contains(&h) && self.unit_at(e, e).is_none() && self.kind(i + 1) == Some(TokenKind::Word) {
+                if (1..=12).contains(&h)
+                    && self.unit_at(e, e).is_none()
+                    && self.kind(i + 1) == Some(TokenKind::Word)
+                {
                     return self.finish(h, 30, exact, e).map(Some);
                 }
             }
@@ -744,6 +785,15 @@ impl Cx<'_> {
                     return self.finish(h % 24, mm, exact || h == 24, i + 3).map(Some);
                 }
             }
+            // "at 6 45": speech-to-text's hour and minutes side by side.
+            if prep_before && d.len() <= 2 {
+                if let Some(m) = self.digits(i + 1).filter(|m| m.len() == 2) {
+                    let (h, mm): (u32, u32) = (d.parse().unwrap_or(99), m.parse().unwrap_or(99));
+                    if h <= 23 && mm <= 59 && self.unit_at(i + 2, i + 2).is_none() {
+                        return self.finish(h, mm, h == 0 || h > 12, i + 2).map(Some);
+                    }
+                }
+            }
             // "0630", "1800 hours", "at 630".
             if (3..=4).contains(&d.len())
                 && (d.starts_with('0') || prep_before || self.any(i + 1, &["hours", "hrs"]))
@@ -751,7 +801,11 @@ impl Cx<'_> {
                 let v: u32 = d.parse().unwrap_or(9999);
                 let (h, m) = (v / 100, v % 100);
                 if h <= 23 && m <= 59 {
-                    let e = if self.any(i + 1, &["hours", "hrs"]) { i + 2 } else { i + 1 };
+                    let e = if self.any(i + 1, &["hours", "hrs"]) {
+                        i + 2
+                    } else {
+                        i + 1
+                    };
                     let exact = d.len() == 4 || h == 0 || h > 12;
                     return self.finish(h, m, exact, e).map(Some);
                 }
@@ -792,11 +846,21 @@ impl Cx<'_> {
             let oclock = self.any(e, &["o'clock", "oclock"]);
             let mer = self.meridiem(if oclock { e + 1 } else { e }).is_some();
             let next_ok = self.unit_at(e, e).is_none()
-                && !self.any(e, &["percent", "per", "times", "of", "people", "things", "more", "th"])
+                && !self.any(
+                    e,
+                    &[
+                        "percent", "per", "times", "of", "people", "things", "more", "th",
+                    ],
+                )
                 && !self.sym(e, "%")
                 && !self.sym(e, ":");
             if oclock || mer || (prep_before && next_ok && h <= 23) {
-                if h > 12 && self.kind(i) == Some(TokenKind::Word) && !oclock && !mer && !prep_before {
+                if h > 12
+                    && self.kind(i) == Some(TokenKind::Word)
+                    && !oclock
+                    && !mer
+                    && !prep_before
+                {
                     return Ok(None);
                 }
                 return self.finish(h, 0, exact, e).map(Some);
@@ -872,7 +936,8 @@ fn part(w: Option<&str>) -> Option<PartOfDay> {
 /// The first date on or after `from` that falls on `day`.
 fn on_or_after(from: NaiveDate, day: Weekday) -> NaiveDate {
     let ahead = (7 + day.num_days_from_monday() - from.weekday().num_days_from_monday()) % 7;
-    from.checked_add_days(Days::new(ahead.into())).unwrap_or(from)
+    from.checked_add_days(Days::new(ahead.into()))
+        .unwrap_or(from)
 }
 
 fn days_in(year: i32, month: u32) -> u32 {
@@ -906,7 +971,7 @@ impl Cx<'_> {
         }
         let v = s.value.as_u64()?;
         let ok = s.kind == NumberKind::Ordinal || (digits_ok && s.kind == NumberKind::Digits);
-        (ok && v >= 1 && v < 100).then_some((v as u32, s.span.end))
+        (ok && (1..100).contains(&v)).then_some((v as u32, s.span.end))
     }
 
     /// An optional year after a date: ("2027", end).
@@ -924,7 +989,9 @@ impl Cx<'_> {
         if let Some((d, e)) = self.day_number(s, true) {
             let e2 = if self.is(e, "of") { e + 1 } else { e };
             if let Some(m) = self.w(e2).and_then(month) {
-                let (y, end) = self.year(e2 + 1).map_or((None, e2 + 1), |(y, e)| (Some(y), e));
+                let (y, end) = self
+                    .year(e2 + 1)
+                    .map_or((None, e2 + 1), |(y, e)| (Some(y), e));
                 return Some((d, m, y, end));
             }
         }
@@ -933,7 +1000,10 @@ impl Cx<'_> {
             let s = if self.is(i + 1, "the") { i + 2 } else { i + 1 };
             if let Some((d, e)) = self.day_number(s, true) {
                 // "may 5 people": digits right after "may" need more proof.
-                if m == 5 && self.kind(s) == Some(TokenKind::Integer) && !(i > 0 && self.is(i - 1, "on")) {
+                if m == 5
+                    && self.kind(s) == Some(TokenKind::Integer)
+                    && !(i > 0 && self.is(i - 1, "on"))
+                {
                     return None;
                 }
                 let (y, end) = self.year(e).map_or((None, e), |(y, e)| (Some(y), e));
@@ -995,12 +1065,24 @@ impl Cx<'_> {
             i
         };
         match self.w(s) {
-            Some("weekday") if every => return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekdays), s + 1))),
-            Some("weekdays") => return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekdays), s + 1))),
-            Some("weekend") if every => return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekends), s + 1))),
-            Some("weekends") => return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekends), s + 1))),
-            Some("day") if every => return Ok(Some(with_part(DayRef::Repeat(Repeat::Daily), s + 1))),
-            Some("daily") if s == i => return Ok(Some(with_part(DayRef::Repeat(Repeat::Daily), s + 1))),
+            Some("weekday") if every => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekdays), s + 1)))
+            }
+            Some("weekdays") => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekdays), s + 1)))
+            }
+            Some("weekend") if every => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekends), s + 1)))
+            }
+            Some("weekends") => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekends), s + 1)))
+            }
+            Some("day") if every => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Daily), s + 1)))
+            }
+            Some("daily") if s == i => {
+                return Ok(Some(with_part(DayRef::Repeat(Repeat::Daily), s + 1)))
+            }
             Some(p) if every && part(Some(p)).is_some() => {
                 return Ok(Some((
                     Day {
@@ -1013,11 +1095,15 @@ impl Cx<'_> {
             _ => {}
         }
         // "Monday to Friday"
-        if self.is(s, "monday") && self.any(s + 1, &["to", "through", "till", "until"]) && self.is(s + 2, "friday") {
+        if self.is(s, "monday")
+            && self.any(s + 1, &["to", "through", "till", "until"])
+            && self.is(s + 2, "friday")
+        {
             return Ok(Some(with_part(DayRef::Repeat(Repeat::Weekdays), s + 3)));
         }
         // weekdays by name: "Thursday", "next Monday", "on Mondays", "every Monday and Wednesday"
-        let next = self.any(i, &["next", "coming"]) || (self.is(i, "this") && self.is(i + 1, "coming"));
+        let next =
+            self.any(i, &["next", "coming"]) || (self.is(i, "this") && self.is(i + 1, "coming"));
         let s = if self.is(i, "this") && self.is(i + 1, "coming") {
             i + 2
         } else if next || self.is(i, "this") {
@@ -1062,7 +1148,10 @@ impl Cx<'_> {
                 Some(y) => {
                     let found = NaiveDate::from_ymd_opt(y, m, d);
                     if found.is_none() {
-                        return Err(WhenError::NoSuchDate { day: d, month: Some(m) });
+                        return Err(WhenError::NoSuchDate {
+                            day: d,
+                            month: Some(m),
+                        });
                     }
                     found
                 }
@@ -1073,13 +1162,19 @@ impl Cx<'_> {
             };
             return match found {
                 Some(found) => Ok(Some(with_part(date(found), e))),
-                None => Err(WhenError::NoSuchDate { day: d, month: Some(m) }),
+                None => Err(WhenError::NoSuchDate {
+                    day: d,
+                    month: Some(m),
+                }),
             };
         }
         if self.is(i, "on") && self.is(i + 1, "the") {
             if let Some((d, e)) = self.day_number(i + 2, false) {
                 if d > 31 {
-                    return Err(WhenError::NoSuchDate { day: d, month: None });
+                    return Err(WhenError::NoSuchDate {
+                        day: d,
+                        month: None,
+                    });
                 }
                 // This month's if still ahead, else the next month that has it.
                 let first = today.with_day(1).unwrap_or(today);
@@ -1153,7 +1248,9 @@ pub fn resolve(
     let by_part = |t: TimeOfDay| -> Option<NaiveTime> {
         match (t, part?) {
             (TimeOfDay::At(x), _) => Some(x),
-            (TimeOfDay::Either { hour, .. }, PartOfDay::Night) if hour == 12 || hour < 5 => Some(t.am()),
+            (TimeOfDay::Either { hour, .. }, PartOfDay::Night) if hour == 12 || hour < 5 => {
+                Some(t.am())
+            }
             (_, PartOfDay::Morning) => Some(t.am()),
             (_, _) => Some(t.pm()),
         }
@@ -1179,8 +1276,8 @@ pub fn resolve(
         (None, None) => None,
         (Some(t), None) => {
             let today = now.date();
-            let found = first_after(today, t)
-                .or_else(|| today.succ_opt().and_then(|d| first_after(d, t)));
+            let found =
+                first_after(today, t).or_else(|| today.succ_opt().and_then(|d| first_after(d, t)));
             Some(found.map(Resolved::At).ok_or(WhenError::Past))
         }
         (t, Some(d)) => Some(match &d.day {
@@ -1188,7 +1285,11 @@ pub fn resolve(
                 let time = match t {
                     Some(t) => by_part(t).unwrap_or_else(|| match t {
                         // A repeating alarm without am/pm: the morning one.
-                        TimeOfDay::Either { hour, .. } if prefer == Prefer::Next && (1..=6).contains(&hour) => t.pm(),
+                        TimeOfDay::Either { hour, .. }
+                            if prefer == Prefer::Next && (1..=6).contains(&hour) =>
+                        {
+                            t.pm()
+                        }
                         _ => t.am(),
                     }),
                     None => part.map_or(hm(9, 0), PartOfDay::default_time),
@@ -1223,7 +1324,12 @@ pub fn say_duration(d: Duration) -> String {
     if total == 0 {
         return "less than a second".into();
     }
-    let (days, h, m, s) = (total / DAY, total % DAY / HOUR, total % HOUR / MINUTE, total % MINUTE);
+    let (days, h, m, s) = (
+        total / DAY,
+        total % DAY / HOUR,
+        total % HOUR / MINUTE,
+        total % MINUTE,
+    );
     let unit = |n: u64, one: &str| {
         if n == 1 {
             format!("1 {one}")
@@ -1339,7 +1445,10 @@ mod tests {
         let d = parse_delay("ten minutes from now").unwrap();
         assert_eq!(d.value.as_secs(), 600);
         assert_eq!(parse_delay("in 25 minutes").unwrap().value.as_secs(), 1500);
-        assert_eq!(parse_delay("in half an hour").unwrap().value.as_secs(), 1800);
+        assert_eq!(
+            parse_delay("in half an hour").unwrap().value.as_secs(),
+            1800
+        );
     }
 
     #[test]
@@ -1376,10 +1485,7 @@ mod tests {
         );
         let huge = format!("{} seconds", "9".repeat(400));
         assert_eq!(duration_in(&huge), Err(WhenError::TooLarge));
-        assert_eq!(
-            WhenError::Negative.to_string(),
-            "A time can't be negative."
-        );
+        assert_eq!(WhenError::Negative.to_string(), "A time can't be negative.");
         // Ten minus five minutes is arithmetic, not a negative duration.
         assert_eq!(secs("ten minus five minutes"), Some(300));
     }
@@ -1420,6 +1526,8 @@ mod tests {
             ("at 17", at(17, 0)),
             ("at half six", either(6, 30)),
             ("at 6.30", either(6, 30)),
+            ("alarm at 6 45", either(6, 45)),
+            ("at 10 to 5", either(4, 50)),
             ("six thirty pm", at(18, 30)),
             ("half past seven in the morning", at(7, 30)),
             ("eighteen hundred hours", at(18, 0)),
@@ -1479,7 +1587,10 @@ mod tests {
                 "{text}"
             );
         }
-        assert!(matches!(time_in("at 13 am"), Err(WhenError::BadClock { .. })));
+        assert!(matches!(
+            time_in("at 13 am"),
+            Err(WhenError::BadClock { .. })
+        ));
         assert_eq!(
             WhenError::BadClock {
                 said: "25:00".into()
@@ -1643,10 +1754,22 @@ mod tests {
     fn resolve_picks_the_next_moment() {
         let tomorrow = date(2026, 12, 3);
         // A clock time with no day: the next one.
-        assert_eq!(resolved("at 5", now(9, 0), Prefer::Next), once(today(), 17, 0));
-        assert_eq!(resolved("at 5", now(18, 0), Prefer::Next), once(tomorrow, 5, 0));
-        assert_eq!(resolved("at 7am", now(8, 0), Prefer::Next), once(tomorrow, 7, 0));
-        assert_eq!(resolved("at 7am", now(6, 0), Prefer::Next), once(today(), 7, 0));
+        assert_eq!(
+            resolved("at 5", now(9, 0), Prefer::Next),
+            once(today(), 17, 0)
+        );
+        assert_eq!(
+            resolved("at 5", now(18, 0), Prefer::Next),
+            once(tomorrow, 5, 0)
+        );
+        assert_eq!(
+            resolved("at 7am", now(8, 0), Prefer::Next),
+            once(tomorrow, 7, 0)
+        );
+        assert_eq!(
+            resolved("at 7am", now(6, 0), Prefer::Next),
+            once(today(), 7, 0)
+        );
         // A wake-up: the morning one.
         assert_eq!(
             resolved("get me up at six", now(14, 0), Prefer::Morning),
@@ -1708,12 +1831,69 @@ mod tests {
     #[test]
     fn no_panic_on_odd_strings() {
         let pieces = [
-            "a", "an", "half", "quarter", "of", "and", "minus", "-", ":", "25", "00", "0630",
-            "7", "am", "p", ".", "m", "hour", "hours", "min", "s", "h", "the", "31st", "february",
-            "every", "weekday", "mondays", "next", "in", "at", "past", "to", "noon", "twelve",
-            "nineteen", "hundred", "oh", "😀", "½", "1.5", "99999999999999999999999999", "3/4",
-            ",", "thousand", "million", "on", "tomorrow", "night", "o'clock", "twenty", "five",
-            "second", "", "   ", "ñ", "𝟘", "29th", "2027", "may", "this", "from", "now",
+            "a",
+            "an",
+            "half",
+            "quarter",
+            "of",
+            "and",
+            "minus",
+            "-",
+            ":",
+            "25",
+            "00",
+            "0630",
+            "7",
+            "am",
+            "p",
+            ".",
+            "m",
+            "hour",
+            "hours",
+            "min",
+            "s",
+            "h",
+            "the",
+            "31st",
+            "february",
+            "every",
+            "weekday",
+            "mondays",
+            "next",
+            "in",
+            "at",
+            "past",
+            "to",
+            "noon",
+            "twelve",
+            "nineteen",
+            "hundred",
+            "oh",
+            "😀",
+            "½",
+            "1.5",
+            "99999999999999999999999999",
+            "3/4",
+            ",",
+            "thousand",
+            "million",
+            "on",
+            "tomorrow",
+            "night",
+            "o'clock",
+            "twenty",
+            "five",
+            "second",
+            "",
+            "   ",
+            "ñ",
+            "𝟘",
+            "29th",
+            "2027",
+            "may",
+            "this",
+            "from",
+            "now",
         ];
         let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
         let started = std::time::Instant::now();
