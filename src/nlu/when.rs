@@ -406,7 +406,7 @@ impl Cx<'_> {
 
     /// One "number unit" part at `i`: (seconds, unit, end).
     fn component(&self, i: usize) -> Result<Option<(f64, u64, usize)>, WhenError> {
-        let (mut amount, u, mut end) = if self.any(i, &["a", "an"])
+        let (mut amount, u, mut end) = if self.any(i, &["a", "an", "another"])
             && unit(self.w(i + 1), false).is_some()
         {
             // "a second timer" is another timer, not one second.
@@ -417,6 +417,19 @@ impl Cx<'_> {
             (1.0, u, i + 2)
         } else {
             let spoken = match self.number(i) {
+                // "ninety second timer": the number grammar reads "ninety
+                // second" as the ordinal 92nd; before a unit-less word it
+                // is ninety seconds.
+                Ok(Some(s))
+                    if s.kind == NumberKind::Ordinal
+                        && s.span.len() > 1
+                        && self.is(s.span.end - 1, "second") =>
+                {
+                    match numbers::parse_at(&self.t[..s.span.end - 1], i) {
+                        Ok(Some(c)) if c.span.end == s.span.end - 1 => c,
+                        _ => return Ok(None),
+                    }
+                }
                 Ok(Some(s)) => s,
                 Ok(None) => return Ok(None),
                 Err(e) => {
@@ -1423,6 +1436,9 @@ mod tests {
             ("10 secs", 10),
             ("2 hrs", 7200),
             ("ninety minute", 5400),
+            ("ninety second timer", 90),
+            ("twenty second", 20),
+            ("another minute", 60),
             ("in 3 days", 3 * 86_400),
             ("one week", 604_800),
         ] {

@@ -390,6 +390,10 @@ fn stop(t: &str) -> Fit {
     if is_question(t) {
         return Fit::Unfit("a question, not a command");
     }
+    // "snooze", "stop the alarm": the timers' words.
+    if rx!(r"\b(?:snooze|timers?|alarms?|reminders?|countdown)\b").is_match(t) {
+        return Fit::Unfit("about a timer, not the speech");
+    }
     // "stop reminding me", "stop the timer": something else to stop.
     if rx!(r"^(?:stop|cancel)\b").is_match(t) && t.split_whitespace().count() > 1 {
         return Fit::Unfit("stops something other than the speech");

@@ -79,6 +79,11 @@ pub struct TimeFrame {
 }
 
 impl TimeFrame {
+    /// No arguments (a weak frame).
+    pub fn empty() -> TimeFrame {
+        TimeFrame::new(Strength::Weak)
+    }
+
     fn new(strength: Strength) -> TimeFrame {
         TimeFrame {
             strength,
@@ -255,6 +260,12 @@ fn timer_set(s: &Said) -> Result<TimeFrame, &'static str> {
     }
     // "the timer on my oven is broken" cannot reach here; a label that
     // is a sentence is not a name.
+    if c
+        .name("l1")
+        .is_some_and(|l| rx!(r"\b(?:to|on|onto|off|from|in|of|for|by)\b").is_match(l.as_str()))
+    {
+        return Err("changes a timer, not a new one");
+    }
     let label_words = format!(
         "{} {}",
         c.name("l1").map_or("", |m| m.as_str()),
@@ -473,9 +484,6 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
             r"^how long(?: is it| is there)? (?:until|till|til|before|'til)(?: the| my)? (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder) (?:is done|goes off|rings|finishes|is up|ends|beeps|goes|is finished)$"
         ),
         rx!(
-            r"^how long (?:until|till|before|til) (?:the|my) (?P<l>[a-z' ]+?) (?:is|are) (?:done|ready|finished)$"
-        ),
-        rx!(
             r"^(?:time|how much time) (?:left|remaining)(?: on (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder))?$"
         ),
         rx!(r"^(?:check|status of|check on)(?: on)? (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer)$"),
@@ -573,7 +581,10 @@ fn timer_cancel(s: &Said) -> Result<TimeFrame, &'static str> {
     let l = c.name("l").map_or("", |m| m.as_str()).trim();
     let post = c.name("post").map_or("", |m| m.as_str()).trim();
     // "turn the alarm" needs its "off".
-    if rx!(r"^(?:turn|switch)\b").is_match(p) && !post.ends_with("off") {
+    if rx!(r"^(?:turn|switch)\b").is_match(p)
+        && !rx!(r"^(?:turn|switch) off\b").is_match(p)
+        && !post.ends_with("off")
+    {
         return Err("no words of cancelling a timer");
     }
     if rx!(r"\b(?:all|every|each|both)\b").is_match(l) {
@@ -638,6 +649,16 @@ fn timer_snooze(s: &Said) -> Result<TimeFrame, &'static str> {
     f.kind = kind_named(p);
     f.duration = s.duration.clone();
     Ok(f)
+}
+
+/// The moment a short answer names ("at seven", "7am tomorrow", "in ten
+/// minutes"), for the answer to "For what time?" (wake-up reading).
+pub fn due_in(text: &str, now: NaiveDateTime) -> Option<Result<Due, WhenError>> {
+    let s = read(text, now.date());
+    if s.delay.is_none() && s.time.is_none() && s.day.is_none() {
+        return s.duration.map(|d| d.map(Due::In));
+    }
+    due_of(&s, now, Prefer::Morning)
 }
 
 /// Whether a to-do item really carries a time ("call mum at 5", "in an
