@@ -108,7 +108,8 @@ enum Command {
     /// `earshot tool calculator '{"expression":"2**10"}'`.
     Tool {
         /// calculator, web_search, add_todo, list_todos, complete_todo,
-        /// delete_todo or search_conversations.
+        /// delete_todo, search_conversations, set_timer, list_timers,
+        /// cancel_timer, extend_timer, set_alarm or set_reminder.
         name: String,
         /// The arguments as one JSON object (default `{}`).
         args: Option<String>,

@@ -83,8 +83,10 @@ pub fn assemble(
     let recall = indexed.clone().map(|m| m as Arc<dyn Recall>);
     let conversations = indexed.map(|m| m as Arc<dyn ConversationSearch>);
     let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
+    let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
+    crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
@@ -97,6 +99,7 @@ pub fn assemble(
         user_id: user_id.to_string(),
         todos,
         memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
+        timers: Some(timers.clone()),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),
@@ -122,6 +125,7 @@ pub fn assemble(
         memory,
         tree,
         tree_error,
+        timers,
     }
 }
 
