@@ -170,7 +170,9 @@ fn judge_time(
     what: &str,
 ) -> Verdict {
     if !before.same_but_timers(after) {
-        return Verdict::Wrong(format!("other state changed: {before:?} → {after:?}; {what}"));
+        return Verdict::Wrong(format!(
+            "other state changed: {before:?} → {after:?}; {what}"
+        ));
     }
     let added: Vec<&TimerRow> = after.timers.difference(&before.timers).collect();
     let gone: Vec<&TimerRow> = before.timers.difference(&after.timers).collect();
@@ -209,7 +211,11 @@ fn judge_time(
             }
             let by: i64 = arg.parse().unwrap();
             match (added.as_slice(), gone.as_slice()) {
-                ([new], [old]) if new.label == "rice" && old.label == "rice" && (new.due - old.due - by).abs() <= 3 => {
+                ([new], [old])
+                    if new.label == "rice"
+                        && old.label == "rice"
+                        && (new.due - old.due - by).abs() <= 3 =>
+                {
                     Verdict::Understood
                 }
                 _ => Verdict::Wrong(format!("added {added:?}, removed {gone:?}; {what}")),
@@ -409,10 +415,12 @@ struct Device {
     _dir: tempfile::TempDir,
     services: earshot::agent::Services,
     store: Store,
-    /// The state is the seed as last reset (do-not-disturb as given, set
-    /// when), so the next utterance needs no reset: most turns change
-    /// nothing, and resetting re-embeds the memories.
-    clean: std::cell::Cell<Option<(bool, std::time::Instant)>>,
+    /// Which parts differ from the seed (todos, memories, device
+    /// settings, timers), the do-not-disturb the seed was set with, and
+    /// when the timers were seeded: only what a turn changed is reset, as
+    /// most turns change nothing and re-seeding costs (memories are
+    /// re-embedded).
+    dirty: std::cell::Cell<([bool; 4], bool, Option<std::time::Instant>)>,
 }
 
 impl Device {
@@ -430,7 +438,7 @@ impl Device {
             _dir: dir,
             services,
             store,
-            clean: std::cell::Cell::new(None),
+            dirty: std::cell::Cell::new(([true; 4], false, None)),
         }
     }
 
@@ -443,24 +451,38 @@ impl Device {
     }
 
     fn reset(&self, dnd: bool) {
-        let todos = LocalTodos::new(self.store.clone(), USER);
-        for item in todos.list(true).unwrap() {
-            todos.delete(&item.title).unwrap();
+        self.reset_parts(dnd, [true; 4]);
+    }
+
+    /// Reset the seeded parts: [todos, memories, device settings, timers].
+    fn reset_parts(&self, dnd: bool, parts: [bool; 4]) {
+        if parts[0] {
+            let todos = LocalTodos::new(self.store.clone(), USER);
+            for item in todos.list(true).unwrap() {
+                todos.delete(&item.title).unwrap();
+            }
+            for t in TODOS {
+                todos.add(t).unwrap();
+            }
         }
-        for t in TODOS {
-            todos.add(t).unwrap();
+        if parts[1] {
+            let memory = self.memory();
+            for m in MemoryOps::list(memory.as_ref(), USER).unwrap() {
+                MemoryOps::forget(memory.as_ref(), USER, &m).unwrap();
+            }
+            for m in MEMORIES {
+                MemoryOps::remember(memory.as_ref(), USER, m).unwrap();
+            }
         }
-        let memory = self.memory();
-        for m in MemoryOps::list(memory.as_ref(), USER).unwrap() {
-            MemoryOps::forget(memory.as_ref(), USER, &m).unwrap();
+        if parts[2] {
+            self.store.set_device_state("volume", "50").unwrap();
+            self.store
+                .set_device_state("dnd", if dnd { "on" } else { "off" })
+                .unwrap();
         }
-        for m in MEMORIES {
-            MemoryOps::remember(memory.as_ref(), USER, m).unwrap();
+        if !parts[3] {
+            return;
         }
-        self.store.set_device_state("volume", "50").unwrap();
-        self.store
-            .set_device_state("dnd", if dnd { "on" } else { "off" })
-            .unwrap();
         let timers = self.timers();
         timers.cancel_all(None).unwrap();
         for (kind, label, when, repeat) in [
@@ -503,15 +525,20 @@ impl Device {
         text: &str,
     ) -> (Snapshot, Snapshot, Vec<String>, String, DateTime<Utc>) {
         let dnd = expect == "resume";
-        // Reset unless the last turn left the seed as it was (and the
-        // seeded timers are still fresh).
-        match self.clean.get() {
-            Some((d, at)) if d == dnd && at.elapsed() < Duration::from_secs(60) => {}
-            _ => {
-                self.reset(dnd);
-                self.clean.set(Some((dnd, std::time::Instant::now())));
-            }
+        // Reset what the last turns changed (and the timers once a minute,
+        // so the seeded ones stay fresh).
+        let (mut parts, seeded_dnd, seeded_at) = self.dirty.get();
+        parts[2] |= seeded_dnd != dnd;
+        parts[3] |= seeded_at.is_none_or(|at| at.elapsed() > Duration::from_secs(60));
+        if parts.iter().any(|p| *p) {
+            self.reset_parts(dnd, parts);
         }
+        let seeded_at = if parts[3] {
+            Some(std::time::Instant::now())
+        } else {
+            seeded_at
+        };
+        self.dirty.set(([false; 4], dnd, seeded_at));
         let memory = self.memory();
         let before = snapshot(&self.store, memory.as_ref(), self.timers());
         let started = Utc::now();
@@ -533,9 +560,16 @@ impl Device {
             })
             .unwrap_or_default();
         let after = snapshot(&self.store, memory.as_ref(), self.timers());
-        if after != before {
-            self.clean.set(None);
-        }
+        self.dirty.set((
+            [
+                after.open != before.open || after.done != before.done,
+                after.memories != before.memories,
+                after.volume != before.volume || after.dnd != before.dnd,
+                after.timers != before.timers,
+            ],
+            dnd,
+            seeded_at,
+        ));
         (before, after, actions, answer, started)
     }
 }
@@ -569,7 +603,15 @@ fn held_out_commands_and_traps_by_effect() {
         } else {
             commands += 1;
         }
-        match judge(expect, arg, &before, &after, &actions, &answer, turn_started) {
+        match judge(
+            expect,
+            arg,
+            &before,
+            &after,
+            &actions,
+            &answer,
+            turn_started,
+        ) {
             Verdict::Understood => {
                 if expect != "trap" {
                     understood += 1;
@@ -620,7 +662,7 @@ impl Device {
 /// "For how long?" and the next turn's length sets it (issue 15 point 1).
 /// Run by the held-out test on its device (one classifier build).
 fn time_questions_and_confirmations_across_turns(device: &Device) {
-    device.clean.set(None);
+    device.dirty.set(([true; 4], false, None));
     device.reset(false);
     let count = || device.timers().list(None).unwrap().len();
     assert_eq!(count(), 3);

@@ -260,8 +260,7 @@ fn timer_set(s: &Said) -> Result<TimeFrame, &'static str> {
     }
     // "the timer on my oven is broken" cannot reach here; a label that
     // is a sentence is not a name.
-    if c
-        .name("l1")
+    if c.name("l1")
         .is_some_and(|l| rx!(r"\b(?:to|on|onto|off|from|in|of|for|by)\b").is_match(l.as_str()))
     {
         return Err("changes a timer, not a new one");

@@ -111,7 +111,11 @@ fn say_day(date: NaiveDate, today: NaiveDate) -> String {
 
 /// "7:00 AM tomorrow".
 fn say_at(at: NaiveDateTime) -> String {
-    format!("{} {}", say_time(at.time()), say_day(at.date(), now().date()))
+    format!(
+        "{} {}",
+        say_time(at.time()),
+        say_day(at.date(), now().date())
+    )
 }
 
 /// "every weekday", "every Monday and Wednesday" for a stored repeat.
@@ -162,7 +166,12 @@ fn describe(t: &Timer) -> String {
         Kind::Timer => format!("{} left on {}.", left(t), name_of(t)),
         Kind::Alarm => {
             let mut s = format!("An alarm at {}", say_at(t.due.naive_local()));
-            if let Some(r) = t.repeat.as_deref().map(say_repeat).filter(|r| !r.is_empty()) {
+            if let Some(r) = t
+                .repeat
+                .as_deref()
+                .map(say_repeat)
+                .filter(|r| !r.is_empty())
+            {
                 s = format!("An alarm at {} {r}", say_time(t.due.naive_local().time()));
             }
             s + "."
@@ -307,10 +316,8 @@ fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
                 _ => say_due(&due),
             };
             Ok(ActionOutput::said(match (kind, label) {
-                (Kind::Reminder, Some(l)) => {
-                    format!("Okay, I'll remind you {due_said}: {l}.")
-                        .replace("remind you for ", "remind you at ")
-                }
+                (Kind::Reminder, Some(l)) => format!("Okay, I'll remind you {due_said}: {l}.")
+                    .replace("remind you for ", "remind you at "),
                 (Kind::Reminder, None) => format!("Reminder set {due_said}."),
                 _ => format!("Alarm set {due_said}."),
             }))
@@ -379,10 +386,8 @@ impl Action for TimerList {
         }
         let what = match kind {
             Some(k) => plural(all.len(), kind_word(k)),
-            None => plural(all.len(), "timer, alarm or reminder").replace(
-                "timer, alarm or reminders",
-                "timers, alarms and reminders",
-            ),
+            None => plural(all.len(), "timer, alarm or reminder")
+                .replace("timer, alarm or reminders", "timers, alarms and reminders"),
         };
         let items: Vec<String> = all.iter().map(describe).collect();
         Ok(ActionOutput::said(format!(
@@ -629,7 +634,9 @@ impl Action for TimerCancelAllConfirm {
             Err(out) => return Ok(out),
         };
         let Some(pending) = call.state.get(PENDING_CANCEL_ALL) else {
-            return Ok(ActionOutput::failed("There's nothing waiting to be cancelled."));
+            return Ok(ActionOutput::failed(
+                "There's nothing waiting to be cancelled.",
+            ));
         };
         let kind = kind_of(pending.get("kind").and_then(Value::as_str));
         match timers.cancel_all(kind) {
@@ -665,7 +672,10 @@ impl Action for TimerSnooze {
             None => std::time::Duration::from_secs(timers.config().snooze_secs),
         };
         let ringing: Vec<Timer> = match timers.list(None) {
-            Ok(all) => all.into_iter().filter(|t| t.state == State::Ringing).collect(),
+            Ok(all) => all
+                .into_iter()
+                .filter(|t| t.state == State::Ringing)
+                .collect(),
             Err(e) => return timer_error(e),
         };
         if ringing.is_empty() {
