@@ -48,11 +48,11 @@ fn now() -> NaiveDateTime {
     chrono::Local::now().naive_local()
 }
 
-/// The device's timers, or the sentence saying there are none here.
-fn service(env: &ActionEnv) -> Result<&Timers, ActionOutput> {
-    env.timers
-        .as_ref()
-        .ok_or_else(|| ActionOutput::failed("Timers aren't available on this device."))
+/// The sentence when the device has no timers service.
+fn no_timers() -> Answer {
+    Ok(ActionOutput::failed(
+        "Timers aren't available on this device.",
+    ))
 }
 
 /// The frame of `intent` for this call's utterance.
@@ -205,9 +205,8 @@ impl Action for TimerSet {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let Some(f) = frame_of("timer_set", call) else {
             return Ok(ActionOutput::failed("For how long?"));
@@ -284,9 +283,8 @@ fn say_due(due: &Due) -> String {
 
 /// Alarms and reminders: a due moment from the frame, or a sentence.
 fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
-    let timers = match service(env) {
-        Ok(t) => t,
-        Err(out) => return Ok(out),
+    let Some(timers) = env.timers.as_ref() else {
+        return no_timers();
     };
     let due = match &f.due {
         Some(Ok(d)) => d.clone(),
@@ -372,9 +370,8 @@ impl Action for TimerList {
         false
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let kind = frame_of("timer_list", call).and_then(|f| kind_of(f.kind));
         let all = match timers.list(kind) {
@@ -415,9 +412,8 @@ impl Action for TimerRemaining {
         false
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let f = frame_of("timer_remaining", call);
         let kind = f
@@ -467,9 +463,8 @@ impl Action for TimerExtend {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let Some(f) = frame_of("timer_extend", call) else {
             return Ok(ActionOutput::failed("How much time should I add?"));
@@ -542,9 +537,8 @@ impl Action for TimerCancel {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let Some(f) = frame_of("timer_cancel", call) else {
             return Ok(ActionOutput::failed("Which one should I cancel?"));
@@ -593,9 +587,8 @@ impl Action for TimerCancelAllRequest {
         false
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let kind = frame_of("timer_cancel_all", call).and_then(|f| kind_of(f.kind));
         let n = match timers.list(kind) {
@@ -629,9 +622,8 @@ impl Action for TimerCancelAllConfirm {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let Some(pending) = call.state.get(PENDING_CANCEL_ALL) else {
             return Ok(ActionOutput::failed(
@@ -661,9 +653,8 @@ impl Action for TimerSnooze {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let f = frame_of("timer_snooze", call);
         let d = match f.and_then(|f| f.duration) {
@@ -703,9 +694,8 @@ impl Action for TimeAnswer {
     /// Fails silently (an empty sentence) when the utterance is not an
     /// answer, so the tree handles it as a new request.
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
-        let timers = match service(env) {
-            Ok(t) => t,
-            Err(out) => return Ok(out),
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
         };
         let Some(pending) = call.state.get(PENDING_TIME) else {
             return Ok(ActionOutput::failed(""));
