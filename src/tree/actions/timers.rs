@@ -733,3 +733,74 @@ impl Action for TimeAnswer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::timers::TimersConfig;
+
+    fn env() -> (tempfile::TempDir, ActionEnv, Timers) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let paths = crate::paths::Paths::new(dir.path(), dir.path());
+        let timers = Timers::new(&TimersConfig::default(), &paths, store.clone());
+        let mut env = ActionEnv::local(store, "user-1");
+        env.timers = Some(timers.clone());
+        (dir, env, timers)
+    }
+
+    fn run(action: &dyn Action, text: &str, env: &ActionEnv) -> ActionOutput {
+        let call = ActionCall {
+            text: text.into(),
+            ..Default::default()
+        };
+        action.run(&call, env).unwrap()
+    }
+
+    #[test]
+    fn set_name_ask_and_refuse_with_a_sentence() {
+        let (_dir, env, timers) = env();
+        let out = run(&TimerSet, "set a rice timer for 18 minutes", &env);
+        assert_eq!(out.say, "Rice timer set for 18 minutes.");
+        assert!(out.ok);
+        let out = run(&TimerSet, "set a timer", &env);
+        assert_eq!(out.say, "For how long?");
+        assert_eq!(out.phase.as_deref(), Some(ASK_PHASE));
+        let out = run(&TimerSet, "set a timer for minus five minutes", &env);
+        assert_eq!(out.say, "Timers can run from one second to 24 hours.");
+        let long = "x".repeat(5000);
+        let out = run(
+            &ReminderSet,
+            &format!("remind me in 5 minutes to {long}"),
+            &env,
+        );
+        assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
+        assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn cancel_one_named_or_the_only_one_else_ask_which() {
+        let (_dir, env, timers) = env();
+        run(&TimerSet, "set a rice timer for 10 minutes", &env);
+        run(&TimerSet, "set a pasta timer for 5 minutes", &env);
+        let out = run(&TimerCancel, "cancel the timer", &env);
+        assert!(!out.ok && out.say.starts_with("Which one"), "{}", out.say);
+        assert_eq!(timers.list(None).unwrap().len(), 2);
+        let out = run(&TimerCancel, "cancel the pasta timer", &env);
+        assert_eq!(out.say, "Cancelled the pasta timer.");
+        let out = run(&TimerExtend, "add two minutes", &env);
+        assert!(
+            out.say.starts_with("Added 2 minutes. 12 minutes"),
+            "{}",
+            out.say
+        );
+        let out = run(&TimerCancel, "stop the timer", &env);
+        assert_eq!(out.say, "Cancelled the rice timer.");
+        let out = run(&TimerCancel, "cancel the eggs timer", &env);
+        assert_eq!(out.say, "You have no eggs timer.");
+        assert!(timers.list(None).unwrap().is_empty());
+        let out = run(&TimerSnooze, "snooze", &env);
+        assert_eq!(out.say, "Nothing is ringing right now.");
+    }
+}
