@@ -451,6 +451,16 @@ impl Cx<'_> {
                 }
             };
             let mut j = spoken.span.end;
+            // "five more minutes", "ten extra seconds".
+            if self.any(j, &["more", "extra", "additional", "further"])
+                && unit(self.w(j + 1), false).is_some()
+            {
+                j += 1;
+            }
+            // "a 10-minute timer": the hyphen joins digits and the unit.
+            if self.sym(j, "-") && unit(self.w(j + 1), false).is_some() && !spoken.negative {
+                j += 1;
+            }
             // "half an hour", "a quarter of an hour", "three quarters of an hour".
             if spoken.kind == NumberKind::Fraction && self.unit_at(j, j).is_none() {
                 if self.is(j, "of") {
@@ -1437,6 +1447,8 @@ mod tests {
             ("2 hrs", 7200),
             ("ninety minute", 5400),
             ("ninety second timer", 90),
+            ("a 10-minute timer", 600),
+            ("five more minutes", 300),
             ("twenty second", 20),
             ("another minute", 60),
             ("in 3 days", 3 * 86_400),

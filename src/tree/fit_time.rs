@@ -115,6 +115,8 @@ pub fn fit(intent: &str, t: &str) -> Fit {
 /// The times found in a sentence, each with its span, and the sentence with
 /// placeholders in their place.
 struct Said {
+    /// The lowercased text as said.
+    lower: String,
     /// Lowercased text with `QDUR`, `QDELAY`, `QTIME`, `QDAY` in place of what
     /// was found.
     ph: String,
@@ -176,6 +178,7 @@ fn read(t: &str, today: NaiveDate) -> Said {
     // A delay is also a duration ("in 20 minutes" for "add" frames).
     let duration = duration.or_else(|| delay.clone());
     Said {
+        lower: lower.clone(),
         ph,
         duration,
         delay,
@@ -397,7 +400,9 @@ fn reminder_set(s: &Said, now: NaiveDateTime) -> Result<TimeFrame, &'static str>
     )
     .replace_all(rest, " ");
     let label = label.split_whitespace().collect::<Vec<_>>().join(" ");
-    let label = rx!(r"^(?:(?:to|about|that|of|for|saying|:|,|-|again)\s*)+").replace(&label, "");
+    // "at 3:30 p.m. to call the bank": the time's last dot is left over.
+    let label = label.trim_start_matches(|c: char| !c.is_alphanumeric());
+    let label = rx!(r"^(?:(?:to|about|that|of|for|saying|:|,|-|again)\s*)+").replace(label, "");
     let label = rx!(r"(?:\s+(?:to|at|on|in|for|and|please|then|ok|okay))+$").replace(&label, "");
     let label = rx!(r"^(?:i (?:need|have|must|should|gotta) to|i've got to|we need to)\s+")
         .replace(&label, "");
@@ -537,7 +542,13 @@ fn timer_extend(s: &Said) -> Result<TimeFrame, &'static str> {
             r"^(?:reduce|shorten|decrease|cut) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer) by (?:QDUR|QDELAY)$"
         ),
     ];
-    let (c, subtract) = if let Some(c) = add.iter().find_map(|r| r.captures(p)) {
+    // "five more minutes" alone: more time on the timer.
+    let more_only = rx!(r"^(?:QDUR|QDELAY)(?: please)?$")
+        .captures(p)
+        .filter(|_| rx!(r"\b(?:more|extra|another|additional|further)\b").is_match(&s.lower));
+    let (c, subtract) = if let Some(c) = more_only {
+        (c, false)
+    } else if let Some(c) = add.iter().find_map(|r| r.captures(p)) {
         (c, false)
     } else if let Some(c) = sub.iter().find_map(|r| r.captures(p)) {
         (c, true)
@@ -830,6 +841,11 @@ mod tests {
         let fr = f("timer_extend", "add two minutes").unwrap();
         assert_eq!(fr.duration, Some(Ok(Duration::from_secs(120))));
         assert!(!fr.subtract);
+        assert!(fits("timer_extend", "five more minutes"));
+        assert!(fits("timer_extend", "put 5 more minutes on the timer"));
+        assert!(!fits("timer_extend", "five minutes"));
+        let fr = f("reminder_set", "remind me at 3:30 p.m. to call the bank").unwrap();
+        assert_eq!(fr.label, "call the bank");
         let fr = f("timer_extend", "take a minute off the pasta timer").unwrap();
         assert!(fr.subtract);
         assert_eq!(fr.label, "pasta");
