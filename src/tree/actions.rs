@@ -9,12 +9,13 @@
 //! dry-run, a timed-out action or a turn that is not saved changes nothing.
 //!
 //! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
-//! [`memory`].
+//! [`memory`], [`timers`].
 
 pub mod clock;
 pub mod device;
 pub mod math;
 pub mod memory;
+pub mod timers;
 pub mod todo;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,10 @@ pub struct ActionEnv {
     pub todos: Arc<dyn TodoBackend>,
     /// Long-term memory operations, when the memory module provides them.
     pub memory: Option<Arc<dyn memory::MemoryOps>>,
+    /// The device's one timers service (the agent's tools and `earshot
+    /// timers` use the same); `None` where there is none (`tree run`
+    /// without a device, tests).
+    pub timers: Option<crate::timers::Timers>,
 }
 
 impl ActionEnv {
@@ -48,6 +53,7 @@ impl ActionEnv {
             store,
             user_id: user_id.to_string(),
             memory: None,
+            timers: None,
         }
     }
 }
@@ -177,6 +183,9 @@ pub enum ActionError {
     /// one-line error.
     #[error("I couldn't use the to-do list: {0}.")]
     Todos(String),
+    /// The timers could not be read or saved; `0` is their one-line error.
+    #[error("I couldn't use the timers: {0}")]
+    Timers(String),
     /// The memory module failed.
     #[error(transparent)]
     Memory(#[from] memory::MemoryOpsError),
@@ -232,6 +241,17 @@ impl ActionRegistry {
             Arc::new(memory::MemoryList),
             Arc::new(memory::MemoryRemember),
             Arc::new(memory::MemoryForget),
+            Arc::new(timers::TimerSet),
+            Arc::new(timers::AlarmSet),
+            Arc::new(timers::ReminderSet),
+            Arc::new(timers::TimerList),
+            Arc::new(timers::TimerRemaining),
+            Arc::new(timers::TimerExtend),
+            Arc::new(timers::TimerCancel),
+            Arc::new(timers::TimerCancelAllRequest),
+            Arc::new(timers::TimerCancelAllConfirm),
+            Arc::new(timers::TimerSnooze),
+            Arc::new(timers::TimeAnswer),
         ];
         for action in all {
             reg.register(action);
@@ -348,9 +368,20 @@ mod tests {
             "memory_list",
             "memory_remember",
             "memory_forget",
+            "timer_set",
+            "alarm_set",
+            "reminder_set",
+            "timer_list",
+            "timer_remaining",
+            "timer_extend",
+            "timer_cancel",
+            "timer_cancel_all_request",
+            "timer_cancel_all_confirm",
+            "timer_snooze",
+            "time_answer",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
         }
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), 29);
     }
 }

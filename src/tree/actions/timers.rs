@@ -1,0 +1,806 @@
+//! Timers, alarms and reminders by voice, over the device's one
+//! [`crate::timers::Timers`] service (the same the agent's tools and
+//! `earshot timers` use).
+//!
+//! Every action takes its arguments from the gate's frame
+//! ([`crate::tree::fit_time::frame`]) on the same utterance, so what the
+//! gate checked is what runs. A missing or wrong time is one short
+//! sentence ("For how long?", "There's no such time as 25:00.") and
+//! nothing is stored. Cancelling one named timer, or the only one, needs no
+//! confirmation; "cancel all timers" asks first (phase
+//! `confirm_cancel_all`), like deleting a to-do. Answers write numbers as
+//! digits ("Timer set for 18 minutes.").
+
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Timelike};
+use serde_json::{json, Value};
+
+use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
+use crate::nlu::when::{say_duration, say_time, weekday_name, TimeOfDay, WhenError};
+use crate::timers::{Kind, NewTimer, State, Timer, TimerError, Timers, Weekdays, When};
+use crate::tree::fit::tidy;
+use crate::tree::fit_time::{frame, Due, TimeFrame};
+
+/// The phase "cancel all timers" waits in for the user's yes/no.
+pub const CANCEL_ALL_PHASE: &str = "confirm_cancel_all";
+/// State key holding what "cancel all" will cancel.
+pub const PENDING_CANCEL_ALL: &str = "pending_cancel_all";
+/// The phase "For how long?" / "For what time?" waits in for the answer.
+pub const ASK_PHASE: &str = "time_question";
+/// State key holding what the question is for (`{"intent", "label"}`).
+pub const PENDING_TIME: &str = "pending_time";
+
+pub struct TimerSet;
+pub struct AlarmSet;
+pub struct ReminderSet;
+pub struct TimerList;
+pub struct TimerRemaining;
+pub struct TimerExtend;
+pub struct TimerCancel;
+pub struct TimerCancelAllRequest;
+pub struct TimerCancelAllConfirm;
+pub struct TimerSnooze;
+/// The answer to "For how long?" / "For what time?" on the next turn.
+pub struct TimeAnswer;
+
+type Answer = Result<ActionOutput, ActionError>;
+
+fn now() -> NaiveDateTime {
+    chrono::Local::now().naive_local()
+}
+
+/// The sentence when the device has no timers service.
+fn no_timers() -> Answer {
+    Ok(ActionOutput::failed(
+        "Timers aren't available on this device.",
+    ))
+}
+
+/// The frame of `intent` for this call's utterance.
+fn frame_of(intent: &str, call: &ActionCall) -> Option<TimeFrame> {
+    frame(intent, &tidy(&call.text), now()).ok()
+}
+
+/// A sentence for the user, or an error for a store failure.
+fn timer_error(e: TimerError) -> Answer {
+    match e {
+        TimerError::Store(_) | TimerError::SchedulerBusy(_) | TimerError::Conflict => {
+            Err(ActionError::Timers(e.to_string()))
+        }
+        e => Ok(ActionOutput::failed(e.to_string())),
+    }
+}
+
+fn kind_of(word: Option<&str>) -> Option<Kind> {
+    word.and_then(|w| w.parse().ok())
+}
+
+fn kind_word(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Timer => "timer",
+        Kind::Alarm => "alarm",
+        Kind::Reminder => "reminder",
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// "today", "tomorrow", "on Thursday", "on December 3".
+fn say_day(date: NaiveDate, today: NaiveDate) -> String {
+    let ahead = (date - today).num_days();
+    match ahead {
+        0 => "today".into(),
+        1 => "tomorrow".into(),
+        2..=6 => format!("on {}", weekday_name(date.weekday())),
+        _ => format!("on {}", date.format("%B %-d")),
+    }
+}
+
+/// "7:00 AM tomorrow".
+fn say_at(at: NaiveDateTime) -> String {
+    format!(
+        "{} {}",
+        say_time(at.time()),
+        say_day(at.date(), now().date())
+    )
+}
+
+/// "every weekday", "every Monday and Wednesday" for a stored repeat.
+fn say_repeat(repeat: &str) -> String {
+    match repeat {
+        "daily" => "every day".into(),
+        "weekdays" => "every weekday".into(),
+        "weekends" => "every weekend".into(),
+        days => {
+            let names: Vec<String> = days
+                .split(',')
+                .filter_map(|d| d.trim().parse::<chrono::Weekday>().ok())
+                .map(|d| weekday_name(d).to_string())
+                .collect();
+            match names.as_slice() {
+                [] => String::new(),
+                [one] => format!("every {one}"),
+                [init @ .., last] => format!("every {} and {last}", init.join(", ")),
+            }
+        }
+    }
+}
+
+/// "the rice timer", "your timer", "the reminder to call mum", "your 7:00
+/// AM alarm".
+fn name_of(t: &Timer) -> String {
+    match t.kind {
+        Kind::Timer if t.label.is_empty() => "your timer".into(),
+        Kind::Timer => format!("the {} timer", t.label),
+        Kind::Alarm => format!("your {} alarm", say_time(t.due.naive_local().time())),
+        Kind::Reminder if t.label.is_empty() => {
+            format!("your {} reminder", say_time(t.due.naive_local().time()))
+        }
+        Kind::Reminder => format!("the reminder to {}", t.label),
+    }
+}
+
+fn left(t: &Timer) -> String {
+    say_duration(std::time::Duration::from_secs(t.remaining_s.max(0) as u64))
+}
+
+/// One timer as the list says it.
+fn describe(t: &Timer) -> String {
+    if t.state == State::Ringing {
+        return format!("{} is ringing.", capitalise(&name_of(t)));
+    }
+    match t.kind {
+        Kind::Timer => format!("{} left on {}.", left(t), name_of(t)),
+        Kind::Alarm => {
+            let mut s = format!("An alarm at {}", say_at(t.due.naive_local()));
+            if let Some(r) = t
+                .repeat
+                .as_deref()
+                .map(say_repeat)
+                .filter(|r| !r.is_empty())
+            {
+                s = format!("An alarm at {} {r}", say_time(t.due.naive_local().time()));
+            }
+            s + "."
+        }
+        Kind::Reminder => {
+            let what = if t.label.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", t.label)
+            };
+            format!("A reminder at {}{what}.", say_at(t.due.naive_local()))
+        }
+    }
+}
+
+/// A wrong time in a timer's words, said for a timer.
+fn timer_length_error(e: &WhenError) -> String {
+    match e {
+        WhenError::Negative | WhenError::TooLong | WhenError::TooLarge => {
+            TimerError::OutOfRange.to_string()
+        }
+        e => e.to_string(),
+    }
+}
+
+impl Action for TimerSet {
+    fn name(&self) -> &'static str {
+        "timer_set"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let Some(f) = frame_of("timer_set", call) else {
+            return Ok(ActionOutput::failed("For how long?"));
+        };
+        let d = match f.duration {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Ok(ActionOutput::failed(timer_length_error(&e))),
+            None if f.at.is_some() => {
+                return Ok(ActionOutput::failed(TimerError::NeedsDuration.to_string()))
+            }
+            None => return Ok(ask("For how long?", "timer_set", &f.label)),
+        };
+        set_timer(timers, d, &f.label)
+    }
+}
+
+/// "For how long?": the question, with what it is for kept for the next
+/// turn ([`TimeAnswer`]).
+fn ask(question: &str, intent: &str, label: &str) -> ActionOutput {
+    ActionOutput::failed(question)
+        .with_phase(ASK_PHASE)
+        .with_state(PENDING_TIME, json!({"intent": intent, "label": label}))
+}
+
+fn set_timer(timers: &Timers, d: std::time::Duration, label: &str) -> Answer {
+    let label = (!label.is_empty()).then(|| label.to_string());
+    match timers.add(NewTimer {
+        kind: Kind::Timer,
+        label: label.clone(),
+        when: When::In(d),
+        repeat: None,
+    }) {
+        Ok(_) => {
+            let what = match label {
+                Some(l) => format!("{} timer", capitalise(&l)),
+                None => "Timer".into(),
+            };
+            Ok(ActionOutput::said(format!(
+                "{what} set for {}.",
+                say_duration(d)
+            )))
+        }
+        Err(e) => timer_error(e),
+    }
+}
+
+/// The `When` and repeat for a due moment.
+fn when_of(due: &Due) -> Result<(When, Option<Weekdays>), String> {
+    Ok(match due {
+        Due::In(d) => (When::In(*d), None),
+        Due::At(at) => (When::At(*at), None),
+        Due::Repeat { time, repeat } => {
+            let days = Weekdays::parse(&repeat.as_contract())
+                .ok_or_else(|| "I couldn't read those days.".to_string())?;
+            (
+                When::Next {
+                    time: *time,
+                    days: Some(days),
+                },
+                Some(days),
+            )
+        }
+    })
+}
+
+/// "for 6:30 AM tomorrow", "for 7:00 AM every weekday", "in 20 minutes".
+fn say_due(due: &Due) -> String {
+    match due {
+        Due::In(d) => format!("in {}", say_duration(*d)),
+        Due::At(at) => format!("for {}", say_at(*at)),
+        Due::Repeat { time, repeat } => format!("for {} {}", say_time(*time), repeat.spoken()),
+    }
+}
+
+/// Alarms and reminders: a due moment from the frame, or a sentence.
+fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
+    let Some(timers) = env.timers.as_ref() else {
+        return no_timers();
+    };
+    let due = match &f.due {
+        Some(Ok(d)) => d.clone(),
+        Some(Err(e)) => return Ok(ActionOutput::failed(e.to_string())),
+        None if kind == Kind::Alarm => return Ok(ask("For what time?", "alarm_set", &f.label)),
+        None => return Ok(ActionOutput::failed("For what time?")),
+    };
+    let (when, repeat) = match when_of(&due) {
+        Ok(w) => w,
+        Err(say) => return Ok(ActionOutput::failed(say)),
+    };
+    let label = (!f.label.is_empty()).then(|| f.label.clone());
+    match timers.add(NewTimer {
+        kind,
+        label: label.clone(),
+        when,
+        repeat,
+    }) {
+        Ok(t) => {
+            let due_said = match (&due, kind) {
+                // Say the moment it will really ring.
+                (Due::In(d), Kind::Alarm) => format!(
+                    "for {} (in {})",
+                    say_at(t.due.naive_local()),
+                    say_duration(*d)
+                ),
+                _ => say_due(&due),
+            };
+            Ok(ActionOutput::said(match (kind, label) {
+                (Kind::Reminder, Some(l)) => format!("Okay, I'll remind you {due_said}: {l}.")
+                    .replace("remind you for ", "remind you at "),
+                (Kind::Reminder, None) => format!("Reminder set {due_said}."),
+                _ => format!("Alarm set {due_said}."),
+            }))
+        }
+        Err(e) => timer_error(e),
+    }
+}
+
+impl Action for AlarmSet {
+    fn name(&self) -> &'static str {
+        "alarm_set"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        match frame_of("alarm_set", call) {
+            Some(f) => set_at(Kind::Alarm, &f, env),
+            None => Ok(ActionOutput::failed("For what time?")),
+        }
+    }
+}
+
+impl Action for ReminderSet {
+    fn name(&self) -> &'static str {
+        "reminder_set"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        match frame_of("reminder_set", call) {
+            Some(f) => set_at(Kind::Reminder, &f, env),
+            None => Ok(ActionOutput::failed("When should I remind you?")),
+        }
+    }
+}
+
+/// "You have no timers." for a kind, or for all kinds.
+fn none_of(kind: Option<Kind>) -> String {
+    match kind {
+        Some(k) => format!("You have no {}s.", kind_word(k)),
+        None => "You have no timers, alarms or reminders.".into(),
+    }
+}
+
+impl Action for TimerList {
+    fn name(&self) -> &'static str {
+        "timer_list"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let kind = frame_of("timer_list", call).and_then(|f| kind_of(f.kind));
+        let all = match timers.list(kind) {
+            Ok(all) => all,
+            Err(e) => return timer_error(e),
+        };
+        if all.is_empty() {
+            return Ok(ActionOutput::said(none_of(kind)));
+        }
+        let what = match kind {
+            Some(k) => plural(all.len(), kind_word(k)),
+            None => plural(all.len(), "timer, alarm or reminder")
+                .replace("timer, alarm or reminders", "timers, alarms and reminders"),
+        };
+        let items: Vec<String> = all.iter().map(describe).collect();
+        Ok(ActionOutput::said(format!(
+            "You have {what}. {}",
+            items.join(" ")
+        )))
+    }
+}
+
+/// The active ones the words name: by label (and kind), else all of the
+/// kind.
+fn named(timers: &Timers, kind: Kind, label: &str) -> Result<Vec<Timer>, TimerError> {
+    if label.is_empty() {
+        timers.list(Some(kind))
+    } else {
+        timers.find(&format!("{label} {}", kind_word(kind)))
+    }
+}
+
+impl Action for TimerRemaining {
+    fn name(&self) -> &'static str {
+        "timer_remaining"
+    }
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let f = frame_of("timer_remaining", call);
+        let kind = f
+            .as_ref()
+            .and_then(|f| kind_of(f.kind))
+            .unwrap_or(Kind::Timer);
+        let label = f.map(|f| f.label).unwrap_or_default();
+        let found = match named(timers, kind, &label) {
+            Ok(found) => found,
+            Err(e) => return timer_error(e),
+        };
+        if found.is_empty() {
+            return Ok(ActionOutput::said(if label.is_empty() {
+                format!("You have no {}s running.", kind_word(kind))
+            } else {
+                format!("You have no {label} {}.", kind_word(kind))
+            }));
+        }
+        let items: Vec<String> = found
+            .iter()
+            .map(|t| match t.kind {
+                Kind::Timer => describe(t),
+                _ if t.state == State::Ringing => describe(t),
+                _ => format!(
+                    "{} goes off at {}, in {}.",
+                    capitalise(&name_of(t)),
+                    say_at(t.due.naive_local()),
+                    left(t)
+                ),
+            })
+            .collect();
+        Ok(ActionOutput::said(capitalise(&items.join(" "))))
+    }
+}
+
+/// "Which one: rice or pasta?"
+fn which(found: &[Timer]) -> ActionOutput {
+    let names: Vec<String> = found.iter().map(name_of).collect();
+    ActionOutput::failed(format!("Which one: {}?", names.join(" or ")))
+}
+
+impl Action for TimerExtend {
+    fn name(&self) -> &'static str {
+        "timer_extend"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let Some(f) = frame_of("timer_extend", call) else {
+            return Ok(ActionOutput::failed("How much time should I add?"));
+        };
+        let d = match f.duration {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Ok(ActionOutput::failed(timer_length_error(&e))),
+            None => return Ok(ActionOutput::failed("How much time should I add?")),
+        };
+        let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
+        let found = match named(timers, kind, &f.label) {
+            Ok(found) => found,
+            Err(e) => return timer_error(e),
+        };
+        let target = match found.as_slice() {
+            [] if f.label.is_empty() => {
+                return Ok(ActionOutput::failed(format!(
+                    "You have no {} running.",
+                    kind_word(kind)
+                )))
+            }
+            [] => {
+                return Ok(ActionOutput::failed(format!(
+                    "You have no {} {}.",
+                    f.label,
+                    kind_word(kind)
+                )))
+            }
+            [one] => one,
+            many => return Ok(which(many)),
+        };
+        let Ok(delta) = TimeDelta::from_std(d) else {
+            return Ok(ActionOutput::failed(TimerError::OutOfRange.to_string()));
+        };
+        let delta = if f.subtract { -delta } else { delta };
+        match timers.extend(target.id, delta) {
+            Ok(t) => {
+                let verb = if f.subtract {
+                    format!("Took {} off.", say_duration(d))
+                } else {
+                    format!("Added {}.", say_duration(d))
+                };
+                let rest = match t.kind {
+                    Kind::Timer => format!("{} left on {}.", left(&t), name_of(&t)),
+                    _ => format!(
+                        "{} is now at {}.",
+                        capitalise(&name_of(&t)),
+                        say_at(t.due.naive_local())
+                    ),
+                };
+                Ok(ActionOutput::said(format!("{verb} {rest}")))
+            }
+            Err(e) => timer_error(e),
+        }
+    }
+}
+
+/// Whether an alarm's due time is the clock time said ("the 7am alarm").
+fn at_time(t: &Timer, at: TimeOfDay) -> bool {
+    let due = t.due.naive_local().time();
+    let same = |x: NaiveTime| x.hour() == due.hour() && x.minute() == due.minute();
+    same(at.am()) || same(at.pm())
+}
+
+impl Action for TimerCancel {
+    fn name(&self) -> &'static str {
+        "timer_cancel"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let Some(f) = frame_of("timer_cancel", call) else {
+            return Ok(ActionOutput::failed("Which one should I cancel?"));
+        };
+        let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
+        let mut found = match named(timers, kind, &f.label) {
+            Ok(found) => found,
+            Err(e) => return timer_error(e),
+        };
+        if let Some(at) = f.at {
+            found.retain(|t| at_time(t, at));
+        }
+        let target = match found.as_slice() {
+            [] if f.label.is_empty() && f.at.is_none() => {
+                return Ok(ActionOutput::failed(none_of(Some(kind))))
+            }
+            [] => {
+                let what = match f.at {
+                    Some(at) => format!("{} at {}", kind_word(kind), say_time(at.am())),
+                    None => format!("{} {}", f.label, kind_word(kind)),
+                };
+                return Ok(ActionOutput::failed(format!("You have no {what}.")));
+            }
+            [one] => one.clone(),
+            many => return Ok(which(many)),
+        };
+        if target.state == State::Ringing {
+            return match timers.stop_ringing(Some(target.id)) {
+                Ok(_) => Ok(ActionOutput::said(format!("Stopped {}.", name_of(&target)))),
+                Err(e) => timer_error(e),
+            };
+        }
+        match timers.cancel(target.id) {
+            Ok(t) => Ok(ActionOutput::said(format!("Cancelled {}.", name_of(&t)))),
+            Err(e) => timer_error(e),
+        }
+    }
+}
+
+impl Action for TimerCancelAllRequest {
+    fn name(&self) -> &'static str {
+        "timer_cancel_all_request"
+    }
+    /// Only counts; the cancelling waits for the confirmation.
+    fn changes_state(&self) -> bool {
+        false
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let kind = frame_of("timer_cancel_all", call).and_then(|f| kind_of(f.kind));
+        let n = match timers.list(kind) {
+            Ok(all) => all.len(),
+            Err(e) => return timer_error(e),
+        };
+        if n == 0 {
+            return Ok(ActionOutput::failed(none_of(kind)));
+        }
+        let what = match kind {
+            Some(k) => plural(n, kind_word(k)),
+            None => format!("{n} timers, alarms and reminders"),
+        };
+        let all = if n == 1 { "" } else { "all " };
+        Ok(
+            ActionOutput::said(format!("Cancel {all}{what}? Say yes or no."))
+                .with_state(
+                    PENDING_CANCEL_ALL,
+                    json!({"kind": kind.map(kind_word), "count": n}),
+                )
+                .with_phase(CANCEL_ALL_PHASE),
+        )
+    }
+}
+
+impl Action for TimerCancelAllConfirm {
+    fn name(&self) -> &'static str {
+        "timer_cancel_all_confirm"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let Some(pending) = call.state.get(PENDING_CANCEL_ALL) else {
+            return Ok(ActionOutput::failed(
+                "There's nothing waiting to be cancelled.",
+            ));
+        };
+        let kind = kind_of(pending.get("kind").and_then(Value::as_str));
+        match timers.cancel_all(kind) {
+            Ok(n) => {
+                let what = match kind {
+                    Some(k) => plural(n, kind_word(k)),
+                    None => plural(n, "timer, alarm or reminder")
+                        .replace("timer, alarm or reminders", "timers, alarms and reminders"),
+                };
+                Ok(ActionOutput::said(format!("Cancelled {what}.")))
+            }
+            Err(e) => timer_error(e),
+        }
+    }
+}
+
+impl Action for TimerSnooze {
+    fn name(&self) -> &'static str {
+        "timer_snooze"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let f = frame_of("timer_snooze", call);
+        let d = match f.and_then(|f| f.duration) {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Ok(ActionOutput::failed(e.to_string())),
+            None => std::time::Duration::from_secs(timers.config().snooze_secs),
+        };
+        let ringing: Vec<Timer> = match timers.list(None) {
+            Ok(all) => all
+                .into_iter()
+                .filter(|t| t.state == State::Ringing)
+                .collect(),
+            Err(e) => return timer_error(e),
+        };
+        if ringing.is_empty() {
+            return Ok(ActionOutput::failed("Nothing is ringing right now."));
+        }
+        for t in &ringing {
+            if let Err(e) = timers.snooze(t.id, d) {
+                return timer_error(e);
+            }
+        }
+        Ok(ActionOutput::said(format!(
+            "Snoozed for {}.",
+            say_duration(d)
+        )))
+    }
+}
+
+impl Action for TimeAnswer {
+    fn name(&self) -> &'static str {
+        "time_answer"
+    }
+    fn changes_state(&self) -> bool {
+        true
+    }
+    /// Fails silently (an empty sentence) when the utterance is not an
+    /// answer, so the tree handles it as a new request.
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
+        let Some(timers) = env.timers.as_ref() else {
+            return no_timers();
+        };
+        let Some(pending) = call.state.get(PENDING_TIME) else {
+            return Ok(ActionOutput::failed(""));
+        };
+        let label = pending
+            .get("label")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let text = tidy(&call.text);
+        // An answer is short: "ten minutes", "for 7am", "at six tomorrow".
+        if text.split_whitespace().count() > 8 {
+            return Ok(ActionOutput::failed(""));
+        }
+        match pending.get("intent").and_then(Value::as_str) {
+            Some("timer_set") => match crate::nlu::when::duration_in(&text) {
+                Ok(Some(d)) => set_timer(timers, d.value, &label),
+                Err(e) => Ok(ActionOutput::said(timer_length_error(&e))),
+                Ok(None) => Ok(ActionOutput::failed("")),
+            },
+            Some("alarm_set") => {
+                let f = TimeFrame {
+                    kind: Some("alarm"),
+                    label,
+                    due: crate::tree::fit_time::due_in(&text, now()),
+                    ..crate::tree::fit_time::TimeFrame::empty()
+                };
+                match f.due {
+                    None => Ok(ActionOutput::failed("")),
+                    Some(Err(e)) => Ok(ActionOutput::said(e.to_string())),
+                    Some(Ok(_)) => set_at(Kind::Alarm, &f, env),
+                }
+            }
+            _ => Ok(ActionOutput::failed("")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::timers::TimersConfig;
+
+    fn env() -> (tempfile::TempDir, ActionEnv, Timers) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in(dir.path()).unwrap();
+        let paths = crate::paths::Paths::new(dir.path(), dir.path());
+        let timers = Timers::new(&TimersConfig::default(), &paths, store.clone());
+        let mut env = ActionEnv::local(store, "user-1");
+        env.timers = Some(timers.clone());
+        (dir, env, timers)
+    }
+
+    fn run(action: &dyn Action, text: &str, env: &ActionEnv) -> ActionOutput {
+        let call = ActionCall {
+            text: text.into(),
+            ..Default::default()
+        };
+        action.run(&call, env).unwrap()
+    }
+
+    #[test]
+    fn set_name_ask_and_refuse_with_a_sentence() {
+        let (_dir, env, timers) = env();
+        let out = run(&TimerSet, "set a rice timer for 18 minutes", &env);
+        assert_eq!(out.say, "Rice timer set for 18 minutes.");
+        assert!(out.ok);
+        let out = run(&TimerSet, "set a timer", &env);
+        assert_eq!(out.say, "For how long?");
+        assert_eq!(out.phase.as_deref(), Some(ASK_PHASE));
+        let out = run(&TimerSet, "set a timer for minus five minutes", &env);
+        assert_eq!(out.say, "Timers can run from one second to 24 hours.");
+        let long = "x".repeat(5000);
+        let out = run(
+            &ReminderSet,
+            &format!("remind me in 5 minutes to {long}"),
+            &env,
+        );
+        assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
+        assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn cancel_one_named_or_the_only_one_else_ask_which() {
+        let (_dir, env, timers) = env();
+        run(&TimerSet, "set a rice timer for 10 minutes", &env);
+        run(&TimerSet, "set a pasta timer for 5 minutes", &env);
+        let out = run(&TimerCancel, "cancel the timer", &env);
+        assert!(!out.ok && out.say.starts_with("Which one"), "{}", out.say);
+        assert_eq!(timers.list(None).unwrap().len(), 2);
+        let out = run(&TimerCancel, "cancel the pasta timer", &env);
+        assert_eq!(out.say, "Cancelled the pasta timer.");
+        let out = run(&TimerExtend, "add two minutes", &env);
+        assert!(
+            out.say.starts_with("Added 2 minutes. 12 minutes"),
+            "{}",
+            out.say
+        );
+        let out = run(&TimerCancel, "stop the timer", &env);
+        assert_eq!(out.say, "Cancelled the rice timer.");
+        let out = run(&TimerCancel, "cancel the eggs timer", &env);
+        assert_eq!(out.say, "You have no eggs timer.");
+        assert!(timers.list(None).unwrap().is_empty());
+        let out = run(&TimerSnooze, "snooze", &env);
+        assert_eq!(out.say, "Nothing is ringing right now.");
+    }
+}
