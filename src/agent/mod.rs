@@ -65,6 +65,18 @@ pub struct Services {
     /// built — the dispatcher then uses the router graph (`tree_error` says why).
     pub tree: Option<Arc<crate::tree::Engine>>,
     pub tree_error: Option<String>,
+    /// The wall clock every LLM prompt states the time from (its "Now:"
+    /// line); the system clock, pinned by tests.
+    pub clock: WallClock,
+}
+
+/// A source of the current wall-clock time (UTC; the prompt converts it
+/// to the device's local zone).
+pub type WallClock = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+
+/// The system's wall clock.
+pub fn system_clock() -> WallClock {
+    Arc::new(chrono::Utc::now)
 }
 
 /// The background worker's view of the services.

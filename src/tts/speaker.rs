@@ -20,7 +20,7 @@ use crossbeam_channel::{unbounded, Sender};
 
 use super::sentences::{self, SentenceSplitter};
 use super::{Tts, TtsError};
-use crate::audio::playback::{AudioSink, PlaybackError};
+use crate::audio::playback::{AudioSink, Clip, PlaybackError};
 use crate::cancel::CancelToken;
 use crate::events::{Event, EventSink};
 
@@ -51,6 +51,9 @@ pub enum SpeakError {
 
 struct Job {
     text: String,
+    /// A sound to play as it is (a chime) instead of synthesising `text`
+    /// (then only a label for logs).
+    clip: Option<Clip>,
     generation: u64,
     said_at: Instant,
 }
@@ -103,9 +106,24 @@ impl Speaker {
         if text.is_empty() {
             return;
         }
+        self.queue(text.to_string(), None);
+    }
+
+    /// Queue a sound (a timer's chime) in line with the sentences, so it
+    /// plays after what is already queued and is stopped like speech.
+    /// `label` names it in logs and stats.
+    pub fn play(&self, label: &str, clip: Clip) {
+        if clip.samples.is_empty() {
+            return;
+        }
+        self.queue(label.to_string(), Some(clip));
+    }
+
+    fn queue(&self, text: String, clip: Option<Clip>) {
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
-            text: text.to_string(),
+            text,
+            clip,
             generation: self.shared.generation.load(Ordering::SeqCst),
             said_at: Instant::now(),
         };
@@ -190,7 +208,16 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     if stale(shared) {
         return;
     }
-    let spoken = match tts.synthesize(&job.text) {
+    let synthesized = match &job.clip {
+        Some(clip) => Ok(super::Spoken {
+            clip: clip.clone(),
+            engine: "clip",
+            ms: 0.0,
+            failures: Vec::new(),
+        }),
+        None => tts.synthesize(&job.text),
+    };
+    let spoken = match synthesized {
         Ok(spoken) => spoken,
         Err(e) => {
             tracing::error!("cannot speak \"{}\": {e:#}", job.text);
@@ -355,6 +382,29 @@ mod tests {
             sink,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_clip_plays_in_line_with_the_sentences() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = speaker(dir.path(), 5);
+        speaker.say("one two");
+        speaker.play("chime", Clip::new(vec![0.5; 1600], 16_000));
+        speaker.say("three");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        let order: Vec<_> = stats.iter().map(|s| (s.text.as_str(), s.engine)).collect();
+        assert_eq!(
+            order,
+            [("one two", "slow"), ("chime", "clip"), ("three", "slow")]
+        );
+        assert!((stats[1].audio_ms - 100.0).abs() < 1.0);
+        // A stop drops a queued clip like a sentence.
+        speaker.say("four five six seven");
+        speaker.play("chime", Clip::new(vec![0.5; 1600], 16_000));
+        speaker.stop();
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert!(speaker.take_stats().iter().all(|s| s.engine != "clip"));
     }
 
     #[test]

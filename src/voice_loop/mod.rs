@@ -23,6 +23,7 @@
 //! `volume_up`/`volume_down` set the speaker's volume from the `volume`
 //! device state, and `repeat` is answered by the tree from `last_answer`.
 
+pub mod ring;
 pub mod wake;
 
 use std::collections::{BTreeMap, VecDeque};
