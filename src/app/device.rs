@@ -167,6 +167,7 @@ pub fn run(
         wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
+        ring: None,
     };
     notifier.ready();
     notifier.status("listening");

@@ -221,6 +221,18 @@ impl Ringer {
         true
     }
 
+    /// Stop ringing without silencing the speaker (an answer is being
+    /// spoken after the round): no more rounds, and the scheduler is told.
+    pub fn stop_quietly(&mut self) {
+        if self.ringing.is_empty() {
+            return;
+        }
+        tracing::info!("ringing stopped on the device");
+        self.ringing.clear();
+        self.round = Round::Due;
+        (self.stop_all)();
+    }
+
     /// Stop everything ringing now (the button, "stop"): silence the
     /// speaker and tell the scheduler, so other speakers stop too.
     pub fn stop(&mut self, speaker: &dyn RingSpeaker) {
