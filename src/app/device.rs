@@ -134,6 +134,7 @@ pub fn run(
         &config.audio.vad,
         &shutdown,
         json,
+        None,
     )?;
     let Some(source) = source else {
         notifier.ready();

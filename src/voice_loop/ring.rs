@@ -96,6 +96,10 @@ enum Round {
     Gap(Instant),
 }
 
+/// Makes a ringer with its own subscription to the timers (one per
+/// satellite connection).
+pub type RingerFactory = std::sync::Arc<dyn Fn() -> Ringer + Send + Sync>;
+
 /// The ringing state of one speaker; see the module docs.
 pub struct Ringer {
     /// Drains what the scheduler said since the last call.
@@ -143,6 +147,20 @@ impl Ringer {
     /// the wake word is not needed to say "stop").
     pub fn is_ringing(&self) -> bool {
         !self.ringing.is_empty()
+    }
+
+    /// Whether [`Ringer::play_due`] would queue something now (a missed
+    /// announcement, or a round whose pause is over).
+    pub fn due(&self, now: Instant) -> bool {
+        if !self.missed.is_empty() {
+            return true;
+        }
+        !self.ringing.is_empty()
+            && match self.round {
+                Round::Due => true,
+                Round::Gap(at) => now >= at,
+                Round::Sounding => false,
+            }
     }
 
     /// Take in what the scheduler said. Returns true when ringing ended
