@@ -48,6 +48,7 @@ pub struct Config {
     pub device: crate::device::DeviceConfig,
     pub knowledge: crate::knowledge::KnowledgeConfig,
     pub wyoming: crate::wyoming_proto::WyomingConfig,
+    pub timers: crate::timers::TimersConfig,
 }
 
 impl Default for Config {
@@ -70,6 +71,7 @@ impl Default for Config {
             device: Default::default(),
             knowledge: Default::default(),
             wyoming: Default::default(),
+            timers: Default::default(),
         }
     }
 }

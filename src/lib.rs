@@ -36,6 +36,7 @@ pub mod review;
 pub mod store;
 pub mod stt;
 pub mod telemetry;
+pub mod timers;
 pub mod tools;
 pub mod tree;
 pub mod tts;

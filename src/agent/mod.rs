@@ -65,6 +65,9 @@ pub struct Services {
     /// built — the dispatcher then uses the router graph (`tree_error` says why).
     pub tree: Option<Arc<crate::tree::Engine>>,
     pub tree_error: Option<String>,
+    /// Timers, alarms and reminders: the one service the tools, the tree,
+    /// the API and the device's scheduler share.
+    pub timers: crate::timers::Timers,
     /// The wall clock every LLM prompt states the time from (its "Now:"
     /// line); the system clock, pinned by tests.
     pub clock: WallClock,

@@ -324,10 +324,14 @@ pub fn events(ctx: &Context, admitted: &Admitted, stream: &TcpStream) {
     }
 }
 
-/// What `GET /api/events` forwards: the tree's `publish_event`s as
-/// `{"type":"tree","event","data","conversation_id"}`.
+/// What `GET /api/events` forwards: every timer event as the contract's
+/// `{"type":"timer","event","id","kind","label","due"}`, and the tree's
+/// `publish_event`s as `{"type":"tree","event","data","conversation_id"}`.
 fn event_sources(services: &Services) -> Vec<sse::EventSource> {
-    let mut sources = Vec::new();
+    let mut sources = vec![sse::EventSource::new(
+        services.timers.subscribe(),
+        |e: crate::timers::TimerEvent| serde_json::to_value(&e).unwrap_or(Value::Null),
+    )];
     if let Some(tree) = &services.tree {
         sources.push(sse::EventSource::new(tree.subscribe(), |p| {
             json!({"type": "tree", "event": p.event, "data": p.data, "conversation_id": p.conversation_id})

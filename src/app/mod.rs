@@ -83,6 +83,7 @@ pub fn assemble(
     let recall = indexed.clone().map(|m| m as Arc<dyn Recall>);
     let conversations = indexed.map(|m| m as Arc<dyn ConversationSearch>);
     let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
+    let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
     crate::knowledge::tool::offer(
@@ -123,6 +124,7 @@ pub fn assemble(
         tree,
         tree_error,
         clock: crate::agent::system_clock(),
+        timers,
     }
 }
 

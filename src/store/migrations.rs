@@ -4,8 +4,8 @@
 //!
 //! Numbers are reserved per concern so parallel work does not collide:
 //! 2 intent tree, 3 tools, 4 memory, 5 voice, 6 api/device, 7 knowledge
-//! and review, 8 a turn's side effects. A gap is fine: versions only need
-//! to increase.
+//! and review, 8 a turn's side effects, 9 timers, 10 calendar. A gap is
+//! fine: versions only need to increase.
 
 use rusqlite::Connection;
 
@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/004_memory_vectors.sql")),
     (7, include_str!("migrations/007_knowledge_review.sql")),
     (8, include_str!("migrations/008_turn_effects.sql")),
+    (9, include_str!("migrations/009_timers.sql")),
 ];
 
 /// The schema version this build creates.

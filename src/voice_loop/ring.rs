@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, FixedOffset};
 
 use crate::audio::playback::Clip;
+use crate::timers::{EventKind, Kind, TimerEvent, Timers};
 use crate::tts::speaker::Speaker;
 
 /// The pause between the end of one round (chime + label) and the next.
@@ -94,6 +95,54 @@ enum Round {
     Sounding,
     /// The round ended; the next one is due at this moment.
     Gap(Instant),
+}
+
+impl Ringer {
+    /// A ringer over the timers service: its own subscription (made now:
+    /// create it before the scheduler starts to hear the `missed` ones),
+    /// and "stop" stops every ringing one through the scheduler.
+    pub fn for_timers(timers: &Timers) -> Ringer {
+        let rx = timers.subscribe();
+        let stopper = timers.clone();
+        Ringer::new(
+            Box::new(move || rx.try_iter().filter_map(|e| heard(&e)).collect()),
+            Box::new(move || {
+                if let Err(e) = stopper.stop_ringing(None) {
+                    tracing::warn!("could not stop the ringing timers: {e}");
+                }
+            }),
+        )
+    }
+}
+
+/// A ringer factory over the timers (one per satellite connection).
+pub fn factory(timers: &Timers) -> RingerFactory {
+    let timers = timers.clone();
+    std::sync::Arc::new(move || Ringer::for_timers(&timers))
+}
+
+/// What a timer event means for a speaker (`set` and the like: nothing).
+pub fn heard(event: &TimerEvent) -> Option<Heard> {
+    let alert = || Alert {
+        id: event.id,
+        kind: match event.kind {
+            Kind::Timer => AlertKind::Timer,
+            Kind::Alarm => AlertKind::Alarm,
+            Kind::Reminder => AlertKind::Reminder,
+        },
+        label: event.label.clone(),
+        due: event.due,
+        length: event
+            .duration_s
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs),
+    };
+    match event.event {
+        EventKind::Ringing => Some(Heard::Ringing(alert())),
+        EventKind::Missed => Some(Heard::Missed(alert())),
+        EventKind::Stopped | EventKind::Cancelled => Some(Heard::Stopped(event.id)),
+        EventKind::Set => None,
+    }
 }
 
 /// Makes a ringer with its own subscription to the timers (one per
