@@ -261,3 +261,362 @@ fn the_binary_states_the_zone_by_name_from_tz() {
         "{last:?} not one of {wanted:?}"
     );
 }
+
+// ---------------------------------------------------------------- point 2
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Whisper, loaded once for this test binary.
+fn whisper() -> &'static earshot::stt::Stt {
+    static STT: OnceLock<earshot::stt::Stt> = OnceLock::new();
+    STT.get_or_init(|| {
+        let config = Config {
+            models_dir: common::models_dir(),
+            stt: earshot::stt::SttConfig {
+                order: earshot::stt::Order::LocalOnly,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        earshot::app::stt(&config).expect("whisper model in models/")
+    })
+}
+
+fn words(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Lines of a child's stream on a channel, as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait for a line containing `needle`, keeping everything seen.
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    needle: &str,
+    limit: Duration,
+    seen: &mut Vec<String>,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = line.contains(needle);
+                seen.push(line);
+                if hit {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+fn stop_and_wait(child: &mut Child) -> std::process::ExitStatus {
+    // SAFETY: signalling our own child by pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("earshot did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A device on ALSA's file plugin: silence in, 16 kHz s16 mono out to
+/// `out.raw`; a scripted button on a FIFO.
+struct Device {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    button: Option<std::fs::File>,
+}
+
+fn start_device(dir: &Path, out_raw: &Path) -> Device {
+    let in_raw = dir.join("in.raw");
+    // ALSA's file capture is not paced and repeats its last buffer once
+    // the file runs out: silence in, silence forever.
+    std::fs::write(&in_raw, vec![0u8; 32_000]).unwrap();
+    let conf = dir.join("asound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"pcm.!default {{
+  type asym
+  capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile "{}" file "/dev/null" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+  playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file "{}" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+}}
+"#,
+            in_raw.display(),
+            out_raw.display()
+        ),
+    )
+    .unwrap();
+    let fifo = dir.join("button");
+    if !fifo.exists() {
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: creating a FIFO at a fresh path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+    // Only the voice: no MiniLM (no intent tree to train) and speech-to-
+    // text in the cloud (no whisper to load and warm up): nothing is said
+    // to the device here, so it starts in well under a second.
+    let models = dir.join("models");
+    if !models.exists() {
+        std::fs::create_dir(&models).unwrap();
+        for f in [
+            "en_US-joe-medium.onnx",
+            "en_US-joe-medium.onnx.json",
+            "libonnxruntime.so.1.31.1",
+        ] {
+            std::os::unix::fs::symlink(common::models_dir().join(f), models.join(f)).unwrap();
+        }
+    }
+    let config = dir.join("earshot.toml");
+    std::fs::write(&config, "[stt]\norder = \"cloud-only\"\n").unwrap();
+    let mut child = common::earshot(dir)
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--no-barge-in", "--button"])
+        .arg(format!("script:{}", fifo.display()))
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("EARSHOT_MODELS_DIR", &models)
+        .env("GROQ_API_KEY", "gsk_test")
+        .env("STT_BASE_URL", "http://127.0.0.1:9")
+        // No LLM: nothing here needs one.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = lines(child.stderr.take().unwrap());
+    let button = open_fifo_writer(&fifo, &mut child, &stderr);
+    Device {
+        child,
+        stderr,
+        seen: Vec::new(),
+        button: Some(button),
+    }
+}
+
+impl Device {
+    fn wait(&mut self, needle: &str, limit: Duration) {
+        if !wait_for(&self.stderr, needle, limit, &mut self.seen) {
+            let _ = self.child.kill();
+            panic!(
+                "no {needle:?} within {limit:?}; stderr:\n{}",
+                self.seen.join("\n")
+            );
+        }
+    }
+    fn stop(mut self) -> Vec<String> {
+        drop(self.button.take());
+        let status = stop_and_wait(&mut self.child);
+        self.seen.extend(self.stderr.try_iter());
+        assert!(
+            status.success(),
+            "exit {status:?}:\n{}",
+            self.seen.join("\n")
+        );
+        self.seen
+    }
+}
+
+/// Open a FIFO for writing once its reader is there.
+fn open_fifo_writer(
+    fifo: &Path,
+    child: &mut Child,
+    stderr: &mpsc::Receiver<String>,
+) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(file) => return file,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("cannot open {}: {e}", fifo.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            std::thread::sleep(Duration::from_millis(200));
+            let log: Vec<String> = stderr.try_iter().collect();
+            panic!(
+                "earshot exited ({status:?}) before opening its button script:\n{}",
+                log.join("\n")
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the button script was never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn timers(dir: &Path) -> earshot::timers::Timers {
+    let config = Config {
+        state_dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    let store = Store::open(&config.database_path()).unwrap();
+    earshot::timers::Timers::new(&config.timers, &config.paths(), store)
+}
+
+fn add_timer(dir: &Path, secs: u64, label: &str) -> i64 {
+    timers(dir)
+        .add(earshot::timers::NewTimer {
+            kind: earshot::timers::Kind::Timer,
+            label: Some(label.into()),
+            when: earshot::timers::When::In(Duration::from_secs(secs)),
+            repeat: None,
+        })
+        .unwrap()
+        .id
+}
+
+/// A timer row's state as stored.
+fn state_of(dir: &Path, id: i64) -> String {
+    let db = rusqlite::Connection::open(dir.join("earshot.db")).unwrap();
+    db.query_row("SELECT state FROM timers WHERE id = ?1", [id], |r| r.get(0))
+        .unwrap()
+}
+
+fn played(out_raw: &Path) -> Vec<f32> {
+    std::fs::read(out_raw)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+#[test]
+fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_raw = dir.path().join("out.raw");
+    // A timer that comes due while earshot is not running.
+    let pasta = add_timer(dir.path(), 1, "pasta");
+    let due = timers(dir.path()).get(pasta).unwrap().unwrap().due;
+    while Utc::now() <= due {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let mut device = start_device(dir.path(), &out_raw);
+    device.wait(
+        "announcing: While I was off, your pasta timer finished.",
+        Duration::from_secs(120),
+    );
+    // ALSA's file plugin starts its file again each time the output is
+    // reopened (after every pause): take what was played as it ends.
+    device.wait("announcement played", Duration::from_secs(30));
+    let announced = played(&out_raw);
+    // A live one, set from another process while it runs.
+    let rice = add_timer(dir.path(), 2, "rice");
+    device.wait(
+        "ring round: Your rice timer is done.",
+        Duration::from_secs(30),
+    );
+    device.wait("ring round played", Duration::from_secs(30));
+    let rang = played(&out_raw);
+    // The round repeats after its pause.
+    device.wait("round=2", Duration::from_secs(30));
+    // The button stops it, here and in the scheduler.
+    let button = device.button.as_mut().unwrap();
+    writeln!(button, "press").unwrap();
+    writeln!(button, "release").unwrap();
+    device.wait("ringing stopped on the device", Duration::from_secs(10));
+    device.wait("event=stopped", Duration::from_secs(10));
+    let log = device.stop();
+    assert_eq!(
+        log.iter().filter(|l| l.contains("announcing:")).count(),
+        1,
+        "{}",
+        log.join("\n")
+    );
+    assert_eq!(state_of(dir.path(), rice), "done");
+    assert_eq!(state_of(dir.path(), pasta), "missed");
+
+    // What the speaker played: each time the chime first, then the words
+    // (one transcription of both, with a second of silence between).
+    let mut both = Vec::new();
+    for audio in [&announced, &rang] {
+        assert!(
+            audio.len() > 16_000 * 2,
+            "only {} samples played",
+            audio.len()
+        );
+        assert!(
+            audio[..8_000].iter().any(|s| s.abs() > 0.2),
+            "no chime first"
+        );
+        both.extend_from_slice(audio);
+        both.extend(std::iter::repeat_n(0.0, 16_000));
+    }
+    let heard = words(&whisper().transcribe(&both).unwrap().text);
+    let pasta = heard
+        .find("pasta")
+        .unwrap_or_else(|| panic!("heard {heard:?}"));
+    let rice = heard
+        .find("rice timer")
+        .unwrap_or_else(|| panic!("heard {heard:?}"));
+    assert!(
+        heard.contains("while i was off") && pasta < rice,
+        "heard {heard:?}"
+    );
+
+    // Started again, it says nothing about the pasta.
+    std::fs::remove_file(&out_raw).unwrap();
+    let mut device = start_device(dir.path(), &out_raw);
+    device.wait("timers ready", Duration::from_secs(120));
+    device.wait("listening", Duration::from_secs(60));
+    // The ringer takes in what the scheduler found on the loop's first
+    // ticks; give it a moment to (not) speak.
+    std::thread::sleep(Duration::from_millis(800));
+    let log = device.stop();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("announcing") || l.contains("ring round")),
+        "{}",
+        log.join("\n")
+    );
+    let audio = played(&out_raw);
+    let loud = audio.iter().filter(|s| s.abs() > 0.05).count();
+    assert!(loud < 100, "{loud} loud samples played on the second start");
+}

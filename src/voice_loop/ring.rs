@@ -67,8 +67,8 @@ pub enum Heard {
 /// The speaker the ringer plays on (the real [`Speaker`]; tests record).
 pub trait RingSpeaker {
     fn is_speaking(&self) -> bool;
-    fn play(&self, label: &str, clip: Clip);
-    fn say(&self, sentence: &str);
+    /// The chime, then `words` spoken, in line after what is queued.
+    fn ring(&self, chime: &Clip, words: &str);
     fn stop(&self);
 }
 
@@ -76,11 +76,9 @@ impl RingSpeaker for Speaker {
     fn is_speaking(&self) -> bool {
         Speaker::is_speaking(self)
     }
-    fn play(&self, label: &str, clip: Clip) {
-        Speaker::play(self, label, clip)
-    }
-    fn say(&self, sentence: &str) {
-        Speaker::say(self, sentence)
+    fn ring(&self, chime: &Clip, words: &str) {
+        // One clip: the label follows the chime without a gap.
+        Speaker::say_after(self, chime.clone(), words)
     }
     fn stop(&self) {
         Speaker::stop(self)
@@ -249,9 +247,11 @@ impl Ringer {
     pub fn play_due(&mut self, speaker: &dyn RingSpeaker, quiet: bool, now: Instant) -> bool {
         let busy = speaker.is_speaking();
         if self.round == Round::Sounding && !busy {
+            tracing::info!(round = self.rounds, "ring round played");
             self.round = Round::Gap(now + self.gap);
         }
         if self.announcing && !busy {
+            tracing::info!("announcement played");
             self.announcing = false;
         }
         if busy || !quiet {
@@ -260,11 +260,9 @@ impl Ringer {
         if !self.missed.is_empty() {
             let sentences: Vec<String> =
                 self.missed.drain(..).map(|a| missed_sentence(&a)).collect();
-            speaker.play("chime", self.chime.clone());
-            for s in &sentences {
-                tracing::info!("announcing: {s}");
-                speaker.say(s);
-            }
+            let words = sentences.join(" ");
+            tracing::info!("announcing: {words}");
+            speaker.ring(&self.chime, &words);
             self.announcing = true;
             return true;
         }
@@ -279,12 +277,12 @@ impl Ringer {
         if !due {
             return false;
         }
-        speaker.play("chime", self.chime.clone());
-        for alert in self.ringing.values() {
-            speaker.say(&ring_sentence(alert));
-        }
+        let sentences: Vec<String> = self.ringing.values().map(ring_sentence).collect();
+        let words = sentences.join(" ");
+        speaker.ring(&self.chime, &words);
         self.round = Round::Sounding;
         self.rounds += 1;
+        tracing::info!(round = self.rounds, "ring round: {words}");
         true
     }
 
@@ -489,13 +487,11 @@ mod tests {
         fn is_speaking(&self) -> bool {
             self.speaking.load(Ordering::SeqCst)
         }
-        fn play(&self, label: &str, clip: Clip) {
-            assert!(clip.seconds() > 0.4);
-            self.said.lock().unwrap().push(format!("<{label}>"));
-            self.speaking.store(true, Ordering::SeqCst);
-        }
-        fn say(&self, sentence: &str) {
-            self.said.lock().unwrap().push(sentence.into());
+        fn ring(&self, chime: &Clip, words: &str) {
+            assert!(chime.seconds() > 0.4);
+            let mut said = self.said.lock().unwrap();
+            said.push("<chime>".into());
+            said.push(words.into());
             self.speaking.store(true, Ordering::SeqCst);
         }
         fn stop(&self) {
@@ -615,7 +611,12 @@ mod tests {
     fn a_sentence_being_spoken_ends_first() {
         let (mut r, queue, _) = ringer();
         let speaker = Recorder::default();
-        speaker.say("The answer so far.");
+        speaker
+            .said
+            .lock()
+            .unwrap()
+            .push("The answer so far.".into());
+        speaker.speaking.store(true, Ordering::SeqCst);
         queue.lock().unwrap().push(Heard::Ringing(alert(
             1,
             AlertKind::Reminder,
