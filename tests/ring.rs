@@ -620,3 +620,83 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     let loud = audio.iter().filter(|s| s.abs() > 0.05).count();
     assert!(loud < 100, "{loud} loud samples played on the second start");
 }
+
+// ------------------------------------------------- the API's event stream
+
+#[test]
+fn timer_events_reach_the_api_event_stream() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        state_dir: dir.path().to_path_buf(),
+        models_dir: dir.path().join("no-models"),
+        ..Default::default()
+    };
+    config.memory.enabled = false;
+    config.api.bind = "127.0.0.1:0".into();
+    config.api.keepalive_secs = 1;
+    let store = Store::open(&config.database_path()).unwrap();
+    let llm = Arc::new(OpenAiClient::new(&config.llm));
+    let s = earshot::app::assemble(&config, store, llm, None, None);
+    let speech = Arc::new(earshot::api::speech::Speech::new(
+        Err("no speech here".into()),
+        earshot::tts::Tts::with_engines(Vec::new()),
+    ));
+    let server =
+        earshot::api::ApiServer::start_with_speech(s.clone(), speech, &config.api).unwrap();
+    let addr = server.local_addr();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let api = std::thread::spawn(move || {
+        server.run_until(|| stopped.load(std::sync::atomic::Ordering::SeqCst))
+    });
+
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    client
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The stream is open once its headers (and a first keep-alive) came.
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let mut read_until = |needle: &str, seen: &mut String| {
+        while !seen.contains(needle) {
+            let n = client.read(&mut buf).unwrap_or(0);
+            assert!(n > 0, "stream ended before {needle:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until("text/event-stream", &mut seen);
+    read_until(": thinking", &mut seen);
+
+    let _scheduler = s.timers.start_scheduler().unwrap();
+    let timer = add_timer(dir.path(), 1, "tea");
+    // Set from "another process" (a fresh Timers on the same file): the
+    // scheduler notices it and tells, then rings it.
+    read_until(r#""event":"ringing""#, &mut seen);
+    s.timers.stop_ringing(None).unwrap();
+    read_until(r#""event":"stopped""#, &mut seen);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    api.join().unwrap();
+    let frames: Vec<Value> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let ringing = frames
+        .iter()
+        .find(|f| f["event"] == "ringing")
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(ringing["type"], "timer");
+    assert_eq!(ringing["id"], timer);
+    assert_eq!(ringing["kind"], "timer");
+    assert_eq!(ringing["label"], "tea");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(ringing["due"].as_str().unwrap()).is_ok(),
+        "{ringing}"
+    );
+    let keys: Vec<&String> = ringing.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["type", "event", "id", "kind", "label", "due"]);
+}
