@@ -108,10 +108,16 @@ enum Command {
     /// `earshot tool calculator '{"expression":"2**10"}'`.
     Tool {
         /// calculator, web_search, add_todo, list_todos, complete_todo,
-        /// delete_todo or search_conversations.
+        /// delete_todo, search_conversations, set_timer, list_timers,
+        /// cancel_timer, extend_timer, set_alarm or set_reminder.
         name: String,
         /// The arguments as one JSON object (default `{}`).
         args: Option<String>,
+    },
+    /// Timers, alarms and reminders: list, add (--in 5m | --at 07:00), cancel; watch rings them here.
+    Timers {
+        #[command(subcommand)]
+        action: earshot::cli::timers::TimersCommand,
     },
     /// Transcribe a WAV file (or --input DEVICE) with the configured STT.
     Transcribe(earshot::cli::transcribe::TranscribeArgs),
@@ -274,6 +280,7 @@ fn main() -> ExitCode {
             EvalWhat::Retrieval(args) => earshot::cli::eval_retrieval::run(config, args),
         },
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
+        Command::Timers { action } => earshot::cli::timers::run(config, action),
         Command::Transcribe(args) => earshot::cli::transcribe::run(config, args),
         Command::Devices { json } => earshot::cli::devices::run(config, json),
         Command::Tree { action } => match action {

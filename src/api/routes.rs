@@ -9,6 +9,7 @@
 //! | `POST /api/voice` | multipart field `audio` (WAV) | `audio/wav` + `X-Transcript`, `X-Response`, `X-Conversation-Id` |
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
+//! | `GET /api/timers` | | `[{"id","kind","label","due","remaining_s","repeat"}]`, as `earshot timers list --json` |
 //! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event`) as they happen |
 //!
 //! [`admit`] runs on the connection thread right after the header block
@@ -67,6 +68,7 @@ pub enum Route {
     Feedback,
     Conversations,
     Conversation(String),
+    Timers,
     /// The device's event stream (timers, tree events).
     Events,
 }
@@ -82,6 +84,7 @@ impl Route {
             "/api/tts" => Route::Tts,
             "/api/feedback" => Route::Feedback,
             "/api/conversations" => Route::Conversations,
+            "/api/timers" => Route::Timers,
             "/api/events" => Route::Events,
             _ => {
                 let id = path.strip_prefix("/api/conversations/")?;
@@ -95,7 +98,11 @@ impl Route {
 
     fn method(&self) -> &'static str {
         match self {
-            Route::Health | Route::Conversations | Route::Conversation(_) | Route::Events => "GET",
+            Route::Health
+            | Route::Conversations
+            | Route::Conversation(_)
+            | Route::Timers
+            | Route::Events => "GET",
             _ => "POST",
         }
     }
@@ -170,7 +177,7 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
     let route = Route::parse(&path).ok_or_else(|| {
         refuse(
             ApiError::not_found(format!(
-                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations, /api/events",
+                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations, /api/timers, /api/events",
                 head.method
             )),
             cors.clone(),
@@ -448,6 +455,16 @@ fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
             Ok(Reply::Json(200, json!({ "conversations": list })))
         }
         Route::Conversation(id) => conversation(ctx, id),
+        Route::Timers => {
+            let all = ctx
+                .services
+                .timers
+                .list(None)
+                .map_err(|e| ApiError::new(500, format!("could not read the timers: {e}")))?;
+            let value = serde_json::to_value(all)
+                .map_err(|e| ApiError::new(500, format!("could not write the timers: {e}")))?;
+            Ok(Reply::Json(200, value))
+        }
     }
 }
 
@@ -630,6 +647,8 @@ mod tests {
         assert_eq!(Route::parse("/api/conversations/1/x"), None);
         assert_eq!(Route::parse("/nope"), None);
         assert_eq!(Route::Chat.method(), "POST");
+        assert_eq!(Route::parse("/api/timers/"), Some(Route::Timers));
+        assert_eq!(Route::Timers.method(), "GET");
         assert_eq!(allow_for("/api/conversations?x=1"), "GET");
     }
 

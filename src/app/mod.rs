@@ -86,6 +86,7 @@ pub fn assemble(
     let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
+    crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
@@ -126,6 +127,18 @@ pub fn assemble(
         clock: crate::agent::system_clock(),
         timers,
     }
+}
+
+/// The timers service alone, over the configured database (`earshot
+/// timers`: no models needed). The device's services carry the same
+/// service, built in [`assemble`].
+pub fn timers(config: &Config) -> Result<crate::timers::Timers> {
+    let store = Store::open(&config.database_path())?;
+    Ok(crate::timers::Timers::new(
+        &config.timers,
+        &config.paths(),
+        store,
+    ))
 }
 
 /// Speech-to-text as `[stt]` says (a Wyoming ASR service of `[wyoming]`

@@ -21,6 +21,7 @@ pub mod route;
 pub mod run;
 pub mod say;
 pub mod serve;
+pub mod timers;
 pub mod tool;
 pub mod transcribe;
 pub mod tree;

@@ -24,6 +24,12 @@ const LIGHT_TOOLS: &[&str] = &[
     "list_todos",
     "complete_todo",
     "delete_todo",
+    "set_timer",
+    "list_timers",
+    "cancel_timer",
+    "extend_timer",
+    "set_alarm",
+    "set_reminder",
 ];
 
 /// Run `name` with `args` (a JSON object; empty means `{}`). `Ok(true)` when
@@ -41,7 +47,10 @@ pub fn run(config_path: Option<&Path>, name: &str, args: Option<&str>) -> Result
     let registry: Arc<ToolRegistry> = if LIGHT_TOOLS.contains(&name) {
         let store = Store::open(&config.database_path())?;
         let todos = crate::tools::todo_backend(&config.tools, &config.user_id, &store);
-        Arc::new(build_registry(&config.tools, &config.user_id, todos, None))
+        let timers = crate::timers::Timers::new(&config.timers, &config.paths(), store.clone());
+        let mut registry = build_registry(&config.tools, &config.user_id, todos, None);
+        crate::tools::timers::offer(&mut registry, &config.tools, &timers);
+        Arc::new(registry)
     } else {
         crate::app::build(&config)?.tools
     };

@@ -225,9 +225,45 @@ struct Inner {
     /// The rev of every row as this process last knew it; held while a
     /// change is committed and told, so the scheduler can tell this
     /// process's changes from another's.
-    book: Mutex<HashMap<i64, i64>>,
+    book: Mutex<Book>,
     wake_tx: Sender<()>,
     wake_rx: Receiver<()>,
+}
+
+/// What this process knows of a row: the rev it last saw, and for a
+/// delay row it anchored, when it ends on the monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Known {
+    rev: i64,
+    mono_due: Option<Duration>,
+}
+
+type Book = HashMap<i64, Known>;
+
+/// `row` as known right after this process wrote it at `now`/`mono`.
+fn known(row: &Row, now: DateTime<Utc>, mono: Duration) -> Known {
+    Known {
+        rev: row.rev,
+        mono_due: (row.anchor == Anchor::Delay)
+            .then(|| mono + (row.due_at - now).to_std().unwrap_or_default()),
+    }
+}
+
+/// `row`'s due time at `now`: a delay row this process anchored counts on
+/// the monotonic clock (a wall jump the scheduler has not yet written
+/// back does not show), anything else is read from the row.
+fn due_of(book: &Book, row: &Row, now: DateTime<Utc>, mono: Duration) -> DateTime<Utc> {
+    match book.get(&row.id) {
+        Some(Known {
+            rev,
+            mono_due: Some(due),
+        }) if *rev == row.rev && row.anchor == Anchor::Delay => {
+            let ahead = TimeDelta::from_std(due.saturating_sub(mono)).unwrap_or_default();
+            let behind = TimeDelta::from_std(mono.saturating_sub(*due)).unwrap_or_default();
+            now + ahead - behind
+        }
+        _ => row.due(),
+    }
 }
 
 impl Timers {
@@ -281,7 +317,7 @@ impl Timers {
     /// Set a timer, an alarm or a reminder.
     pub fn add(&self, new: NewTimer) -> Result<Timer, TimerError> {
         let label = clean_label(new.label.as_deref().unwrap_or(""))?;
-        let now = self.inner.clock.wall();
+        let (now, mono) = self.now();
         let (anchor, due_at, local_at, duration_s) = match new.when {
             When::In(d) => {
                 if new.repeat.is_some() {
@@ -333,8 +369,8 @@ impl Timers {
         };
         let mut book = lock(&self.inner.book);
         row.id = self.inner.store.with_tx(|tx| db::insert(tx, &row, now))?;
-        book.insert(row.id, row.rev);
-        let timer = self.timer_of(&row, now);
+        book.insert(row.id, known(&row, now, mono));
+        let timer = self.timer_of(&row, now, due_of(&book, &row, now, mono));
         self.emit(EventKind::Set, &row);
         drop(book);
         self.poke();
@@ -344,12 +380,13 @@ impl Timers {
     /// Everything set and not yet finished (ringing ones included),
     /// soonest first; only `kind` when given.
     pub fn list(&self, kind: Option<Kind>) -> Result<Vec<Timer>, TimerError> {
-        let now = self.inner.clock.wall();
+        let book = lock(&self.inner.book);
+        let (now, mono) = self.now();
         let rows = self.inner.store.with_conn(db::active)?;
         let mut timers: Vec<Timer> = rows
             .iter()
             .filter(|r| kind.is_none_or(|k| r.kind == k))
-            .map(|r| self.timer_of(r, now))
+            .map(|r| self.timer_of(r, now, due_of(&book, r, now, mono)))
             .collect();
         timers.sort_by_key(|t| (t.due, t.id));
         Ok(timers)
@@ -357,9 +394,12 @@ impl Timers {
 
     /// One set (or ringing) timer, alarm or reminder by id.
     pub fn get(&self, id: i64) -> Result<Option<Timer>, TimerError> {
-        let now = self.inner.clock.wall();
+        let book = lock(&self.inner.book);
+        let (now, mono) = self.now();
         let row = self.inner.store.with_conn(|c| db::get(c, id))?;
-        Ok(row.filter(Row::is_active).map(|r| self.timer_of(&r, now)))
+        Ok(row
+            .filter(Row::is_active)
+            .map(|r| self.timer_of(&r, now, due_of(&book, &r, now, mono))))
     }
 
     /// The active ones `query` means: a kind word ("timers", "alarm")
@@ -392,7 +432,7 @@ impl Timers {
 
     /// Cancel one (it stops ringing if it was).
     pub fn cancel(&self, id: i64) -> Result<Timer, TimerError> {
-        self.change(id, |row, _now| {
+        self.change(id, |row, _now, _due| {
             row.state = State::Cancelled;
             Ok(vec![EventKind::Cancelled])
         })
@@ -400,8 +440,8 @@ impl Timers {
 
     /// Cancel every active one (of `kind` when given); how many.
     pub fn cancel_all(&self, kind: Option<Kind>) -> Result<usize, TimerError> {
-        let now = self.inner.clock.wall();
         let book = lock(&self.inner.book);
+        let (now, mono) = self.now();
         let cancelled = self.inner.store.with_tx(|tx| {
             let mut done = Vec::new();
             for mut row in db::active(tx)? {
@@ -415,7 +455,7 @@ impl Timers {
             }
             Ok(done)
         })?;
-        self.told(book, &cancelled, EventKind::Cancelled);
+        self.told(book, &cancelled, EventKind::Cancelled, now, mono);
         Ok(cancelled.len())
     }
 
@@ -423,7 +463,7 @@ impl Timers {
     /// least a second from now and at most 24 hours; a ringing one is
     /// stopped and set again.
     pub fn extend(&self, id: i64, by: TimeDelta) -> Result<Timer, TimerError> {
-        self.change(id, |row, now| {
+        self.change(id, |row, now, due| {
             let mut events = Vec::new();
             let base = if row.state == State::Ringing {
                 events.push(EventKind::Stopped);
@@ -431,7 +471,7 @@ impl Timers {
                 row.rang_at = None;
                 now
             } else {
-                row.due()
+                due
             };
             let min = now + TimeDelta::seconds(1);
             let due = (base + by).max(min);
@@ -452,7 +492,7 @@ impl Timers {
     /// Ring again after `by` (a ringing one stops now).
     pub fn snooze(&self, id: i64, by: Duration) -> Result<Timer, TimerError> {
         let by = TimeDelta::from_std(by.max(MIN_TIMER)).map_err(|_| TimerError::TooFar)?;
-        self.change(id, |row, now| {
+        self.change(id, |row, now, _due| {
             let mut events = Vec::new();
             if row.state == State::Ringing {
                 events.push(EventKind::Stopped);
@@ -471,8 +511,8 @@ impl Timers {
     /// Stop ringing: `id`, or every ringing one when `None`; how many
     /// stopped. A repeating alarm is set for its next day.
     pub fn stop_ringing(&self, id: Option<i64>) -> Result<usize, TimerError> {
-        let now = self.inner.clock.wall();
         let book = lock(&self.inner.book);
+        let (now, mono) = self.now();
         let stopped = self.inner.store.with_tx(|tx| {
             let mut done = Vec::new();
             for mut row in db::active(tx)? {
@@ -486,7 +526,7 @@ impl Timers {
             }
             Ok(done)
         })?;
-        self.told(book, &stopped, EventKind::Stopped);
+        self.told(book, &stopped, EventKind::Stopped, now, mono);
         Ok(stopped.len())
     }
 
@@ -494,33 +534,42 @@ impl Timers {
     fn change(
         &self,
         id: i64,
-        f: impl FnOnce(&mut Row, DateTime<Utc>) -> Result<Vec<EventKind>, TimerError>,
+        f: impl FnOnce(&mut Row, DateTime<Utc>, DateTime<Utc>) -> Result<Vec<EventKind>, TimerError>,
     ) -> Result<Timer, TimerError> {
-        let now = self.inner.clock.wall();
         let mut book = lock(&self.inner.book);
+        let (now, mono) = self.now();
         let mut row = self
             .inner
             .store
             .with_conn(|c| db::get(c, id))?
             .filter(Row::is_active)
             .ok_or(TimerError::NotFound(id))?;
-        let events = f(&mut row, now)?;
+        let due = due_of(&book, &row, now, mono);
+        let events = f(&mut row, now, due)?;
         if !self.inner.store.with_tx(|tx| db::save(tx, &mut row, now))? {
             return Err(TimerError::Conflict);
         }
-        book.insert(row.id, row.rev);
+        book.insert(row.id, known(&row, now, mono));
         for event in events {
             self.emit(event, &row);
         }
+        let timer = self.timer_of(&row, now, due_of(&book, &row, now, mono));
         drop(book);
         self.poke();
-        Ok(self.timer_of(&row, now))
+        Ok(timer)
     }
 
     /// Record and announce rows this process just changed.
-    fn told(&self, mut book: MutexGuard<'_, HashMap<i64, i64>>, rows: &[Row], event: EventKind) {
+    fn told(
+        &self,
+        mut book: MutexGuard<'_, Book>,
+        rows: &[Row],
+        event: EventKind,
+        now: DateTime<Utc>,
+        mono: Duration,
+    ) {
         for row in rows {
-            book.insert(row.id, row.rev);
+            book.insert(row.id, known(row, now, mono));
             self.emit(event, row);
         }
         drop(book);
@@ -547,8 +596,12 @@ impl Timers {
         lock(&self.inner.subscribers).retain(|s| s.send(event.clone()).is_ok());
     }
 
-    fn timer_of(&self, row: &Row, now: DateTime<Utc>) -> Timer {
-        let due = row.due();
+    /// The clocks, read together.
+    fn now(&self) -> (DateTime<Utc>, Duration) {
+        (self.inner.clock.wall(), self.inner.clock.mono())
+    }
+
+    fn timer_of(&self, row: &Row, now: DateTime<Utc>, due: DateTime<Utc>) -> Timer {
         let left_ms = (due - now).num_milliseconds().max(0);
         let remaining_s = if row.state == State::Ringing {
             0
@@ -590,6 +643,27 @@ fn set_due(row: &mut Row, due: DateTime<Utc>) {
     row.due_at = due;
     if row.anchor == Anchor::Clock {
         row.local_at = Some(due.with_timezone(&chrono::Local).naive_local());
+    }
+}
+
+/// A length as said: "18 minutes", "1 hour 30 minutes", "1 minute 5
+/// seconds", "0 seconds". For sentences about timers (tools, the ring).
+pub fn spoken_length(secs: i64) -> String {
+    let secs = secs.max(0);
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let part = |n: i64, unit: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {unit}")),
+        n => Some(format!("{n} {unit}s")),
+    };
+    let parts: Vec<String> = [part(h, "hour"), part(m, "minute"), part(s, "second")]
+        .into_iter()
+        .flatten()
+        .collect();
+    if parts.is_empty() {
+        "0 seconds".into()
+    } else {
+        parts.join(" ")
     }
 }
 

@@ -108,7 +108,15 @@ impl std::fmt::Display for Weekdays {
 pub fn resolve<Tz: TimeZone>(tz: &Tz, local: NaiveDateTime) -> DateTime<Tz> {
     match tz.from_local_datetime(&local) {
         chrono::LocalResult::Single(t) => t,
-        chrono::LocalResult::Ambiguous(first, _) => first,
+        // The earlier instant, whichever order the zone reports them in
+        // (chrono's `Local` has given them later-first).
+        chrono::LocalResult::Ambiguous(a, b) => {
+            if a.naive_utc() <= b.naive_utc() {
+                a
+            } else {
+                b
+            }
+        }
         chrono::LocalResult::None => {
             // In a gap: use the offset in force just before it.
             let before = (1..=26)

@@ -26,7 +26,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::db::{self, Anchor, Row};
-use super::{finish, lock, EventKind, State, TimerError, Timers};
+use super::{finish, lock, EventKind, Known, State, TimerError, Timers};
 
 /// The longest the thread sleeps without looking at the table (rows added
 /// by another process are seen within this).
@@ -100,7 +100,6 @@ pub(super) fn start(timers: Timers) -> Result<SchedulerHandle, TimerError> {
     let lock_file = take_lock(&timers.inner.lock_path)?;
     let mut state = Loop {
         timers: timers.clone(),
-        anchors: HashMap::new(),
         ringing_since: HashMap::new(),
         offset: None,
     };
@@ -161,8 +160,6 @@ fn take_lock(path: &std::path::Path) -> Result<File, TimerError> {
 
 struct Loop {
     timers: Timers,
-    /// Delay rows: id → (rev the anchor was taken at, monotonic due).
-    anchors: HashMap<i64, (i64, Duration)>,
     /// Ringing rows: id → monotonic time the ring began.
     ringing_since: HashMap<i64, Duration>,
     /// wall − mono at the last pass (the wall time at mono zero), to see
@@ -190,7 +187,13 @@ impl Loop {
             }
             db::prune(tx, now - KEEP_FINISHED)?;
             for row in db::active(tx)? {
-                book.insert(row.id, row.rev);
+                book.insert(
+                    row.id,
+                    Known {
+                        rev: row.rev,
+                        mono_due: None,
+                    },
+                );
             }
             Ok(missed)
         })?;
@@ -232,11 +235,10 @@ impl Loop {
         let gone: Vec<(i64, i64)> = book
             .iter()
             .filter(|(id, _)| !active.contains_key(id))
-            .map(|(id, rev)| (*id, *rev))
+            .map(|(id, known)| (*id, known.rev))
             .collect();
         for (id, rev) in gone {
             book.remove(&id);
-            self.anchors.remove(&id);
             let was_ringing = self.ringing_since.remove(&id).is_some();
             if let Some(row) = inner.store.with_conn(|c| db::get(c, id))? {
                 if row.rev != rev {
@@ -249,14 +251,21 @@ impl Loop {
             }
         }
         for row in &rows {
-            if book.get(&row.id) != Some(&row.rev) {
+            if book.get(&row.id).map(|k| k.rev) != Some(row.rev) {
                 if self.ringing_since.contains_key(&row.id) && row.state != State::Ringing {
                     timers.emit(EventKind::Stopped, row);
                 }
                 if row.state == State::Pending {
                     timers.emit(EventKind::Set, row);
                 }
-                book.insert(row.id, row.rev);
+                // Changed elsewhere: anchored afresh from the wall clock below.
+                book.insert(
+                    row.id,
+                    Known {
+                        rev: row.rev,
+                        mono_due: None,
+                    },
+                );
             }
             if row.state != State::Ringing {
                 self.ringing_since.remove(&row.id);
@@ -270,12 +279,21 @@ impl Loop {
                 State::Pending => {
                     let (late, left) = match row.anchor {
                         Anchor::Delay => {
-                            let due = match self.anchors.get(&row.id) {
-                                Some((rev, due)) if *rev == row.rev => *due,
+                            let due = match book.get(&row.id) {
+                                Some(Known {
+                                    rev,
+                                    mono_due: Some(due),
+                                }) if *rev == row.rev => *due,
                                 _ => {
                                     let left = (row.due_at - wall).to_std().unwrap_or_default();
                                     let due = mono + left;
-                                    self.anchors.insert(row.id, (row.rev, due));
+                                    book.insert(
+                                        row.id,
+                                        Known {
+                                            rev: row.rev,
+                                            mono_due: Some(due),
+                                        },
+                                    );
                                     due
                                 }
                             };
@@ -284,8 +302,13 @@ impl Loop {
                                 row.due_at = wall
                                     + TimeDelta::from_std(due - mono).unwrap_or(TimeDelta::zero());
                                 if inner.store.with_tx(|tx| db::save(tx, &mut row, wall))? {
-                                    book.insert(row.id, row.rev);
-                                    self.anchors.insert(row.id, (row.rev, due));
+                                    book.insert(
+                                        row.id,
+                                        Known {
+                                            rev: row.rev,
+                                            mono_due: Some(due),
+                                        },
+                                    );
                                 }
                             }
                             (mono.checked_sub(due), due.checked_sub(mono))
@@ -307,8 +330,13 @@ impl Loop {
                                 EventKind::Ringing
                             };
                             if inner.store.with_tx(|tx| db::save(tx, &mut row, wall))? {
-                                book.insert(row.id, row.rev);
-                                self.anchors.remove(&row.id);
+                                book.insert(
+                                    row.id,
+                                    Known {
+                                        rev: row.rev,
+                                        mono_due: None,
+                                    },
+                                );
                                 if event == EventKind::Ringing {
                                     self.ringing_since.insert(row.id, mono);
                                     wait = wait.min(ring);
@@ -329,7 +357,13 @@ impl Loop {
                         let before = row.clone();
                         finish(&mut row, wall);
                         if inner.store.with_tx(|tx| db::save(tx, &mut row, wall))? {
-                            book.insert(row.id, row.rev);
+                            book.insert(
+                                row.id,
+                                Known {
+                                    rev: row.rev,
+                                    mono_due: None,
+                                },
+                            );
                             self.ringing_since.remove(&row.id);
                             timers.emit(EventKind::Stopped, &before);
                         }

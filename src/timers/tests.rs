@@ -410,3 +410,12 @@ fn changes_made_by_another_process_are_told() {
     assert!(sched.settle(WAIT));
     assert!(rx.try_recv().is_err());
 }
+
+#[test]
+fn lengths_are_said_plainly() {
+    assert_eq!(spoken_length(0), "0 seconds");
+    assert_eq!(spoken_length(65), "1 minute 5 seconds");
+    assert_eq!(spoken_length(1080), "18 minutes");
+    assert_eq!(spoken_length(5400), "1 hour 30 minutes");
+    assert_eq!(spoken_length(7201), "2 hours 1 second");
+}

@@ -23,6 +23,8 @@ use crate::store::Store;
 /// registry, `earshot devices`, `config show` and `doctor`).
 /// `search_knowledge` is not here: it is offered whenever the knowledge
 /// base is loaded (`knowledge::tool::offer`), whatever `tools.enabled` says.
+/// The timer tools are offered over the device's one `timers::Timers` by
+/// [`super::timers::offer`] (the composition root has it).
 pub const TOOLS: &[Entry] = &[
     tool("calculator", "arithmetic, exactly (no LLM maths)"),
     tool("web_search", "Tavily web search (TAVILY_API_KEY)"),
@@ -37,6 +39,21 @@ pub const TOOLS: &[Entry] = &[
     tool("list_todos", "read the to-do list"),
     tool("complete_todo", "tick an item off the to-do list"),
     tool("delete_todo", "remove an item from the to-do list"),
+    tool(
+        "set_timer",
+        "start a countdown timer (1 s to 24 h), optionally named",
+    ),
+    tool(
+        "list_timers",
+        "the timers, alarms and reminders set, with time left",
+    ),
+    tool("cancel_timer", "cancel a timer, alarm or reminder (or all)"),
+    tool("extend_timer", "add time to (or take time off) a timer"),
+    tool(
+        "set_alarm",
+        "an alarm at a local clock time, once or repeating",
+    ),
+    tool("set_reminder", "say something at a time or after a delay"),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {

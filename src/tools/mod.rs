@@ -8,6 +8,7 @@ mod build;
 pub mod calculator;
 pub mod http;
 pub mod search_conversations;
+pub mod timers;
 pub mod todos;
 pub mod todos_local;
 pub mod todos_notion;
@@ -55,6 +56,12 @@ impl Default for ToolsConfig {
                 "list_todos".into(),
                 "complete_todo".into(),
                 "delete_todo".into(),
+                "set_timer".into(),
+                "list_timers".into(),
+                "cancel_timer".into(),
+                "extend_timer".into(),
+                "set_alarm".into(),
+                "set_reminder".into(),
             ],
             tavily_api_key: String::new(),
             tavily_base_url: "https://api.tavily.com".into(),
