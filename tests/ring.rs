@@ -547,8 +547,17 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     // reopened (after every pause): take what was played as it ends.
     device.wait("announcement played", Duration::from_secs(30));
     let announced = played(&out_raw);
-    // A live one, set from another process while it runs.
-    let rice = add_timer(dir.path(), 2, "rice");
+    // A live one, set with the CLI (another process) while it runs.
+    let out = common::run(
+        common::earshot(dir.path()).args(["timers", "add", "--in", "2s", "--label", "rice"]),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let rice: i64 = rusqlite::Connection::open(dir.path().join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT id FROM timers WHERE label = 'rice'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
     device.wait(
         "ring round: Your rice timer is done.",
         Duration::from_secs(30),
