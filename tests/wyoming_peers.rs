@@ -534,6 +534,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         wake: Some(wake),
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
+        ring: None,
     };
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");

@@ -68,6 +68,18 @@ pub struct Services {
     /// Timers, alarms and reminders: the one service the tools, the tree,
     /// the API and the device's scheduler share.
     pub timers: crate::timers::Timers,
+    /// The wall clock every LLM prompt states the time from (its "Now:"
+    /// line); the system clock, pinned by tests.
+    pub clock: WallClock,
+}
+
+/// A source of the current wall-clock time (UTC; the prompt converts it
+/// to the device's local zone).
+pub type WallClock = Arc<dyn Fn() -> chrono::DateTime<chrono::Utc> + Send + Sync>;
+
+/// The system's wall clock.
+pub fn system_clock() -> WallClock {
+    Arc::new(chrono::Utc::now)
 }
 
 /// The background worker's view of the services.

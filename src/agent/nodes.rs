@@ -22,11 +22,16 @@ pub struct NodeAnswer {
     pub recommendations: Vec<String>,
 }
 
-/// Messages for a main-LLM node: system, history in order, user (memory
-/// block + text).
+/// Messages for a main-LLM node: system (its fixed instructions, then the
+/// local date and time as its last line, so the fixed part stays a
+/// cacheable prefix), history in order, user (memory block + text).
 pub fn build_messages(system: String, ctx: &TurnContext<'_>) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(ctx.history.len() + 2);
-    messages.push(ChatMessage::system(system));
+    let now = crate::device::clock::local((ctx.services.clock)());
+    messages.push(ChatMessage::system(prompts::with_now(
+        system,
+        &crate::device::clock::now_line(&now),
+    )));
     messages.extend(ctx.history.iter().cloned());
     messages.push(ChatMessage::user(ctx.user_message()));
     messages

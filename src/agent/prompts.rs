@@ -40,9 +40,29 @@ Never invent tool results; if a tool fails or is unavailable, say so in one sent
     )
 }
 
+/// A system prompt with the "Now:" line (see
+/// [`crate::device::clock::now_line`]) as its last line: after the fixed
+/// instructions, so everything before it is the same from turn to turn.
+pub fn with_now(system: String, now_line: &str) -> String {
+    format!("{}\n{now_line}", system.trim_end())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_now_line_is_the_last_line() {
+        let p = with_now(
+            simple(),
+            "Now: Wednesday 2 December 2026, 14:05 CET (UTC+01:00).",
+        );
+        assert!(p.starts_with(&simple()));
+        assert_eq!(
+            p.lines().last(),
+            Some("Now: Wednesday 2 December 2026, 14:05 CET (UTC+01:00).")
+        );
+    }
 
     #[test]
     fn every_prompt_carries_the_style_rules() {

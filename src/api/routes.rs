@@ -10,6 +10,7 @@
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
 //! | `GET /api/timers` | | `[{"id","kind","label","due","remaining_s","repeat"}]`, as `earshot timers list --json` |
+//! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event`) as they happen |
 //!
 //! [`admit`] runs on the connection thread right after the header block
 //! is read and before any of the body: `Host`, `Origin`, route, method,
@@ -68,6 +69,8 @@ pub enum Route {
     Conversations,
     Conversation(String),
     Timers,
+    /// The device's event stream (timers, tree events).
+    Events,
 }
 
 impl Route {
@@ -82,6 +85,7 @@ impl Route {
             "/api/feedback" => Route::Feedback,
             "/api/conversations" => Route::Conversations,
             "/api/timers" => Route::Timers,
+            "/api/events" => Route::Events,
             _ => {
                 let id = path.strip_prefix("/api/conversations/")?;
                 if id.is_empty() || id.contains('/') {
@@ -94,7 +98,11 @@ impl Route {
 
     fn method(&self) -> &'static str {
         match self {
-            Route::Health | Route::Conversations | Route::Conversation(_) | Route::Timers => "GET",
+            Route::Health
+            | Route::Conversations
+            | Route::Conversation(_)
+            | Route::Timers
+            | Route::Events => "GET",
             _ => "POST",
         }
     }
@@ -169,7 +177,7 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
     let route = Route::parse(&path).ok_or_else(|| {
         refuse(
             ApiError::not_found(format!(
-                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations, /api/timers",
+                "no such endpoint: {} {path}; see /api/health, /api/chat, /api/chat/stream, /api/voice, /api/tts, /api/feedback, /api/conversations, /api/timers, /api/events",
                 head.method
             )),
             cors.clone(),
@@ -306,6 +314,39 @@ fn cors_headers(origin: &str) -> [(&'static str, &str); 3] {
     ]
 }
 
+/// `GET /api/events`: stream the device's events on this connection until
+/// the client leaves or the server stops. Runs on the connection's own
+/// thread (never a worker: a client may listen for hours), within the
+/// connection cap.
+pub fn events(ctx: &Context, admitted: &Admitted, stream: &TcpStream) {
+    let mut extra: Vec<(&str, &str)> = Vec::new();
+    if let Some(origin) = admitted.cors.as_deref() {
+        extra.extend(cors_headers(origin));
+    }
+    let sources = event_sources(&ctx.services);
+    // A client that stops reading is dropped after the write timeout.
+    match sse::SseWriter::start_with(BufWriter::new(stream), &extra) {
+        Ok(writer) => sse::stream_events(writer, sources, ctx.keepalive, &ctx.stop),
+        Err(e) => tracing::info!(error = %e, "event stream client went away at once"),
+    }
+}
+
+/// What `GET /api/events` forwards: every timer event as the contract's
+/// `{"type":"timer","event","id","kind","label","due"}`, and the tree's
+/// `publish_event`s as `{"type":"tree","event","data","conversation_id"}`.
+fn event_sources(services: &Services) -> Vec<sse::EventSource> {
+    let mut sources = vec![sse::EventSource::new(
+        services.timers.subscribe(),
+        |e: crate::timers::TimerEvent| serde_json::to_value(&e).unwrap_or(Value::Null),
+    )];
+    if let Some(tree) = &services.tree {
+        sources.push(sse::EventSource::new(tree.subscribe(), |p| {
+            json!({"type": "tree", "event": p.event, "data": p.data, "conversation_id": p.conversation_id})
+        }));
+    }
+    sources
+}
+
 /// A finished reply (the stream writes its own).
 enum Reply {
     Json(u16, Value),
@@ -401,6 +442,8 @@ fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
             Ok(Reply::Wav(wav, Vec::new()))
         }
         Route::Feedback => feedback(ctx, request),
+        // Only a HEAD gets here; GET streams on the connection's thread.
+        Route::Events => Ok(Reply::Json(200, json!({"stream": "text/event-stream"}))),
         Route::Conversations => {
             let list = ctx
                 .services

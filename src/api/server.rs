@@ -442,6 +442,13 @@ fn serve_connection(stream: TcpStream, slot: Slot, jobs: &Sender<Job>) {
         answer(&shared, &stream, &bytes);
         return;
     }
+    if admitted.route == routes::Route::Events && !admitted.head_only {
+        // A long-lived stream: on this thread, holding only its slot.
+        routes::events(ctx, &admitted, &stream);
+        let _ = stream.shutdown(Shutdown::Write);
+        drop(slot);
+        return;
+    }
     if admitted.framing != Framing::Empty
         && admitted
             .head

@@ -122,9 +122,129 @@ pub fn stream_turn<W: Write>(
     })
 }
 
+/// One stream of device events, turned into JSON as they are received
+/// (no forwarding thread: the stream selects over all of them).
+pub struct EventSource(Box<dyn Source>);
+
+impl EventSource {
+    /// Events from `rx`, each written as `map(event)`.
+    pub fn new<T: Send + 'static>(
+        rx: crossbeam_channel::Receiver<T>,
+        map: impl Fn(T) -> serde_json::Value + Send + 'static,
+    ) -> EventSource {
+        EventSource(Box::new(Mapped { rx, map }))
+    }
+}
+
+/// A receiver of any event type behind one interface.
+trait Source: Send {
+    fn register<'a>(&'a self, select: &mut crossbeam_channel::Select<'a>);
+    /// The selected event as JSON; `None` once the sender is gone.
+    fn take(&self, op: crossbeam_channel::SelectedOperation<'_>) -> Option<serde_json::Value>;
+}
+
+struct Mapped<T, F> {
+    rx: crossbeam_channel::Receiver<T>,
+    map: F,
+}
+
+impl<T: Send, F: Fn(T) -> serde_json::Value + Send> Source for Mapped<T, F> {
+    fn register<'a>(&'a self, select: &mut crossbeam_channel::Select<'a>) {
+        select.recv(&self.rx);
+    }
+    fn take(&self, op: crossbeam_channel::SelectedOperation<'_>) -> Option<serde_json::Value> {
+        op.recv(&self.rx).ok().map(&self.map)
+    }
+}
+
+/// The device's events as they happen (`GET /api/events`): every tree
+/// `publish_event` (`{"type":"tree","event","data","conversation_id"}`)
+/// and every timer event (`{"type":"timer","event":"ringing",…}`), one SSE
+/// frame each, a `: thinking` comment after `keepalive` of silence, until
+/// the client leaves or `stop` says the server is shutting down.
+pub fn stream_events<W: Write>(
+    mut writer: SseWriter<W>,
+    sources: Vec<EventSource>,
+    keepalive: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    // Wake at least this often to notice a shutdown.
+    let tick = keepalive.clamp(Duration::from_millis(50), Duration::from_millis(500));
+    let mut quiet_since = std::time::Instant::now();
+    let mut open: Vec<_> = sources;
+    loop {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let mut frame = None;
+        if !open.is_empty() {
+            let mut select = crossbeam_channel::Select::new();
+            for source in &open {
+                source.0.register(&mut select);
+            }
+            let mut closed = None;
+            if let Ok(op) = select.select_timeout(tick) {
+                let index = op.index();
+                match open[index].0.take(op) {
+                    Some(value) => frame = Some(format!("data: {value}\n\n")),
+                    None => closed = Some(index),
+                }
+            }
+            drop(select);
+            if let Some(index) = closed {
+                open.remove(index);
+            }
+        } else {
+            std::thread::sleep(tick);
+        }
+        let text = match frame {
+            Some(text) => text,
+            None if quiet_since.elapsed() >= keepalive => Event::KeepAlive.to_sse(),
+            None => continue,
+        };
+        quiet_since = std::time::Instant::now();
+        if writer.send(&text).is_err() {
+            tracing::info!("event stream client went away");
+            return;
+        }
+    }
+    let _ = writer.finish();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_are_streamed_with_keepalives_until_the_server_stops() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopper = stop.clone();
+        tx.send(serde_json::json!({"type": "timer", "event": "ringing", "id": 1}))
+            .unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(250));
+            tx.send(serde_json::json!({"type": "tree", "event": "stop"}))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            stopper.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut buf = Vec::new();
+        let w = SseWriter::start(&mut buf).unwrap();
+        let source = EventSource::new(rx, |v: serde_json::Value| v);
+        stream_events(w, vec![source], Duration::from_millis(100), &stop);
+        sender.join().unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let ringing = text
+            .find(r#"data: {"type":"timer","event":"ringing","id":1}"#)
+            .unwrap();
+        let keep = text.find(": thinking").unwrap();
+        let tree = text
+            .find(r#"data: {"type":"tree","event":"stop"}"#)
+            .unwrap();
+        assert!(ringing < keep && keep < tree, "{text}");
+        assert!(text.ends_with("0\r\n\r\n"));
+    }
 
     #[test]
     fn frames_are_chunked_and_terminated() {

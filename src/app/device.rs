@@ -3,8 +3,9 @@
 //! Start-up order matters and lives here, not in the CLI: the speaker
 //! first (every later failure can then be said out loud), then the VAD,
 //! STT (warmed in the background), the microphone, the button, the
-//! services, the memory worker, the HTTP API and the satellites beside the
-//! loop; systemd hears `READY=1` only once models are loaded, and the loop
+//! services, the timers (the local ringer subscribes, then the scheduler
+//! starts and finds what was missed), the memory worker, the HTTP API
+//! and the satellites beside the loop; systemd hears `READY=1` only once models are loaded, and the loop
 //! feeds the watchdog every iteration. Shutdown reverses it: the loop
 //! stops, satellites and the API drain, in-flight turns finish.
 
@@ -101,6 +102,10 @@ pub fn run(
         config.audio.push_to_talk = false;
     }
     let services = crate::app::build(&config)?;
+    // Timers: the local speaker's ringer subscribes before the scheduler
+    // starts, so it hears the ones missed while earshot was off.
+    let ringer = crate::voice_loop::ring::Ringer::for_timers(&services.timers);
+    let _scheduler = start_timers(&services);
     // Summaries, memory extraction and index upserts run beside the loop,
     // never in it.
     let _background = crate::memory::start_background(&services);
@@ -134,6 +139,7 @@ pub fn run(
         &config.audio.vad,
         &shutdown,
         json,
+        Some(crate::voice_loop::ring::factory(&services.timers)),
     )?;
     let Some(source) = source else {
         notifier.ready();
@@ -167,6 +173,7 @@ pub fn run(
         wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
+        ring: Some(ringer),
     };
     notifier.ready();
     notifier.status("listening");
@@ -188,4 +195,41 @@ pub fn run(
         summary.reason
     );
     Ok(true)
+}
+
+/// Start the timers' scheduler (it announces what came due while earshot
+/// was off, then rings on time), and stop the ringing whenever the tree's
+/// `stop` intent runs on any front door (a satellite, the API). A
+/// scheduler that cannot start (another earshot holds the state dir) is
+/// logged: the device still answers, timers just do not ring here.
+fn start_timers(services: &crate::agent::Services) -> Option<crate::timers::SchedulerHandle> {
+    let scheduler = match services.timers.start_scheduler() {
+        Ok(handle) => handle,
+        Err(e) => {
+            tracing::error!("timers will not ring on this device: {e}");
+            return None;
+        }
+    };
+    if let Some(tree) = &services.tree {
+        let events = tree.subscribe();
+        let timers = services.timers.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ring-stop".into())
+            .spawn(move || {
+                for event in events {
+                    if event.event == "stop" {
+                        match timers.stop_ringing(None) {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(stopped = n, "\"stop\": ringing stopped"),
+                            Err(e) => tracing::warn!("could not stop the ringing timers: {e}"),
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("\"stop\" will not stop ringing from satellites: {e}");
+        }
+    }
+    tracing::info!("timers ready");
+    Some(scheduler)
 }

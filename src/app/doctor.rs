@@ -6,8 +6,8 @@
 //! What is checked: config, microphone, speaker, each model file against
 //! its pinned sha256, the ONNX Runtime library, LLM / STT / TTS reachability
 //! with the configured key (`GET {base}/models`, 3 s), free disk space in
-//! the state dir, database integrity, the intent tree and the user's
-//! examples files, and the button line. The key is sent
+//! the state dir, the clock (time zone, NTP sync), database integrity,
+//! the intent tree and the user's examples files, and the button line. The key is sent
 //! but never printed.
 
 use std::io::Read;
@@ -112,6 +112,7 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.push(onnxruntime(config));
     out.extend(reachability(config));
     out.push(disk(&config.state_dir));
+    out.push(clock());
     out.push(database(config));
     out.push(intent_tree(config));
     out.push(button(&config.device.button));
@@ -687,6 +688,63 @@ fn disk(state_dir: &Path) -> Check {
             "check that the state dir exists and is readable",
         ),
     }
+}
+
+/// The clock timers, alarms and the prompts' "Now:" line follow: the time
+/// zone (name and offset) and whether NTP has synced the kernel's clock.
+/// An unsynced clock is a WARN (alarms would ring at the wrong time); a
+/// status that cannot be read (a container, no `adjtimex`) says "unknown".
+fn clock() -> Check {
+    use crate::device::clock::{self, NtpSync};
+    let now = clock::local(chrono::Utc::now());
+    let offset = format!("UTC{}", clock::offset_text(*now.time.offset()));
+    let zone = clock::zone_name();
+    let set_zone = "set the time zone: sudo timedatectl set-timezone Europe/Berlin (your zone; `timedatectl list-timezones` lists them), or TZ=Area/City in the service's environment";
+    let (zone_text, zone_problem) = match &zone {
+        Some(z) if z.name.contains('/') && !zoneinfo_has(&z.name) => (
+            format!(
+                "{} (from {}) is not a known zone, so {offset} is used",
+                z.name, z.source
+            ),
+            true,
+        ),
+        Some(z) => (
+            format!("{} {} ({offset}, from {})", z.name, now.abbrev, z.source),
+            false,
+        ),
+        None => (format!("no time zone set, {offset}"), true),
+    };
+    let ntp = clock::ntp_sync();
+    let ntp_text = match &ntp {
+        NtpSync::Synced { max_error_us } => {
+            format!("NTP synced (max error {} ms)", max_error_us / 1000)
+        }
+        NtpSync::NotSynced => "NTP not synced".to_string(),
+        NtpSync::Unknown(why) => format!("NTP sync unknown: {why}"),
+    };
+    let detail = format!("{zone_text}; {ntp_text}");
+    match (ntp, zone_problem) {
+        (NtpSync::NotSynced, _) => Check::new(
+            "clock",
+            Status::Warn,
+            detail,
+            "turn on time sync so timers and alarms ring on time: sudo timedatectl set-ntp true \
+(systemd-timesyncd), and check the network reaches an NTP server",
+        ),
+        (_, true) => Check::new("clock", Status::Warn, detail, set_zone),
+        _ => Check::ok("clock", detail),
+    }
+}
+
+/// Whether the system's zone database knows a zone name.
+fn zoneinfo_has(name: &str) -> bool {
+    [
+        "/usr/share/zoneinfo",
+        "/usr/lib/zoneinfo",
+        "/usr/share/lib/zoneinfo",
+    ]
+    .iter()
+    .any(|dir| Path::new(dir).join(name).is_file())
 }
 
 fn database(config: &Config) -> Check {

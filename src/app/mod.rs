@@ -125,6 +125,7 @@ pub fn assemble(
         memory,
         tree,
         tree_error,
+        clock: crate::agent::system_clock(),
         timers,
     }
 }

@@ -1,6 +1,7 @@
-//! The device around the software: button, LEDs, systemd notify.
+//! The device around the software: button, LEDs, systemd notify, the clock.
 
 pub mod button;
+pub mod clock;
 pub mod notify;
 
 use serde::{Deserialize, Serialize};

@@ -32,16 +32,19 @@ const MAX_EXCHANGE_CHARS: usize = 4000;
 /// Characters of one fact or memory kept from the LLM's reply.
 const MAX_FACT_CHARS: usize = 1000;
 
-fn fact_prompt(instructions: &str, today: &str) -> String {
+/// The fact prompt; `now_line` (the device's local date and time) is its
+/// last line so the rest stays a cacheable prefix.
+fn fact_prompt(instructions: &str, now_line: &str) -> String {
     format!(
         "You are a personal information organizer for a voice assistant. You read one exchange between the user and the assistant and list the facts about the user worth remembering for future conversations.\n\n\
 {instructions}\n\n\
 Rules:\n\
 - Take facts only from what the USER said; the assistant's text is context, never a source of facts.\n\
 - Write each fact as a short, self-contained sentence about the user (e.g. \"Is allergic to peanuts\", \"Has a dentist appointment on Friday at 10am\").\n\
-- Resolve relative dates against today's date, {today}, when the user gives one.\n\
+- Resolve relative dates (\"tomorrow\", \"on Friday\") against the date on the last line, when the user gives one.\n\
 - If there is nothing worth remembering, return an empty list.\n\n\
-Answer with JSON only, in exactly this shape: {{\"facts\": [\"fact one\", \"fact two\"]}}"
+Answer with JSON only, in exactly this shape: {{\"facts\": [\"fact one\", \"fact two\"]}}\n\
+{now_line}"
     )
 }
 
@@ -213,7 +216,7 @@ pub fn extract(
     user_text: &str,
     assistant_text: &str,
 ) -> Result<ExtractReport, ExtractError> {
-    let today = &crate::store::now()[..10];
+    let now_line = crate::device::clock::now_line_system();
     let exchange = format!(
         "user: {}\nassistant: {}",
         cut(user_text, MAX_EXCHANGE_CHARS),
@@ -222,7 +225,7 @@ pub fn extract(
     let reply = ask(
         llm,
         llm_config,
-        fact_prompt(memory.config().instructions(), today),
+        fact_prompt(memory.config().instructions(), &now_line),
         format!("Input:\n{exchange}"),
     )?;
     let Some(facts) = parse_facts(&reply) else {

@@ -163,7 +163,12 @@ pub fn summarize(
     let request = ChatRequest {
         model: llm_config.model.clone(),
         messages: vec![
-            ChatMessage::system(SUMMARY_PROMPT),
+            // The date and time last, so action items like "call the
+            // dentist tomorrow" can be dated; the fixed prompt stays a prefix.
+            ChatMessage::system(format!(
+                "{SUMMARY_PROMPT}\n{}",
+                crate::device::clock::now_line_system()
+            )),
             ChatMessage::user(transcript.clone()),
         ],
         temperature: 0.0,

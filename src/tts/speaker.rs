@@ -20,7 +20,7 @@ use crossbeam_channel::{unbounded, Sender};
 
 use super::sentences::{self, SentenceSplitter};
 use super::{Tts, TtsError};
-use crate::audio::playback::{AudioSink, PlaybackError};
+use crate::audio::playback::{AudioSink, Clip, PlaybackError};
 use crate::cancel::CancelToken;
 use crate::events::{Event, EventSink};
 
@@ -49,8 +49,20 @@ pub enum SpeakError {
     Playback(#[from] PlaybackError),
 }
 
+/// What a job plays besides (or instead of) speech.
+enum Sound {
+    /// Only `text`, spoken.
+    Speech,
+    /// This clip as it is; `text` only names it in logs and stats.
+    Clip(Clip),
+    /// This clip, then `text` spoken, as one clip: no gap between them,
+    /// and one stream on the output (a chime and its label).
+    Before(Clip),
+}
+
 struct Job {
     text: String,
+    sound: Sound,
     generation: u64,
     said_at: Instant,
 }
@@ -103,9 +115,36 @@ impl Speaker {
         if text.is_empty() {
             return;
         }
+        self.queue(text.to_string(), Sound::Speech);
+    }
+
+    /// Queue `sound` followed by `text` spoken, played as one clip (a
+    /// timer's chime and its label). When the voice fails the sound still
+    /// plays.
+    pub fn say_after(&self, sound: Clip, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            self.play("sound", sound);
+            return;
+        }
+        self.queue(text.to_string(), Sound::Before(sound));
+    }
+
+    /// Queue a sound (a timer's chime) in line with the sentences, so it
+    /// plays after what is already queued and is stopped like speech.
+    /// `label` names it in logs and stats.
+    pub fn play(&self, label: &str, clip: Clip) {
+        if clip.samples.is_empty() {
+            return;
+        }
+        self.queue(label.to_string(), Sound::Clip(clip));
+    }
+
+    fn queue(&self, text: String, sound: Sound) {
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
-            text: text.to_string(),
+            text,
+            sound,
             generation: self.shared.generation.load(Ordering::SeqCst),
             said_at: Instant::now(),
         };
@@ -190,14 +229,34 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     if stale(shared) {
         return;
     }
-    let spoken = match tts.synthesize(&job.text) {
-        Ok(spoken) => spoken,
-        Err(e) => {
+    let as_is = |clip: &Clip| super::Spoken {
+        clip: clip.clone(),
+        engine: "clip",
+        ms: 0.0,
+        failures: Vec::new(),
+    };
+    let synthesized = match &job.sound {
+        Sound::Clip(clip) => Ok(as_is(clip)),
+        Sound::Speech | Sound::Before(_) => tts.synthesize(&job.text),
+    };
+    let spoken = match (synthesized, &job.sound) {
+        (Ok(mut spoken), Sound::Before(sound)) => {
+            let mut samples = sound.resampled(spoken.clip.sample_rate).samples;
+            samples.append(&mut spoken.clip.samples);
+            spoken.clip.samples = samples;
+            spoken
+        }
+        (Ok(spoken), _) => spoken,
+        (Err(e), sound) => {
             tracing::error!("cannot speak \"{}\": {e:#}", job.text);
             if let Ok(mut errors) = shared.errors.lock() {
                 errors.push(e.into());
             }
-            return;
+            match sound {
+                // The chime still rings without its words.
+                Sound::Before(sound) => as_is(sound),
+                _ => return,
+            }
         }
     };
     let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
@@ -355,6 +414,38 @@ mod tests {
             sink,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_clip_plays_in_line_with_the_sentences() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = speaker(dir.path(), 5);
+        speaker.say("one two");
+        speaker.play("chime", Clip::new(vec![0.5; 1600], 16_000));
+        speaker.say("three");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        let order: Vec<_> = stats.iter().map(|s| (s.text.as_str(), s.engine)).collect();
+        assert_eq!(
+            order,
+            [("one two", "slow"), ("chime", "clip"), ("three", "slow")]
+        );
+        assert!((stats[1].audio_ms - 100.0).abs() < 1.0);
+        // A stop drops a queued clip like a sentence.
+        speaker.say("four five six seven");
+        speaker.play("chime", Clip::new(vec![0.5; 1600], 16_000));
+        speaker.stop();
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert!(speaker.take_stats().iter().all(|s| s.engine != "clip"));
+        // A sound before a sentence is one clip: sound, then the voice.
+        speaker.say_after(Clip::new(vec![0.5; 1600], 16_000), "eight nine");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert!(
+            (stats[0].audio_ms - (100.0 + 400.0)).abs() < 1.0,
+            "{stats:?}"
+        );
     }
 
     #[test]

@@ -22,7 +22,19 @@
 //! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
 //! `volume_up`/`volume_down` set the speaker's volume from the `volume`
 //! device state, and `repeat` is answered by the tree from `last_answer`.
+//!
+//! Timers ring here ([`ring::Ringer`]): a round (chime + label) plays when
+//! the speaker is free and no request is being heard — between answers,
+//! or between an answer's sentences while the LLM is still thinking, never
+//! during STT. While something rings the button stops it (instead of
+//! starting push-to-talk), the wake word is not needed, and a turn whose
+//! answer is the tree's `stop` (or that is just "stop") stops it after
+//! being run and logged like any turn. Without barge-in the microphone is
+//! ignored while a round sounds (the device must not hear its own chime)
+//! and listens in the pauses between rounds; with barge-in, speech cuts
+//! the round and is heard.
 
+pub mod ring;
 pub mod wake;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -77,6 +89,9 @@ pub struct VoiceLoop {
     pub vad: crate::audio::vad::VadConfig,
     /// `tts.volume`: the speaker's base volume the `volume` device state scales.
     pub volume: f32,
+    /// Timers, alarms and reminders ringing on this speaker (`None`: the
+    /// timers are not available).
+    pub ring: Option<ring::Ringer>,
 }
 
 /// How the loop ended and what it did.
@@ -163,6 +178,8 @@ impl VoiceLoop {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
         // Set when the wake word was heard: the request may start until then.
         let mut awake_until: Option<Instant> = None;
+        // A ring round was queued: the microphone hears it until it ends.
+        let mut echo = false;
         if let Some(wake) = self.wake.as_mut() {
             wake.rearm();
         }
@@ -171,7 +188,15 @@ impl VoiceLoop {
             if self.shutdown.is_cancelled() {
                 return Heard::Shutdown;
             }
-            if *held || self.pressed() {
+            let press = *held || self.pressed();
+            if press && self.ringing() {
+                // The press stops the ringing; it does not open the mic.
+                *held = false;
+                self.stop_ringing();
+                self.after_speaking();
+                continue;
+            }
+            if press {
                 *held = false;
                 let pressed_at = Instant::now();
                 match self.push_to_talk_capture(tick) {
@@ -192,10 +217,29 @@ impl VoiceLoop {
                     _ => {}
                 }
             }
+            let awake = awake_until.is_some_and(|until| Instant::now() < until);
+            let quiet = !self.endpointer.is_speaking() && !awake && pending.is_empty();
+            if self.ring_tick(quiet) {
+                echo = true;
+            }
             match self.source.read(&mut buf, TICK) {
                 Ok(n) => {
                     if self.push_to_talk {
                         continue; // only the button opens the microphone
+                    }
+                    if echo {
+                        // A ring round is (or was) sounding.
+                        if self.speaker.is_speaking() {
+                            if !self.barge_in {
+                                continue; // not our own chime as a request
+                            }
+                        } else {
+                            echo = false;
+                            if !self.barge_in {
+                                self.after_speaking();
+                                continue;
+                            }
+                        }
                     }
                     if self.waiting_for_wake_word(&mut awake_until) {
                         if let Some(wake) = self.wake.as_mut() {
@@ -203,7 +247,17 @@ impl VoiceLoop {
                         }
                         continue;
                     }
-                    pending.extend(self.endpointer.push(&buf[..n]));
+                    let events = self.endpointer.push(&buf[..n]);
+                    if echo
+                        && self.speaker.is_speaking()
+                        && events
+                            .iter()
+                            .any(|e| matches!(e, VadEvent::SpeechStart { .. }))
+                    {
+                        tracing::info!("speech while ringing: the round is cut to listen");
+                        self.speaker.stop();
+                    }
+                    pending.extend(events);
                 }
                 Err(AudioError::Ended) => {
                     if let Some(u) = self.endpointer.finish() {
@@ -226,6 +280,10 @@ impl VoiceLoop {
     /// window that ends without speech closes the gate again.
     fn waiting_for_wake_word(&mut self, awake_until: &mut Option<Instant>) -> bool {
         if self.wake.is_none() || self.endpointer.is_speaking() {
+            return false;
+        }
+        if self.ringing() {
+            // "stop" needs no wake word while something rings.
             return false;
         }
         if let Some(until) = *awake_until {
@@ -371,6 +429,7 @@ impl VoiceLoop {
         let endpointer = &mut self.endpointer;
         let shutdown = &self.shutdown;
         let voice_barge = self.barge_in && !self.push_to_talk;
+        let ring = &mut self.ring;
         let (outcome, first_sentence_at, actions) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 let mut speech = DeviceSpeech {
@@ -390,11 +449,27 @@ impl VoiceLoop {
                     turn_cancel.cancel();
                     speaker.stop();
                 }
+                if let Some(ring) = ring.as_mut() {
+                    // A round may go between the answer's sentences (the
+                    // speaker is free: the LLM is still thinking); the
+                    // rest of the answer queues after it.
+                    ring.poll(speaker.as_ref());
+                    ring.play_due(speaker.as_ref(), barge.is_none(), Instant::now());
+                }
+                let ringing = ring.as_ref().is_some_and(|r| r.is_ringing());
                 if barge.is_none() && pressed(button) {
-                    tracing::info!("barge-in: button pressed while answering");
-                    turn_cancel.cancel();
-                    speaker.stop();
-                    barge = Some(Barge::Button);
+                    if ringing {
+                        // The press stops the ringing, not the answer:
+                        // the round ends, the answer goes on.
+                        if let Some(ring) = ring.as_mut() {
+                            ring.stop_quietly();
+                        }
+                    } else {
+                        tracing::info!("barge-in: button pressed while answering");
+                        turn_cancel.cancel();
+                        speaker.stop();
+                        barge = Some(Barge::Button);
+                    }
                 }
                 if !first_audio_logged
                     && (speaker.sink().played_seconds() > 0.0 || speaker.sink().is_playing())
@@ -441,6 +516,9 @@ impl VoiceLoop {
         let done_ms = ms_since(vad_end);
         if outcome.ok {
             *conversation = outcome.conversation_id;
+        }
+        if self.ringing() && (actions.iter().any(|a| a == "stop") || ring::is_stop_word(&text)) {
+            self.stop_ringing();
         }
         self.apply_actions(&actions);
         self.record_speech(
@@ -636,6 +714,29 @@ impl VoiceLoop {
             .map_err(|e| tracing::warn!("cannot read device state {key}: {e}"))
             .ok()
             .flatten()
+    }
+
+    /// Whether a timer, alarm or reminder is ringing on this speaker.
+    fn ringing(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.is_ringing())
+    }
+
+    /// Stop everything ringing (here and, through the timers, elsewhere).
+    fn stop_ringing(&mut self) {
+        if let Some(ring) = self.ring.as_mut() {
+            ring.stop(self.speaker.as_ref());
+        }
+    }
+
+    /// Take in the timers' events and play a round if one is due and the
+    /// speaker is free; `quiet`: no request is being heard. True when a
+    /// round was queued.
+    fn ring_tick(&mut self, quiet: bool) -> bool {
+        let Some(ring) = self.ring.as_mut() else {
+            return false;
+        };
+        ring.poll(self.speaker.as_ref());
+        ring.play_due(self.speaker.as_ref(), quiet, Instant::now())
     }
 
     /// The tree's device actions that act on the speaker.

@@ -18,6 +18,11 @@
 //! a timeout (`wyoming.request_timeout_ms`): one that stops reading is
 //! dropped and reconnected rather than blocking its session forever.
 //!
+//! Timers ring through each satellite's own speaker: every session has its
+//! own [`crate::voice_loop::ring::Ringer`] (from the factory given to
+//! [`SatelliteHosts::start`]) and sends a round (chime + label, as answer
+//! audio) whenever it is listening and no request is being heard.
+//!
 //! A satellite that can't be reached, hangs up or breaks the protocol is
 //! retried after `wyoming.reconnect_min_ms`, doubling up to
 //! `wyoming.reconnect_max_ms`; the wait starts over once a satellite has
@@ -39,6 +44,7 @@ use crate::audio::vad::VadConfig;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::Tts;
+use crate::voice_loop::ring::RingerFactory;
 use crate::wyoming_proto::client::{dial, Connection, DialError, WyomingUri};
 use crate::wyoming_proto::WyomingConfig;
 
@@ -104,7 +110,9 @@ impl SatelliteHosts {
     /// The satellites' TTS chain is built here (once, shared by all).
     ///
     /// `tts` builds the satellites' voice chain (called only when one is
-    /// configured); `vad` endpoints their microphones (`audio.vad`).
+    /// configured); `vad` endpoints their microphones (`audio.vad`);
+    /// `ring` makes each session's timer ringer (`None`: no timers).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         services: &Services,
         stt: &Stt,
@@ -113,6 +121,7 @@ impl SatelliteHosts {
         vad: &VadConfig,
         shutdown: &CancelToken,
         json: bool,
+        ring: Option<RingerFactory>,
     ) -> Result<SatelliteHosts, SatelliteError> {
         let cfg = cfg.clone();
         let mut threads = Vec::new();
@@ -132,6 +141,7 @@ impl SatelliteHosts {
                 tts: tts.clone(),
                 shutdown: shutdown.clone(),
                 json,
+                ring: ring.clone(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("satellite {}", host.label))
@@ -174,6 +184,7 @@ struct Host {
     tts: SharedTts,
     shutdown: CancelToken,
     json: bool,
+    ring: Option<RingerFactory>,
 }
 
 impl Host {
@@ -196,6 +207,7 @@ impl Host {
                         shutdown: &self.shutdown,
                         conversation: &mut conversation,
                         json: self.json,
+                        ring: self.ring.as_ref(),
                     };
                     match session::run(&mut ctx, conn) {
                         session::End::Shutdown => {

@@ -43,6 +43,7 @@ use crate::audio::SAMPLE_RATE;
 use crate::cancel::CancelToken;
 use crate::stt::Stt;
 use crate::tts::speaker::Speaker;
+use crate::voice_loop::ring::{Ringer, RingerFactory};
 use crate::wyoming_proto::audio::{decode_mono_f32, AudioFormat};
 use crate::wyoming_proto::client::{Connection, EventWriter};
 use crate::wyoming_proto::protocol::{Event, ProtocolError};
@@ -65,6 +66,8 @@ pub(super) struct Ctx<'a> {
     pub conversation: &'a mut Option<i64>,
     /// Print one JSON line per turn on stdout (`earshot run --json`).
     pub json: bool,
+    /// Makes this connection's timer ringer.
+    pub ring: Option<&'a RingerFactory>,
 }
 
 /// Why a session ended.
@@ -157,6 +160,7 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
         vad: ctx.vad.clone(),
         played: false,
     };
+    let mut ringer = ctx.ring.map(|make| make());
     let end = loop {
         if ctx.shutdown.is_cancelled() {
             s.stop_answer();
@@ -168,6 +172,14 @@ pub(super) fn run(ctx: &mut Ctx<'_>, conn: Connection) -> End {
                 reason: lost,
                 healthy: s.healthy,
             };
+        }
+        if let Some(ringer) = ringer.as_mut() {
+            if let Err(reason) = s.ring_tick(ringer, &endpointer) {
+                break End::Lost {
+                    reason,
+                    healthy: s.healthy,
+                };
+            }
         }
         let event = match conn.recv_timeout(TICK) {
             Ok(Some(event)) => event,
@@ -520,6 +532,54 @@ impl Session {
             Ok(e) => *endpointer = e,
             Err(e) => tracing::warn!("satellite {}: audio.vad settings: {e}", self.label),
         }
+    }
+
+    /// The timers: take in their events and, when the satellite is
+    /// listening and hears no request, send a due round (chime + label)
+    /// as answer audio. A worker waits for it to be sent and closes the
+    /// stream; the session then waits for it to play like an answer (its
+    /// microphone is ignored meanwhile, so it never hears its own chime).
+    fn ring_tick(
+        &mut self,
+        ringer: &mut Ringer,
+        endpointer: &Endpointer,
+    ) -> Result<(), SatelliteError> {
+        let now = Instant::now();
+        ringer.poll(self.speaker.as_ref());
+        // Settles a finished round into its pause (never plays: not quiet).
+        ringer.play_due(self.speaker.as_ref(), false, now);
+        let free = matches!(self.phase, Phase::Listening)
+            && !self.paused
+            && self.pipeline.speaks()
+            && !endpointer.is_speaking();
+        if !free || !ringer.due(now) {
+            return Ok(());
+        }
+        self.sink.begin();
+        if !ringer.play_due(self.speaker.as_ref(), true, now) {
+            return Ok(());
+        }
+        tracing::info!("satellite {}: ringing", self.label);
+        let speaker = self.speaker.clone();
+        let sink = self.sink.clone();
+        let cancel = CancelToken::new();
+        let stop = cancel.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("satellite-ring {}", self.label))
+            .spawn(move || {
+                speaker.wait_done(&stop, Duration::from_secs(30));
+                let answer = sink.finish();
+                Outcome {
+                    conversation_id: None,
+                    lost: answer.error.clone(),
+                    answer,
+                }
+            })
+            .map_err(|e| SatelliteError::Local(format!("cannot start a ring thread: {e}")))?;
+        self.dropped_ms = 0;
+        self.played = false;
+        self.phase = Phase::Busy { worker, cancel };
+        Ok(())
     }
 
     /// Cancel the turn in progress and drop the rest of its answer.

@@ -1,0 +1,711 @@
+//! Time on the device (issue 15, the ring helper's part): every LLM prompt
+//! states the local date and time as its last line (point 6), `doctor`
+//! shows the clock (point 7), and timers ring through the speaker in
+//! `earshot run` (point 2).
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Local, TimeZone, Utc};
+use common::http::{openai_completion, openai_stream_chunks, Reply, Request, TestServer};
+use earshot::agent::turn::{run_turn, TurnInput};
+use earshot::agent::Services;
+use earshot::cancel::CancelToken;
+use earshot::config::Config;
+use earshot::events::CollectSink;
+use earshot::llm::openai::OpenAiClient;
+use earshot::store::Store;
+use serde_json::{json, Value};
+
+// ---------------------------------------------------------------- point 6
+
+/// Answer like an OpenAI-compatible server: streamed or not, as asked.
+fn answer(req: &Request, content: &str) -> Reply {
+    if req.json()["stream"] == json!(true) {
+        let chunks = openai_stream_chunks("test-model", &[content]);
+        let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+        Reply::sse(&refs)
+    } else {
+        Reply::json(200, &openai_completion("test-model", content))
+    }
+}
+
+/// Services over a fake LLM, with the wall clock pinned at `now`.
+fn services(state: &Path, llm_url: &str, now: DateTime<Utc>) -> Services {
+    let mut config = Config {
+        state_dir: state.to_path_buf(),
+        models_dir: state.join("no-models"),
+        mode: earshot::agent::Mode::Graph,
+        ..Default::default()
+    };
+    config.llm.base_url = format!("{llm_url}/v1");
+    config.llm.api_key = String::new();
+    config.llm.max_retries = 0;
+    config.memory.enabled = false;
+    let store = Store::open(&config.database_path()).unwrap();
+    let llm = Arc::new(OpenAiClient::new(&config.llm));
+    let mut s = earshot::app::assemble(&config, store, llm, None, None);
+    s.clock = Arc::new(move || now);
+    s
+}
+
+fn messages(req: &Request) -> Vec<Value> {
+    req.json()["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The line the prompt must end with, computed here with chrono from the
+/// pinned instant in this process's zone (the code under test uses the C
+/// library's `localtime_r`).
+fn expected_prefix_and_zone(now: DateTime<Utc>) -> (String, String) {
+    let local = Local.from_utc_datetime(&now.naive_utc());
+    let secs = local.offset().local_minus_utc();
+    let sign = if secs < 0 { '-' } else { '+' };
+    let zone = format!(
+        "(UTC{sign}{:02}:{:02}).",
+        secs.unsigned_abs() / 3600,
+        secs.unsigned_abs() % 3600 / 60
+    );
+    (
+        format!("Now: {}", local.format("%A %-d %B %Y, %H:%M")),
+        zone,
+    )
+}
+
+#[test]
+fn every_main_llm_prompt_ends_with_the_local_date_and_time() {
+    // 2026-12-02 12:34 UTC is a Wednesday in every zone from UTC-12 to
+    // UTC+11; the minute is exact (the clock is pinned, not read).
+    let now = Utc.with_ymd_and_hms(2026, 12, 2, 12, 34, 56).unwrap();
+    let server = TestServer::start(|req: &Request| {
+        let body = req.json();
+        if body.get("tools").is_some() {
+            return Reply::json(200, &openai_completion("agent", "Added."));
+        }
+        answer(req, "Sure, here you go.")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let s = services(dir.path(), &server.url(), now);
+    for text in [
+        "tell me something nice about autumn",
+        "add oat milk to my todo list",
+        "pretend you are a pirate and greet me",
+    ] {
+        let mut sink = CollectSink::default();
+        let outcome = run_turn(&s, TurnInput::text(text), &mut sink, &CancelToken::new());
+        assert!(outcome.ok, "{text}: {}", outcome.response);
+    }
+    let (prefix, zone) = expected_prefix_and_zone(now);
+    let local_day = Local.from_utc_datetime(&now.naive_utc()).date_naive();
+    if local_day == chrono::NaiveDate::from_ymd_opt(2026, 12, 2).unwrap() {
+        assert!(
+            prefix.starts_with("Now: Wednesday 2 December 2026, "),
+            "{prefix}"
+        );
+    }
+    let answered: Vec<Request> = server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            messages(r)
+                .first()
+                .and_then(|m| m["content"].as_str())
+                .is_some_and(|c| c.starts_with("You are earshot"))
+        })
+        .collect();
+    // The simple node and the tool loop at least (persona may be routed
+    // to simple by the LLM fallback's reply).
+    assert!(answered.len() >= 2, "{:#?}", server.requests());
+    assert!(answered.iter().any(|r| r.json().get("tools").is_some()));
+    for r in &answered {
+        let msgs = messages(r);
+        let system = msgs[0]["content"].as_str().unwrap();
+        let last = system.lines().last().unwrap();
+        assert!(
+            last.starts_with(&prefix) && last.ends_with(&zone),
+            "last line {last:?}, wanted {prefix}… {zone}"
+        );
+        // Exactly once, and the fixed instructions come before it.
+        assert_eq!(system.matches("Now: ").count(), 1);
+        assert!(system.find("Plain text only").unwrap() < system.find("Now: ").unwrap());
+        // The user's text is untouched.
+        let user = msgs.last().unwrap()["content"].as_str().unwrap();
+        assert!(!user.contains("Now: "), "{user}");
+    }
+    // The pinned clock moves: the next prompt says the new minute.
+    let later = now + chrono::Duration::minutes(61);
+    let s = services(dir.path(), &server.url(), later);
+    let mut sink = CollectSink::default();
+    run_turn(
+        &s,
+        TurnInput::text("tell me a fact"),
+        &mut sink,
+        &CancelToken::new(),
+    );
+    let last_request = server.requests().pop().unwrap();
+    let system = messages(&last_request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (prefix, zone) = expected_prefix_and_zone(later);
+    let last = system.lines().last().unwrap();
+    assert!(last.starts_with(&prefix) && last.ends_with(&zone), "{last}");
+}
+
+// ---------------------------------------------------------------- point 7
+
+/// `earshot doctor --json` with `env`; the clock row.
+fn doctor_clock(dir: &Path, env: &[(&str, &str)]) -> Value {
+    let mut cmd = common::earshot(dir);
+    cmd.args(["doctor", "--json"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = common::run(&mut cmd);
+    let report: Value = serde_json::from_str(common::stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", common::stdout(&out)));
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "clock")
+        .cloned()
+        .unwrap_or_else(|| panic!("no clock row in {report}"))
+}
+
+#[test]
+fn doctor_shows_the_time_zone_and_ntp_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = doctor_clock(dir.path(), &[("TZ", "Europe/Berlin")]);
+    let detail = row["detail"].as_str().unwrap();
+    // CET or CEST, whichever is in force today.
+    assert!(
+        detail.starts_with("Europe/Berlin CET (UTC+01:00, from TZ)")
+            || detail.starts_with("Europe/Berlin CEST (UTC+02:00, from TZ)"),
+        "{detail}"
+    );
+    assert!(detail.contains("; NTP "), "{detail}");
+    // Synced or not, it says which; here (a container) it cannot tell.
+    if std::path::Path::new("/.dockerenv").exists() {
+        assert!(
+            detail.contains("NTP sync unknown: in a container"),
+            "{detail}"
+        );
+    }
+    if detail.contains("NTP not synced") {
+        assert_eq!(row["status"], "warn");
+        assert!(row["fix"]
+            .as_str()
+            .unwrap()
+            .contains("timedatectl set-ntp true"));
+    }
+
+    // A zone the system does not know: a WARN with the fix.
+    let row = doctor_clock(dir.path(), &[("TZ", "Mars/Olympus_Mons")]);
+    assert_eq!(row["status"], "warn", "{row}");
+    assert!(row["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("Mars/Olympus_Mons (from TZ) is not a known zone"));
+    assert!(row["fix"]
+        .as_str()
+        .unwrap()
+        .contains("timedatectl set-timezone"));
+}
+
+#[test]
+fn the_binary_states_the_zone_by_name_from_tz() {
+    let server = TestServer::start(|req: &Request| answer(req, "It is Wednesday."));
+    let dir = tempfile::tempdir().unwrap();
+    let before = Utc::now();
+    let mut cmd = common::earshot(dir.path());
+    cmd.args(["chat", "what day is friday", "--json"])
+        .env("TZ", "America/New_York")
+        .env("LLM_BASE_URL", format!("{}/v1", server.url()))
+        .env("GROQ_API_KEY", "gsk_test")
+        .env("EARSHOT_MODE", "graph")
+        .env("EARSHOT_MODELS_DIR", dir.path().join("no-models"));
+    let out = common::run(&mut cmd);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let after = Utc::now();
+    let prompt = server
+        .requests()
+        .iter()
+        .map(|r| messages(r)[0]["content"].as_str().unwrap_or("").to_string())
+        .find(|c| c.starts_with("You are earshot"))
+        .unwrap_or_else(|| panic!("no answer request: {:#?}", server.requests()));
+    let last = prompt.lines().last().unwrap();
+    // New York is UTC-5 (EST) or UTC-4 (EDT); the minute is one of the
+    // two the process ran in.
+    let ny = |t: DateTime<Utc>| {
+        let edt = chrono::FixedOffset::west_opt(4 * 3600).unwrap();
+        let est = chrono::FixedOffset::west_opt(5 * 3600).unwrap();
+        [
+            format!(
+                "Now: {} EDT (UTC-04:00).",
+                t.with_timezone(&edt).format("%A %-d %B %Y, %H:%M")
+            ),
+            format!(
+                "Now: {} EST (UTC-05:00).",
+                t.with_timezone(&est).format("%A %-d %B %Y, %H:%M")
+            ),
+        ]
+    };
+    let wanted: Vec<String> = ny(before).into_iter().chain(ny(after)).collect();
+    assert!(
+        wanted.iter().any(|w| w == last),
+        "{last:?} not one of {wanted:?}"
+    );
+}
+
+// ---------------------------------------------------------------- point 2
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Whisper, loaded once for this test binary.
+fn whisper() -> &'static earshot::stt::Stt {
+    static STT: OnceLock<earshot::stt::Stt> = OnceLock::new();
+    STT.get_or_init(|| {
+        let config = Config {
+            models_dir: common::models_dir(),
+            stt: earshot::stt::SttConfig {
+                order: earshot::stt::Order::LocalOnly,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        earshot::app::stt(&config).expect("whisper model in models/")
+    })
+}
+
+fn words(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Lines of a child's stream on a channel, as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait for a line containing `needle`, keeping everything seen.
+fn wait_for(
+    rx: &mpsc::Receiver<String>,
+    needle: &str,
+    limit: Duration,
+    seen: &mut Vec<String>,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = line.contains(needle);
+                seen.push(line);
+                if hit {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+fn stop_and_wait(child: &mut Child) -> std::process::ExitStatus {
+    // SAFETY: signalling our own child by pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("earshot did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A device on ALSA's file plugin: silence in, 16 kHz s16 mono out to
+/// `out.raw`; a scripted button on a FIFO.
+struct Device {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    button: Option<std::fs::File>,
+}
+
+fn start_device(dir: &Path, out_raw: &Path) -> Device {
+    let in_raw = dir.join("in.raw");
+    // ALSA's file capture is not paced and repeats its last buffer once
+    // the file runs out: silence in, silence forever.
+    std::fs::write(&in_raw, vec![0u8; 32_000]).unwrap();
+    let conf = dir.join("asound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"pcm.!default {{
+  type asym
+  capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile "{}" file "/dev/null" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+  playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file "{}" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
+}}
+"#,
+            in_raw.display(),
+            out_raw.display()
+        ),
+    )
+    .unwrap();
+    let fifo = dir.join("button");
+    if !fifo.exists() {
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: creating a FIFO at a fresh path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+    // Only the voice: no MiniLM (no intent tree to train) and speech-to-
+    // text in the cloud (no whisper to load and warm up): nothing is said
+    // to the device here, so it starts in well under a second.
+    let models = dir.join("models");
+    if !models.exists() {
+        std::fs::create_dir(&models).unwrap();
+        for f in [
+            "en_US-joe-medium.onnx",
+            "en_US-joe-medium.onnx.json",
+            "libonnxruntime.so.1.31.1",
+        ] {
+            std::os::unix::fs::symlink(common::models_dir().join(f), models.join(f)).unwrap();
+        }
+    }
+    let config = dir.join("earshot.toml");
+    std::fs::write(&config, "[stt]\norder = \"cloud-only\"\n").unwrap();
+    let mut child = common::earshot(dir)
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--no-barge-in", "--button"])
+        .arg(format!("script:{}", fifo.display()))
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("EARSHOT_MODELS_DIR", &models)
+        .env("GROQ_API_KEY", "gsk_test")
+        .env("STT_BASE_URL", "http://127.0.0.1:9")
+        // No LLM: nothing here needs one.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = lines(child.stderr.take().unwrap());
+    let button = open_fifo_writer(&fifo, &mut child, &stderr);
+    Device {
+        child,
+        stderr,
+        seen: Vec::new(),
+        button: Some(button),
+    }
+}
+
+impl Device {
+    fn wait(&mut self, needle: &str, limit: Duration) {
+        if !wait_for(&self.stderr, needle, limit, &mut self.seen) {
+            let _ = self.child.kill();
+            panic!(
+                "no {needle:?} within {limit:?}; stderr:\n{}",
+                self.seen.join("\n")
+            );
+        }
+    }
+    fn stop(mut self) -> Vec<String> {
+        drop(self.button.take());
+        let status = stop_and_wait(&mut self.child);
+        self.seen.extend(self.stderr.try_iter());
+        assert!(
+            status.success(),
+            "exit {status:?}:\n{}",
+            self.seen.join("\n")
+        );
+        self.seen
+    }
+}
+
+/// Open a FIFO for writing once its reader is there.
+fn open_fifo_writer(
+    fifo: &Path,
+    child: &mut Child,
+    stderr: &mpsc::Receiver<String>,
+) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(file) => return file,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("cannot open {}: {e}", fifo.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            std::thread::sleep(Duration::from_millis(200));
+            let log: Vec<String> = stderr.try_iter().collect();
+            panic!(
+                "earshot exited ({status:?}) before opening its button script:\n{}",
+                log.join("\n")
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the button script was never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn timers(dir: &Path) -> earshot::timers::Timers {
+    let config = Config {
+        state_dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    let store = Store::open(&config.database_path()).unwrap();
+    earshot::timers::Timers::new(&config.timers, &config.paths(), store)
+}
+
+fn add_timer(dir: &Path, secs: u64, label: &str) -> i64 {
+    timers(dir)
+        .add(earshot::timers::NewTimer {
+            kind: earshot::timers::Kind::Timer,
+            label: Some(label.into()),
+            when: earshot::timers::When::In(Duration::from_secs(secs)),
+            repeat: None,
+        })
+        .unwrap()
+        .id
+}
+
+/// A timer row's state as stored.
+fn state_of(dir: &Path, id: i64) -> String {
+    let db = rusqlite::Connection::open(dir.join("earshot.db")).unwrap();
+    db.query_row("SELECT state FROM timers WHERE id = ?1", [id], |r| r.get(0))
+        .unwrap()
+}
+
+fn played(out_raw: &Path) -> Vec<f32> {
+    std::fs::read(out_raw)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
+
+#[test]
+fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_raw = dir.path().join("out.raw");
+    // A timer that comes due while earshot is not running.
+    let pasta = add_timer(dir.path(), 1, "pasta");
+    let due = timers(dir.path()).get(pasta).unwrap().unwrap().due;
+    while Utc::now() <= due {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let mut device = start_device(dir.path(), &out_raw);
+    device.wait(
+        "announcing: While I was off, your pasta timer finished.",
+        Duration::from_secs(120),
+    );
+    // ALSA's file plugin starts its file again each time the output is
+    // reopened (after every pause): take what was played as it ends.
+    device.wait("announcement played", Duration::from_secs(30));
+    let announced = played(&out_raw);
+    // A live one, set with the CLI (another process) while it runs.
+    let out = common::run(
+        common::earshot(dir.path()).args(["timers", "add", "--in", "2s", "--label", "rice"]),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let rice: i64 = rusqlite::Connection::open(dir.path().join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT id FROM timers WHERE label = 'rice'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    device.wait(
+        "ring round: Your rice timer is done.",
+        Duration::from_secs(30),
+    );
+    device.wait("ring round played", Duration::from_secs(30));
+    let rang = played(&out_raw);
+    // The round repeats after its pause.
+    device.wait("round=2", Duration::from_secs(30));
+    // The button stops it, here and in the scheduler.
+    let button = device.button.as_mut().unwrap();
+    writeln!(button, "press").unwrap();
+    writeln!(button, "release").unwrap();
+    device.wait("ringing stopped on the device", Duration::from_secs(10));
+    device.wait("event=stopped", Duration::from_secs(10));
+    let log = device.stop();
+    assert_eq!(
+        log.iter().filter(|l| l.contains("announcing:")).count(),
+        1,
+        "{}",
+        log.join("\n")
+    );
+    assert_eq!(state_of(dir.path(), rice), "done");
+    assert_eq!(state_of(dir.path(), pasta), "missed");
+
+    // What the speaker played: each time the chime first, then the words
+    // (one transcription of both, with a second of silence between).
+    let mut both = Vec::new();
+    for audio in [&announced, &rang] {
+        assert!(
+            audio.len() > 16_000 * 2,
+            "only {} samples played",
+            audio.len()
+        );
+        assert!(
+            audio[..8_000].iter().any(|s| s.abs() > 0.2),
+            "no chime first"
+        );
+        both.extend_from_slice(audio);
+        both.extend(std::iter::repeat_n(0.0, 16_000));
+    }
+    let heard = words(&whisper().transcribe(&both).unwrap().text);
+    let pasta = heard
+        .find("pasta")
+        .unwrap_or_else(|| panic!("heard {heard:?}"));
+    let rice = heard
+        .find("rice timer")
+        .unwrap_or_else(|| panic!("heard {heard:?}"));
+    assert!(
+        heard.contains("while i was off") && pasta < rice,
+        "heard {heard:?}"
+    );
+
+    // Started again, it says nothing about the pasta.
+    std::fs::remove_file(&out_raw).unwrap();
+    let mut device = start_device(dir.path(), &out_raw);
+    device.wait("timers ready", Duration::from_secs(120));
+    device.wait("listening", Duration::from_secs(60));
+    // The ringer takes in what the scheduler found on the loop's first
+    // ticks; give it a moment to (not) speak.
+    std::thread::sleep(Duration::from_millis(800));
+    let log = device.stop();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("announcing") || l.contains("ring round")),
+        "{}",
+        log.join("\n")
+    );
+    let audio = played(&out_raw);
+    let loud = audio.iter().filter(|s| s.abs() > 0.05).count();
+    assert!(loud < 100, "{loud} loud samples played on the second start");
+}
+
+// ------------------------------------------------- the API's event stream
+
+#[test]
+fn timer_events_reach_the_api_event_stream() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        state_dir: dir.path().to_path_buf(),
+        models_dir: dir.path().join("no-models"),
+        ..Default::default()
+    };
+    config.memory.enabled = false;
+    config.api.bind = "127.0.0.1:0".into();
+    config.api.keepalive_secs = 1;
+    let store = Store::open(&config.database_path()).unwrap();
+    let llm = Arc::new(OpenAiClient::new(&config.llm));
+    let s = earshot::app::assemble(&config, store, llm, None, None);
+    let speech = Arc::new(earshot::api::speech::Speech::new(
+        Err("no speech here".into()),
+        earshot::tts::Tts::with_engines(Vec::new()),
+    ));
+    let server =
+        earshot::api::ApiServer::start_with_speech(s.clone(), speech, &config.api).unwrap();
+    let addr = server.local_addr();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let api = std::thread::spawn(move || {
+        server.run_until(|| stopped.load(std::sync::atomic::Ordering::SeqCst))
+    });
+
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    client
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The stream is open once its headers (and a first keep-alive) came.
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let mut read_until = |needle: &str, seen: &mut String| {
+        while !seen.contains(needle) {
+            let n = client.read(&mut buf).unwrap_or(0);
+            assert!(n > 0, "stream ended before {needle:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until("text/event-stream", &mut seen);
+    read_until(": thinking", &mut seen);
+
+    let _scheduler = s.timers.start_scheduler().unwrap();
+    let timer = add_timer(dir.path(), 1, "tea");
+    // Set from "another process" (a fresh Timers on the same file): the
+    // scheduler notices it and tells, then rings it.
+    read_until(r#""event":"ringing""#, &mut seen);
+    s.timers.stop_ringing(None).unwrap();
+    read_until(r#""event":"stopped""#, &mut seen);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    api.join().unwrap();
+    let frames: Vec<Value> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let ringing = frames
+        .iter()
+        .find(|f| f["event"] == "ringing")
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(ringing["type"], "timer");
+    assert_eq!(ringing["id"], timer);
+    assert_eq!(ringing["kind"], "timer");
+    assert_eq!(ringing["label"], "tea");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(ringing["due"].as_str().unwrap()).is_ok(),
+        "{ringing}"
+    );
+    let keys: Vec<&String> = ringing.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["type", "event", "id", "kind", "label", "due"]);
+}
