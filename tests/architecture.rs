@@ -35,6 +35,7 @@ const LOWER: &[&str] = &[
     "tree",
     "review",
     "device",
+    "calendar",
     // leaves
     "paths",
     "onnx",

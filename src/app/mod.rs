@@ -83,8 +83,10 @@ pub fn assemble(
     let recall = indexed.clone().map(|m| m as Arc<dyn Recall>);
     let conversations = indexed.map(|m| m as Arc<dyn ConversationSearch>);
     let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
+    let calendar = crate::calendar::Calendar::new(&config.calendar, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
+    crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
@@ -122,7 +124,15 @@ pub fn assemble(
         memory,
         tree,
         tree_error,
+        calendar,
     }
+}
+
+/// The calendar alone over the configured database (`earshot calendar`,
+/// doctor): no models, no LLM.
+pub fn calendar(config: &Config) -> Result<crate::calendar::Calendar> {
+    let store = Store::open(&config.database_path())?;
+    Ok(crate::calendar::Calendar::new(&config.calendar, store))
 }
 
 /// Speech-to-text as `[stt]` says (a Wyoming ASR service of `[wyoming]`

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/004_memory_vectors.sql")),
     (7, include_str!("migrations/007_knowledge_review.sql")),
     (8, include_str!("migrations/008_turn_effects.sql")),
+    (10, include_str!("migrations/010_calendar.sql")),
 ];
 
 /// The schema version this build creates.

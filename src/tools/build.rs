@@ -37,6 +37,15 @@ pub const TOOLS: &[Entry] = &[
     tool("list_todos", "read the to-do list"),
     tool("complete_todo", "tick an item off the to-do list"),
     tool("delete_todo", "remove an item from the to-do list"),
+    tool("list_events", "list calendar events (expanded recurrences)"),
+    tool(
+        "quick_add_event",
+        "add an event from one line: title, date, time",
+    ),
+    tool("create_event", "create a calendar event"),
+    tool("update_event", "change a calendar event"),
+    tool("delete_event", "delete a calendar event"),
+    tool("find_free_time", "free stretches in the calendar"),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {
