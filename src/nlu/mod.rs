@@ -15,6 +15,7 @@ pub mod lbfgs;
 pub mod linalg;
 pub mod linear;
 pub mod numbers;
+pub mod when;
 /// ONNX Runtime is a leaf of its own (`crate::onnx`); kept here for old paths.
 pub use crate::onnx;
 pub mod router;

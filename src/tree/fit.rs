@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+pub(super) fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(&format!("(?i){pattern}")).expect("static regex"))
 }
 
@@ -110,6 +110,15 @@ pub const FRAMED: &[&str] = &[
     "memory_list",
     "memory_remember",
     "memory_forget",
+    "timer_set",
+    "alarm_set",
+    "reminder_set",
+    "timer_list",
+    "timer_remaining",
+    "timer_extend",
+    "timer_cancel",
+    "timer_cancel_all",
+    "timer_snooze",
 ];
 
 /// Labels that mean "none of the intents" (trained from out-of-scope
@@ -251,20 +260,20 @@ pub fn tidy(text: &str) -> String {
 
 /// A question rather than a request ("how do I add…", "did I…", "is the
 /// volume…"). Polite requests ("can you…") were removed by [`tidy`].
-fn is_question(t: &str) -> bool {
+pub(super) fn is_question(t: &str) -> bool {
     rx!(r"^(?:how|why|what|what's|whats|when|where|who|whom|whose|which|did|does|do|is|isn't|are|aren't|was|were|has|have|had|should|shall|would|could|can|will|am|may|might|must)\b")
         .is_match(t)
         || t.ends_with('?') && !rx!(r"^(?:can|could|would|will) you\b").is_match(t)
 }
 
 /// "don't add…", "I haven't bought…", "never…".
-fn is_negated(t: &str) -> bool {
+pub(super) fn is_negated(t: &str) -> bool {
     rx!(r"\b(?:don't|dont|do not|doesn't|didn't|did not|never|not|haven't|have not|hasn't|won't|wouldn't|shouldn't|no longer|no need)\b")
         .is_match(t)
 }
 
 /// Only a pronoun or a placeholder: no argument at all.
-fn is_empty_arg(arg: &str) -> bool {
+pub(super) fn is_empty_arg(arg: &str) -> bool {
     let a = arg
         .trim()
         .trim_matches(|c: char| !c.is_alphanumeric())
@@ -277,7 +286,8 @@ fn is_empty_arg(arg: &str) -> bool {
 /// A time or date inside an argument: that is a reminder or an alarm (the
 /// time issue's intents), not a plain to-do.
 fn has_time(arg: &str) -> bool {
-    rx!(r"\b(?:at \d|at (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|noon|midnight)\b|in (?:an?|\d+|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|fifty|sixty|ninety|half an?) (?:few )?(?:minutes?|mins?|hours?|seconds?|days?|weeks?)|tomorrow|tonight|this (?:morning|afternoon|evening)|(?:on|next|every) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week|month)|o'clock|\d{1,2}:\d{2}|\d+ ?(?:am|pm)\b|[ap]\.m\.)")
+    super::fit_time::says_when(arg)
+        || rx!(r"\b(?:at \d|at (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|noon|midnight)\b|in (?:an?|\d+|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|forty|fifty|sixty|ninety|half an?) (?:few )?(?:minutes?|mins?|hours?|seconds?|days?|weeks?)|tomorrow|tonight|this (?:morning|afternoon|evening)|(?:on|next|every) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week|month)|o'clock|\d{1,2}:\d{2}|\d+ ?(?:am|pm)\b|[ap]\.m\.)")
         .is_match(arg)
 }
 
@@ -337,6 +347,7 @@ pub fn fit(intent: &str, text: &str) -> Fit {
         "memory_list" => memory_list(&t),
         "memory_remember" => memory_remember(&t),
         "memory_forget" => memory_forget(&t),
+        i if super::fit_time::TIME_INTENTS.contains(&i) => super::fit_time::fit(i, &t),
         _ => Fit::NoFrame,
     }
 }
@@ -623,6 +634,9 @@ fn todo_add(t: &str) -> Fit {
     }
     if has_time(&item) {
         return Fit::Unfit("has a time: a reminder, not a to-do");
+    }
+    if unquoted && super::fit_time::is_timer_talk(&item) {
+        return Fit::Unfit("a length or a timer: a timer's, not a to-do");
     }
     if item.split_whitespace().count() > 12 {
         return Fit::Unfit("too long for a to-do item");
