@@ -658,3 +658,55 @@ fn list_defaults_and_bad_input() {
     assert!(out.status.success());
     let _ = std::io::stdout().flush();
 }
+
+/// The five sentences of the issue through the shipped intent tree, with
+/// no LLM and no network, checked by effect on `calendar list --json`.
+#[test]
+fn voice_sentences_change_the_calendar_with_no_llm() {
+    let dev = Device::new("");
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/tree/default_tree.json")
+        .display()
+        .to_string();
+    let say = |text: &str| {
+        let mut cmd = common::earshot(dev.dir.path());
+        cmd.args(["tree", "run", &tree, text]);
+        let out = common::run(&mut cmd);
+        assert!(out.status.success(), "{text}: {}", common::stderr(&out));
+        common::stdout(&out)
+    };
+    let today = Local::now().date_naive();
+    let (from, to) = (today.to_string(), (today + Span::days(8)).to_string());
+    let said = say("put a haircut in my diary for Thursday at 11am");
+    assert!(said.contains("I've put haircut in your calendar"), "{said}");
+    let events = dev.list(&from, &to);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let start = chrono::DateTime::parse_from_rfc3339(events[0]["start"].as_str().unwrap()).unwrap();
+    assert_eq!(start.format("%A %H:%M").to_string(), "Thursday 11:00");
+    let said = say("what have I got on Thursday");
+    assert!(said.contains("Haircut at 11:00 AM"), "{said}");
+    let said = say("am I free on Thursday morning");
+    assert!(said.contains("No,") && said.contains("Haircut"), "{said}");
+    let said = say("move the haircut to 12");
+    assert!(said.contains("12:00 PM"), "{said}");
+    let start = dev.list(&from, &to)[0]["start"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let start = chrono::DateTime::parse_from_rfc3339(&start).unwrap();
+    assert_eq!(start.format("%A %H:%M").to_string(), "Thursday 12:00");
+    dev.ok(&[
+        "add",
+        "Drinks with Sam",
+        "--start",
+        &format!("{} 18:00", today + Span::days(2)),
+    ]);
+    let said = say("cancel drinks with Sam");
+    assert!(said.contains("I've cancelled Drinks with Sam"), "{said}");
+    assert_eq!(dev.titles(&from, &to), ["Haircut"]);
+    // Not an event: left to the rest of the tree (here the LLM fallback,
+    // absent, so it fails), the calendar untouched.
+    let mut cmd = common::earshot(dev.dir.path());
+    common::run(cmd.args(["tree", "run", &tree, "cancel the rice timer"]));
+    assert_eq!(dev.titles(&from, &to), ["Haircut"]);
+}

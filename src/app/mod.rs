@@ -99,6 +99,7 @@ pub fn assemble(
         user_id: user_id.to_string(),
         todos,
         memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
+        calendar: calendar.clone(),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),

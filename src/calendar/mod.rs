@@ -398,6 +398,30 @@ impl Calendar {
         }
     }
 
+    /// The event `key` names ([`Calendar::find`]) as its series' first
+    /// occurrence (where and when it is now, for "move the haircut to 12").
+    pub fn event(&self, key: &str) -> Result<Occurrence, CalendarError> {
+        let (id, uid, _) = self.find(key)?;
+        let text = self.get(id)?.unwrap_or_default();
+        let resource = ical::parse(&text).map_err(|e| CalendarError::Unreadable {
+            uid: uid.clone(),
+            reason: e.to_string(),
+        })?;
+        let master = resource.master().ok_or_else(|| CalendarError::Unreadable {
+            uid: uid.clone(),
+            reason: "no VEVENT".into(),
+        })?;
+        Ok(Occurrence {
+            id,
+            title: master.title.clone(),
+            start: local_offset(&master.start.with_timezone(&Utc)),
+            end: local_offset(&master.end.with_timezone(&Utc)),
+            location: master.location.clone(),
+            uid,
+            all_day: master.all_day,
+        })
+    }
+
     /// Change an event's series (title, place, times); queued for the server.
     pub fn update(&self, key: &str, change: &EventChange) -> Result<Occurrence, CalendarError> {
         let (id, uid, _) = self.find(key)?;

@@ -11,6 +11,7 @@
 //! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
 //! [`memory`].
 
+pub mod calendar;
 pub mod clock;
 pub mod device;
 pub mod math;
@@ -38,6 +39,8 @@ pub struct ActionEnv {
     pub todos: Arc<dyn TodoBackend>,
     /// Long-term memory operations, when the memory module provides them.
     pub memory: Option<Arc<dyn memory::MemoryOps>>,
+    /// The device's calendar (the same one the agent's tools use).
+    pub calendar: crate::calendar::Calendar,
 }
 
 impl ActionEnv {
@@ -45,6 +48,7 @@ impl ActionEnv {
     pub fn local(store: Store, user_id: &str) -> ActionEnv {
         ActionEnv {
             todos: Arc::new(LocalTodos::new(store.clone(), user_id.to_string())),
+            calendar: crate::calendar::Calendar::new(&Default::default(), store.clone()),
             store,
             user_id: user_id.to_string(),
             memory: None,
@@ -232,6 +236,8 @@ impl ActionRegistry {
             Arc::new(memory::MemoryList),
             Arc::new(memory::MemoryRemember),
             Arc::new(memory::MemoryForget),
+            Arc::new(calendar::CalendarRead),
+            Arc::new(calendar::CalendarWrite),
         ];
         for action in all {
             reg.register(action);
@@ -348,9 +354,11 @@ mod tests {
             "memory_list",
             "memory_remember",
             "memory_forget",
+            "calendar_read",
+            "calendar_write",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
         }
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), 20);
     }
 }
