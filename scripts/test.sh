@@ -13,6 +13,8 @@ echo "== Wyoming peers (virtualenvs)"
 "$here/venv-wyoming-client.sh"
 "$here/venv-wyoming-services.sh"
 "$here/venv-wyoming-satellite.sh"
+# Issue 15: a real CalDAV server (Radicale) for tests/calendar.rs.
+"$here/venv-radicale.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -49,6 +49,7 @@ pub struct Config {
     pub knowledge: crate::knowledge::KnowledgeConfig,
     pub wyoming: crate::wyoming_proto::WyomingConfig,
     pub timers: crate::timers::TimersConfig,
+    pub calendar: crate::calendar::CalendarConfig,
 }
 
 impl Default for Config {
@@ -72,6 +73,7 @@ impl Default for Config {
             knowledge: Default::default(),
             wyoming: Default::default(),
             timers: Default::default(),
+            calendar: Default::default(),
         }
     }
 }
@@ -166,12 +168,16 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("GROQ_TTS_MODEL", "tts.cloud_model"),
     ("TTS_BASE_URL", "tts.cloud_base_url"),
     ("TTS_VOICE", "tts.cloud_voice"),
+    ("EARSHOT_CALDAV_URL", "calendar.caldav_url"),
 ];
 
 /// Keys whose values are never printed or logged.
 pub fn is_secret(key: &str) -> bool {
     let last = key.rsplit('.').next().unwrap_or(key);
-    last.contains("api_key") || last == "token" || last.ends_with("_token")
+    last.contains("api_key")
+        || last == "token"
+        || last.ends_with("_token")
+        || last.ends_with("password")
 }
 
 /// Mask a secret for display: `gsk_…abcd` style, never the whole value.
@@ -271,6 +277,9 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
         })?;
     config.validate()?;
     let mut config = config;
+    if let Some(password) = env.get("CALDAV_PASSWORD").filter(|v| !v.is_empty()) {
+        config.calendar.caldav_password = password.clone();
+    }
     if !sources.contains_key("models_dir") {
         config.models_dir = default_models_dir(&config.models_dir);
     }
@@ -388,6 +397,7 @@ impl Config {
             return Err(anyhow!("user_id must not be empty"));
         }
         self.wyoming.validate().map_err(|e| anyhow!(e))?;
+        self.calendar.validate().map_err(|e| anyhow!(e))?;
         Ok(())
     }
 
@@ -585,6 +595,28 @@ mod tests {
         let key = rows.iter().find(|r| r.0 == "llm.api_key").unwrap();
         assert_eq!(key.1, "****1234");
         assert!(!format!("{rows:?}").contains("supersecret"));
+    }
+
+    #[test]
+    fn the_caldav_password_comes_only_from_the_environment() {
+        let f = file("[calendar]\ncaldav_url = \"http://file/cal/\"\n");
+        let loaded = load_with_env(
+            Some(f.path()),
+            &env(&[
+                ("CALDAV_PASSWORD", "hunter2secret"),
+                ("EARSHOT_CALDAV_URL", "http://env/cal/"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(loaded.config.calendar.caldav_password, "hunter2secret");
+        assert_eq!(loaded.config.calendar.caldav_url, "http://env/cal/");
+        assert!(!format!("{:?}", loaded.config).contains("hunter2secret"));
+        assert!(!format!("{:?}", loaded.rows()).contains("hunter2secret"));
+        let f = file("[calendar]\ncaldav_password = \"x\"\n");
+        let err = load_with_env(Some(f.path()), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("caldav_password"), "{err}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod agent;
 pub mod api;
 pub mod app;
 pub mod audio;
+pub mod calendar;
 pub mod cancel;
 pub mod choice;
 pub mod cli;

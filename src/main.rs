@@ -26,6 +26,11 @@ enum Command {
         #[command(subcommand)]
         action: earshot::cli::memory::MemoryCommand,
     },
+    /// The calendar: list, add, remove, sync with CalDAV.
+    Calendar {
+        #[command(subcommand)]
+        action: earshot::cli::calendar::CalendarCommand,
+    },
     /// Take one text turn (or a REPL with no TEXT), streaming the answer.
     Chat {
         text: Option<String>,
@@ -247,6 +252,7 @@ fn main() -> ExitCode {
             earshot::cli::route::run(config, &text, json).map(|_| true)
         }
         Command::Memory { action } => earshot::cli::memory::run(config, action),
+        Command::Calendar { action } => earshot::cli::calendar::run(config, action),
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),

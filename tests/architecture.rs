@@ -36,6 +36,7 @@ const LOWER: &[&str] = &[
     "review",
     "device",
     "timers",
+    "calendar",
     // leaves
     "paths",
     "onnx",

@@ -65,6 +65,8 @@ pub struct Services {
     /// built — the dispatcher then uses the router graph (`tree_error` says why).
     pub tree: Option<Arc<crate::tree::Engine>>,
     pub tree_error: Option<String>,
+    /// The calendar (SQLite, synced over CalDAV when configured).
+    pub calendar: crate::calendar::Calendar,
     /// Timers, alarms and reminders: the one service the tools, the tree,
     /// the API and the device's scheduler share.
     pub timers: crate::timers::Timers,

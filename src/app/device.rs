@@ -109,6 +109,8 @@ pub fn run(
     // Summaries, memory extraction and index upserts run beside the loop,
     // never in it.
     let _background = crate::memory::start_background(&services);
+    // CalDAV sync on its own thread every `[calendar] sync_interval_secs`.
+    let _calendar = services.calendar.start_background(shutdown.clone());
     // The HTTP API beside the loop when enabled (`[api] enabled`); the voice
     // loop keeps the main thread and the watchdog.
     let api = if config.api.enabled {

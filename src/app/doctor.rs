@@ -116,7 +116,48 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.push(database(config));
     out.push(intent_tree(config));
     out.push(button(&config.device.button));
+    out.push(calendar_sync(config));
     out
+}
+
+/// The calendar's sync state, read-only: last success, queued changes,
+/// last error (a WARN while the last pass failed).
+fn calendar_sync(config: &Config) -> Check {
+    const NAME: &str = "calendar sync";
+    let path = config.database_path();
+    let c = &config.calendar;
+    let state =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|conn| crate::calendar::sync::read_state(&conn));
+    let target = if c.syncs() {
+        format!("with {}", c.caldav_url.trim())
+    } else {
+        "off (calendar.caldav_url is empty; the calendar is local)".to_string()
+    };
+    let Ok(state) = state else {
+        return Check::ok(NAME, format!("{target}; no calendar data yet"));
+    };
+    let last = |v: &Option<String>| v.clone().unwrap_or_else(|| "never".into());
+    let detail = format!(
+        "{target}; last success {}, {} change(s) queued{}",
+        last(&state.last_success),
+        state.queued,
+        state
+            .last_error
+            .as_ref()
+            .map(|e| format!(", last error: {e}"))
+            .unwrap_or_default()
+    );
+    if c.syncs() && state.last_error.is_some() {
+        Check::new(
+            NAME,
+            Status::Warn,
+            detail,
+            "check calendar.caldav_url, calendar.caldav_username and CALDAV_PASSWORD; `earshot calendar sync` retries now (nothing queued is lost)",
+        )
+    } else {
+        Check::ok(NAME, detail)
+    }
 }
 
 /// The intent tree and the user's examples files, checked as `earshot tree

@@ -84,9 +84,11 @@ pub fn assemble(
     let conversations = indexed.map(|m| m as Arc<dyn ConversationSearch>);
     let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
     let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
+    let calendar = crate::calendar::Calendar::new(&config.calendar, store.clone());
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
     crate::tools::timers::offer(&mut tools, &config.tools, &timers);
+    crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
@@ -100,6 +102,7 @@ pub fn assemble(
         todos,
         memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
         timers: Some(timers.clone()),
+        calendar: calendar.clone(),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),
@@ -125,6 +128,7 @@ pub fn assemble(
         memory,
         tree,
         tree_error,
+        calendar,
         clock: crate::agent::system_clock(),
         timers,
     }
@@ -140,6 +144,13 @@ pub fn timers(config: &Config) -> Result<crate::timers::Timers> {
         &config.paths(),
         store,
     ))
+}
+
+/// The calendar alone over the configured database (`earshot calendar`,
+/// doctor): no models, no LLM.
+pub fn calendar(config: &Config) -> Result<crate::calendar::Calendar> {
+    let store = Store::open(&config.database_path())?;
+    Ok(crate::calendar::Calendar::new(&config.calendar, store))
 }
 
 /// Speech-to-text as `[stt]` says (a Wyoming ASR service of `[wyoming]`

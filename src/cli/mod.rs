@@ -3,6 +3,7 @@
 
 pub mod bench_speak;
 pub mod bench_stt;
+pub mod calendar;
 pub mod chat;
 pub mod config_cmd;
 pub mod devices;

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("migrations/007_knowledge_review.sql")),
     (8, include_str!("migrations/008_turn_effects.sql")),
     (9, include_str!("migrations/009_timers.sql")),
+    (10, include_str!("migrations/010_calendar.sql")),
     (11, include_str!("migrations/011_answer_once.sql")),
 ];
 

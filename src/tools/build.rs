@@ -54,6 +54,15 @@ pub const TOOLS: &[Entry] = &[
         "an alarm at a local clock time, once or repeating",
     ),
     tool("set_reminder", "say something at a time or after a delay"),
+    tool("list_events", "list calendar events (expanded recurrences)"),
+    tool(
+        "quick_add_event",
+        "add an event from one line: title, date, time",
+    ),
+    tool("create_event", "create a calendar event"),
+    tool("update_event", "change a calendar event"),
+    tool("delete_event", "delete a calendar event"),
+    tool("find_free_time", "free stretches in the calendar"),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {

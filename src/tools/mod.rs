@@ -6,6 +6,7 @@
 
 mod build;
 pub mod calculator;
+pub mod calendar;
 pub mod http;
 pub mod search_conversations;
 pub mod timers;
@@ -62,6 +63,12 @@ impl Default for ToolsConfig {
                 "extend_timer".into(),
                 "set_alarm".into(),
                 "set_reminder".into(),
+                "list_events".into(),
+                "quick_add_event".into(),
+                "create_event".into(),
+                "update_event".into(),
+                "delete_event".into(),
+                "find_free_time".into(),
             ],
             tavily_api_key: String::new(),
             tavily_base_url: "https://api.tavily.com".into(),

@@ -11,6 +11,7 @@
 //! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
 //! [`memory`], [`timers`].
 
+pub mod calendar;
 pub mod clock;
 pub mod device;
 pub mod math;
@@ -43,6 +44,8 @@ pub struct ActionEnv {
     /// timers` use the same); `None` where there is none (`tree run`
     /// without a device, tests).
     pub timers: Option<crate::timers::Timers>,
+    /// The device's calendar (the same one the agent's tools use).
+    pub calendar: crate::calendar::Calendar,
 }
 
 impl ActionEnv {
@@ -50,6 +53,7 @@ impl ActionEnv {
     pub fn local(store: Store, user_id: &str) -> ActionEnv {
         ActionEnv {
             todos: Arc::new(LocalTodos::new(store.clone(), user_id.to_string())),
+            calendar: crate::calendar::Calendar::new(&Default::default(), store.clone()),
             store,
             user_id: user_id.to_string(),
             memory: None,
@@ -252,6 +256,8 @@ impl ActionRegistry {
             Arc::new(timers::TimerCancelAllConfirm),
             Arc::new(timers::TimerSnooze),
             Arc::new(timers::TimeAnswer),
+            Arc::new(calendar::CalendarRead),
+            Arc::new(calendar::CalendarWrite),
         ];
         for action in all {
             reg.register(action);
@@ -379,9 +385,11 @@ mod tests {
             "timer_cancel_all_confirm",
             "timer_snooze",
             "time_answer",
+                    "calendar_read",
+            "calendar_write",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
         }
-        assert_eq!(names.len(), 29);
+        assert_eq!(names.len(), 31);
     }
 }

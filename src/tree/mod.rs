@@ -20,6 +20,7 @@ pub mod actions;
 pub mod engine;
 pub mod expr;
 pub mod fit;
+pub mod fit_calendar;
 pub mod fit_time;
 pub mod interpreter;
 pub mod model;

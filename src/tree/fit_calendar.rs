@@ -1,0 +1,298 @@
+//! The calendar frames of the no-wrong-action gate: "put a haircut in my
+//! diary for Thursday at 11am", "what have I got on Thursday", "am I free
+//! on Monday afternoon", "move the haircut to 12", "cancel drinks with
+//! Sam".
+//!
+//! Same rule as [`super::fit`]: a calendar action runs only when the
+//! sentence has one of these shapes, and takes its arguments from the same
+//! parse (times through [`crate::nlu::when`], the one time parser). Moving
+//! and cancelling also need an event of that name in the calendar — the
+//! action checks — so "cancel the rice timer" is never taken here. These
+//! frames run ahead of the classifier and the router's keyword precheck
+//! (which would send "calendar"/"schedule" to the agent).
+
+use std::sync::OnceLock;
+
+use chrono::{NaiveDate, NaiveDateTime};
+use regex::Regex;
+
+use crate::nlu::when::{self, Day, DayRef, PartOfDay, TimeOfDay, WhenError};
+
+macro_rules! rx {
+    ($pattern:expr) => {{
+        static CELL: OnceLock<Regex> = OnceLock::new();
+        super::fit::re(&CELL, $pattern)
+    }};
+}
+
+/// What a calendar sentence asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CalendarFrame {
+    /// Add `title` at a time (a day, or the next such time).
+    Add {
+        title: String,
+        when: Result<Option<NaiveDateTime>, WhenError>,
+    },
+    /// What is on `day` (today when none was said).
+    Query { day: Result<NaiveDate, WhenError> },
+    /// Is `day` (or its part) free?
+    Free {
+        day: Result<NaiveDate, WhenError>,
+        part: Option<PartOfDay>,
+    },
+    /// Move the event named `title` to a time and/or day.
+    Move {
+        title: String,
+        time: Option<TimeOfDay>,
+        day: Option<Result<NaiveDate, WhenError>>,
+    },
+    /// Remove the event named `title`.
+    Cancel { title: String },
+}
+
+impl CalendarFrame {
+    /// Whether acting on it changes the calendar.
+    pub fn changes(&self) -> bool {
+        matches!(
+            self,
+            CalendarFrame::Add { .. } | CalendarFrame::Move { .. } | CalendarFrame::Cancel { .. }
+        )
+    }
+}
+
+const BOOK: &str = r"(?:diary|calendar|schedule|agenda|planner)";
+
+/// The day said in `t` (its span replaced by `QDAY`), with its part.
+fn take_day(t: &str, today: NaiveDate) -> (String, Option<Result<Day, WhenError>>) {
+    match when::day_in(t, today) {
+        Ok(Some(s)) => (
+            format!("{}QDAY{}", &t[..s.span.start], &t[s.span.end..]),
+            Some(Ok(s.value)),
+        ),
+        Ok(None) => (t.to_string(), None),
+        Err(e) => (t.to_string(), Some(Err(e))),
+    }
+}
+
+fn take_time(t: &str) -> (String, Option<Result<TimeOfDay, WhenError>>) {
+    match when::time_in(t) {
+        Ok(Some(s)) => (
+            format!("{}QTIME{}", &t[..s.span.start], &t[s.span.end..]),
+            Some(Ok(s.value)),
+        ),
+        Ok(None) => (t.to_string(), None),
+        Err(e) => (t.to_string(), Some(Err(e))),
+    }
+}
+
+fn one_date(day: &Day) -> Option<NaiveDate> {
+    match &day.day {
+        DayRef::Date(d) => Some(*d),
+        DayRef::Repeat(_) => None,
+    }
+}
+
+fn clean_title(s: &str) -> String {
+    let s = rx!(r"^(?:the|my|a|an|our)\s+").replace(s.trim(), "");
+    s.trim_matches(|c: char| c == ',' || c == '.' || c == ' ')
+        .to_string()
+}
+
+/// Read a calendar sentence (tidied by [`super::fit::tidy`]), seen from
+/// `now` (local); `None` when it has none of the shapes.
+pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
+    let t = super::fit::tidy(text).to_lowercase();
+    if t.is_empty() || t.split_whitespace().count() > 25 || super::fit::is_negated(&t) {
+        return None;
+    }
+    let today = now.date();
+    let (d, day) = take_day(&t, today);
+    let (ph, time) = take_time(&d);
+
+    // Add: "put a haircut in my diary for thursday at 11am".
+    let add = rx!(&format!(
+        r"^(?:put|add|pop|stick|write|pencil|book|schedule|enter)(?: in)? (.+?) (?:in|into|on|to|onto) (?:my|the|our) {BOOK}((?: .*)?)$"
+    ));
+    if let Some(c) = add.captures(&ph) {
+        let title = clean_title(&c[1]);
+        if title.is_empty() || title.contains("QDAY") || title.contains("QTIME") {
+            return None;
+        }
+        // After the book only the time may follow — or a time said
+        // wrongly ("on the 31st of february"), kept as the reason.
+        let rest = rx!(r"\b(?:QDAY|QTIME|for|on|at|the|in)\b").replace_all(&c[2], "");
+        let said_wrongly = matches!(time, Some(Err(_))) || matches!(day, Some(Err(_)));
+        if !rest.trim().is_empty() && !said_wrongly {
+            return None;
+        }
+        let when = match (time, day) {
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
+            (None, _) => Ok(None),
+            (Some(Ok(tod)), day) => {
+                let day = day.and_then(|d| d.ok());
+                match when::resolve(Some(tod), day.as_ref(), now, when::Prefer::Next) {
+                    Some(Ok(when::Resolved::At(at))) => Ok(Some(at)),
+                    Some(Ok(when::Resolved::Repeat { .. })) | None => Ok(None),
+                    Some(Err(e)) => Err(e),
+                }
+            }
+        };
+        return Some(CalendarFrame::Add { title, when });
+    }
+
+    let day_of = |day: &Option<Result<Day, WhenError>>| -> Option<Result<NaiveDate, WhenError>> {
+        match day {
+            Some(Ok(d)) => one_date(d).map(Ok),
+            Some(Err(e)) => Some(Err(e.clone())),
+            None => None,
+        }
+    };
+
+    // Free: "am i free on monday afternoon".
+    if rx!(&format!(
+        r"^(?:am i (?:free|busy|available)|(?:do|have) i (?:have|got) (?:any )?(?:free time|time free|anything on|plans)|is my {BOOK} (?:free|clear|empty))(?: (?:on|for|in))?(?: the)? QDAY$"
+    ))
+    .is_match(&ph)
+    {
+        let part = day.as_ref().and_then(|d| d.as_ref().ok()).and_then(|d| d.part);
+        return day_of(&day).map(|d| CalendarFrame::Free { day: d, part });
+    }
+
+    // Query: "what have i got on thursday", "what's on my calendar tomorrow".
+    let query = rx!(&format!(
+        r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|(?:check|open) my {BOOK})(?: (?:on|for|in))?(?: the)?(?: QDAY)?$"
+    ));
+    if query.is_match(&ph) {
+        let mentions_book = rx!(&format!(r"\b{BOOK}\b")).is_match(&ph);
+        return match day_of(&day) {
+            Some(d) => Some(CalendarFrame::Query { day: d }),
+            // "what have i got" alone is too vague; "what's on my calendar" is today.
+            None if mentions_book && day.is_none() => Some(CalendarFrame::Query { day: Ok(today) }),
+            None => None,
+        };
+    }
+
+    // Move: "move the haircut to 12", "move drinks with sam to friday at 6".
+    if let Some(c) = rx!(r"^(?:move|shift|push|change|reschedule|put back|bring forward|bring) (.+?) (?:to|till|until|for|back to|forward to)(?: (?:QDAY|QTIME|at|on))+$").captures(&ph) {
+        let title = clean_title(&c[1]);
+        if title.is_empty() || title.contains("QDAY") || title.contains("QTIME") {
+            return None;
+        }
+        let time = match time {
+            Some(Ok(t)) => Some(t),
+            Some(Err(_)) => return None,
+            None => None,
+        };
+        let day = day_of(&day);
+        if time.is_none() && day.is_none() {
+            return None;
+        }
+        return Some(CalendarFrame::Move { title, time, day });
+    }
+
+    // Cancel: "cancel drinks with sam", "delete the dentist from my calendar".
+    if let Some(c) = rx!(&format!(
+        r"^(?:cancel|delete|remove|scrap|drop|call off|clear|take) (.+?)(?: (?:from|off|out of|in) (?:my|the) {BOOK})?(?: (?:on|for) QDAY)?$"
+    ))
+    .captures(&d)
+    {
+        let title = clean_title(&c[1]);
+        if title.is_empty() || title.contains("QDAY") {
+            return None;
+        }
+        return Some(CalendarFrame::Cancel { title });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveTime;
+
+    /// Wednesday 2 December 2026, 09:00.
+    fn now() -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2026, 12, 2)
+            .unwrap()
+            .and_hms_opt(9, 0, 0)
+            .unwrap()
+    }
+
+    fn date(d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 12, d).unwrap()
+    }
+
+    #[test]
+    fn the_five_shapes() {
+        assert_eq!(
+            frame("put a haircut in my diary for Thursday at 11am", now()),
+            Some(CalendarFrame::Add {
+                title: "haircut".into(),
+                when: Ok(Some(date(3).and_hms_opt(11, 0, 0).unwrap()))
+            })
+        );
+        assert_eq!(
+            frame("what have I got on Thursday", now()),
+            Some(CalendarFrame::Query { day: Ok(date(3)) })
+        );
+        assert_eq!(
+            frame("am I free on Monday afternoon", now()),
+            Some(CalendarFrame::Free {
+                day: Ok(date(7)),
+                part: Some(PartOfDay::Afternoon)
+            })
+        );
+        assert_eq!(
+            frame("move the haircut to 12", now()),
+            Some(CalendarFrame::Move {
+                title: "haircut".into(),
+                time: Some(TimeOfDay::Either {
+                    hour: 12,
+                    minute: 0
+                }),
+                day: None
+            })
+        );
+        assert_eq!(
+            frame("cancel drinks with Sam", now()),
+            Some(CalendarFrame::Cancel {
+                title: "drinks with sam".into()
+            })
+        );
+    }
+
+    #[test]
+    fn other_sentences_are_not_calendar_commands() {
+        for s in [
+            "what time is it",
+            "add milk to my shopping list",
+            "set a timer for ten minutes",
+            "what have i got",
+            "what's the date today",
+            "don't put the haircut in my diary",
+            "remind me to call mum at 5",
+        ] {
+            assert_eq!(frame(s, now()), None, "{s}");
+        }
+        // A named thing to cancel is only a candidate: the action checks
+        // that the calendar has it.
+        assert!(matches!(
+            frame("cancel the rice timer", now()),
+            Some(CalendarFrame::Cancel { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_days_are_kept_as_the_reason() {
+        match frame(
+            "put a party in my calendar on the 31st of february at 8pm",
+            now(),
+        ) {
+            Some(CalendarFrame::Add { when: Err(e), .. }) => {
+                assert!(e.to_string().contains("February"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let _ = NaiveTime::MIN;
+    }
+}
