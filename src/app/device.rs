@@ -111,6 +111,11 @@ pub fn run(
     let _background = crate::memory::start_background(&services);
     // CalDAV sync on its own thread every `[calendar] sync_interval_secs`.
     let _calendar = services.calendar.start_background(shutdown.clone());
+    // Calendar reminders ring through the timers (handed over shortly
+    // before they are due, on their own thread).
+    let _reminders = services
+        .calendar
+        .start_reminders(services.timers.clone(), shutdown.clone());
     // The HTTP API beside the loop when enabled (`[api] enabled`); the voice
     // loop keeps the main thread and the watchdog.
     let api = if config.api.enabled {

@@ -14,6 +14,7 @@
 
 pub mod caldav;
 pub mod ical;
+pub mod reminders;
 pub mod sync;
 
 use chrono::{DateTime, Duration, FixedOffset, Local, NaiveDate, Utc};

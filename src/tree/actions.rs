@@ -385,7 +385,7 @@ mod tests {
             "timer_cancel_all_confirm",
             "timer_snooze",
             "time_answer",
-                    "calendar_read",
+            "calendar_read",
             "calendar_write",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
