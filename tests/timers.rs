@@ -425,6 +425,18 @@ fn api_timers_is_the_same_array() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Bounded: a server that never listens or never stops is killed after
+    // a minute, so the test fails (EOF, or a refused request) instead of
+    // hanging the suite.
+    let pid = child.id() as i32;
+    let (done, watchdog) = std::sync::mpsc::channel::<()>();
+    let guard = std::thread::spawn(move || {
+        let fired = watchdog.recv_timeout(Duration::from_secs(60)).is_err();
+        if fired {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        fired
+    });
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -449,8 +461,13 @@ fn api_timers_is_the_same_array() {
         .unwrap();
     let wrong_status = wrong.status().as_u16();
     let _ = wrong.body_mut().read_to_string();
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(pid, libc::SIGTERM) };
     let _ = child.wait();
+    let _ = done.send(());
+    assert!(
+        !guard.join().unwrap(),
+        "earshot serve was still running after 60 s (killed)"
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(wrong_status, 405);
     let api = json_of(&body);
