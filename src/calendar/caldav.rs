@@ -341,6 +341,23 @@ fn parse_multistatus(text: &str) -> Result<Vec<Listed>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::stalling::{start, Stall};
+
+    /// A CalDAV server that never answers, trickles, or asks to come back
+    /// tomorrow is an error within the exchange's deadline, never a wait
+    /// (issue 23 point 4); the password never shows in the error.
+    #[test]
+    fn a_stalled_server_is_an_error_within_the_deadline() {
+        for stall in [Stall::Silent, Stall::Trickle, Stall::RetryTomorrow] {
+            let url = format!("{}/cal/", start(stall));
+            let dav =
+                CalDav::new(&url, "anna", "hunter2-secret", Duration::from_millis(800)).unwrap();
+            let t = std::time::Instant::now();
+            let err = dav.list().unwrap_err().to_string();
+            assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+            assert!(!err.is_empty() && !err.contains("hunter2"), "{err}");
+        }
+    }
 
     #[test]
     fn multistatus_lists_resources_not_the_collection() {
