@@ -264,7 +264,7 @@ fn the_binary_states_the_zone_by_name_from_tz() {
 
 // ---------------------------------------------------------------- point 2
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::sync::OnceLock;
@@ -300,43 +300,6 @@ fn words(text: &str) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Lines of a child's stream on a channel, as they come.
-fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// Wait for a line containing `needle`, keeping everything seen.
-fn wait_for(
-    rx: &mpsc::Receiver<String>,
-    needle: &str,
-    limit: Duration,
-    seen: &mut Vec<String>,
-) -> bool {
-    let deadline = Instant::now() + limit;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let hit = line.contains(needle);
-                seen.push(line);
-                if hit {
-                    return true;
-                }
-            }
-            Err(_) => return false,
-        }
-    }
-    false
 }
 
 fn stop_and_wait(child: &mut Child) -> std::process::ExitStatus {
@@ -424,7 +387,7 @@ fn start_device(dir: &Path, out_raw: &Path) -> Device {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = lines(child.stderr.take().unwrap());
+    let stderr = common::lines(child.stderr.take().unwrap());
     let button = open_fifo_writer(&fifo, &mut child, &stderr);
     Device {
         child,
@@ -436,7 +399,7 @@ fn start_device(dir: &Path, out_raw: &Path) -> Device {
 
 impl Device {
     fn wait(&mut self, needle: &str, limit: Duration) {
-        if !wait_for(&self.stderr, needle, limit, &mut self.seen) {
+        if common::wait_for(&self.stderr, needle, limit, &mut self.seen).is_none() {
             let _ = self.child.kill();
             panic!(
                 "no {needle:?} within {limit:?}; stderr:\n{}",

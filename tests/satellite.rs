@@ -80,20 +80,6 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     None
 }
 
-/// Lines of a child's stream, delivered on a channel as they come.
-fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// Collects a child's log lines and waits for the ones a test needs.
 struct Log {
     rx: mpsc::Receiver<String>,
@@ -387,7 +373,7 @@ fn drives_a_real_wyoming_satellite_through_a_spoken_turn_beside_a_dead_and_a_sta
             .spawn()
             .expect("start wyoming-satellite"),
     ));
-    let mut sat_log = Log::new(lines(satellite.child().stderr.take().unwrap()));
+    let mut sat_log = Log::new(common::lines(satellite.child().stderr.take().unwrap()));
     assert!(
         wait_listening(sat_port, Duration::from_secs(30)),
         "wyoming-satellite never listened; its log:\n{}",
@@ -431,8 +417,8 @@ request_timeout_ms = 2000
             .spawn()
             .unwrap(),
     ));
-    let mut out = Log::new(lines(earshot.child().stdout.take().unwrap()));
-    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+    let mut out = Log::new(common::lines(earshot.child().stdout.take().unwrap()));
+    let mut log = Log::new(common::lines(earshot.child().stderr.take().unwrap()));
 
     // One full turn with the real satellite: its answer file appears once
     // the satellite's speaker command got the whole answer.
@@ -766,7 +752,7 @@ fn scripted_satellite_audio_stop_played_and_pause() {
             .spawn()
             .unwrap(),
     ));
-    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+    let mut log = Log::new(common::lines(earshot.child().stderr.take().unwrap()));
     let (stream, _) = listener.accept().unwrap();
     let reader = stream.try_clone().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -907,8 +893,8 @@ fn the_local_microphone_answers_beside_a_dead_and_a_stalled_satellite() {
             .spawn()
             .unwrap(),
     ));
-    let mut out = Log::new(lines(earshot.child().stdout.take().unwrap()));
-    let mut log = Log::new(lines(earshot.child().stderr.take().unwrap()));
+    let mut out = Log::new(common::lines(earshot.child().stdout.take().unwrap()));
+    let mut log = Log::new(common::lines(earshot.child().stderr.take().unwrap()));
     // The run ends by itself at the end of the WAV input.
     let status = wait_exit(earshot.child(), Duration::from_secs(240));
     log.read_to_end(Duration::from_secs(5));

@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -81,42 +80,6 @@ fn wav_16k(path: &Path) -> Vec<f32> {
     earshot::audio::wav::read_16k_mono(path, None)
         .expect("read wav")
         .0
-}
-
-/// Lines of a child's stream, delivered on a channel as they come.
-fn lines(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// Wait for a line containing `needle` (collecting everything seen).
-fn wait_for(
-    rx: &mpsc::Receiver<String>,
-    needle: &str,
-    limit: Duration,
-    seen: &mut Vec<String>,
-) -> Option<String> {
-    let deadline = Instant::now() + limit;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                seen.push(line.clone());
-                if line.contains(needle) {
-                    return Some(line);
-                }
-            }
-            Err(_) => return None,
-        }
-    }
-    None
 }
 
 fn sigterm(child: &Child) {
@@ -203,11 +166,11 @@ fn run_through_alsa_files_answers_the_time_out_loud() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = lines(child.stdout.take().unwrap());
-    let stderr = lines(child.stderr.take().unwrap());
+    let stdout = common::lines(child.stdout.take().unwrap());
+    let stderr = common::lines(child.stderr.take().unwrap());
     let mut seen = Vec::new();
     // The turn line is printed once the answer has played.
-    let turn = wait_for(&stdout, "\"answer\"", Duration::from_secs(300), &mut seen);
+    let turn = common::wait_for(&stdout, "\"answer\"", Duration::from_secs(300), &mut seen);
     sigterm(&child);
     let status = wait_exit(&mut child, Duration::from_secs(30));
     let log: Vec<String> = stderr.try_iter().collect();
@@ -333,13 +296,13 @@ fn button_press_while_speaking_stops_speech_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = lines(child.stdout.take().unwrap());
-    let stderr = lines(child.stderr.take().unwrap());
+    let stdout = common::lines(child.stdout.take().unwrap());
+    let stderr = common::lines(child.stderr.take().unwrap());
     // The button thread opens the FIFO for reading at start; never block
     // on it if earshot died first.
     let mut button = open_fifo_writer(&fifo, &mut child);
     let mut seen = Vec::new();
-    let speaking = wait_for(&stderr, "speaking", Duration::from_secs(300), &mut seen);
+    let speaking = common::wait_for(&stderr, "speaking", Duration::from_secs(300), &mut seen);
     assert!(
         speaking.is_some(),
         "never spoke; stderr:\n{}",
@@ -350,7 +313,7 @@ fn button_press_while_speaking_stops_speech_at_once() {
     writeln!(button, "press").unwrap();
     button.flush().unwrap();
     let pressed_at = Instant::now();
-    let barged = wait_for(
+    let barged = common::wait_for(
         &stderr,
         "barge-in: button pressed",
         Duration::from_secs(10),
@@ -369,7 +332,7 @@ fn button_press_while_speaking_stops_speech_at_once() {
     // barge-in) and closed the FIFO: a failed release write is fine.
     let _ = writeln!(button, "release");
     drop(button);
-    let turn = wait_for(&stdout, "\"answer\"", Duration::from_secs(30), &mut seen)
+    let turn = common::wait_for(&stdout, "\"answer\"", Duration::from_secs(30), &mut seen)
         .unwrap_or_else(|| panic!("no turn line; {}", seen.join("\n")));
     let status = wait_exit(&mut child, Duration::from_secs(60));
     assert!(status.success(), "{status:?}");

@@ -68,3 +68,41 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Lines of a child's stream, delivered on a channel as they come.
+pub fn lines(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait up to `limit` for a line containing `needle`, collecting every
+/// line seen meanwhile (for the failure message); the line, or `None`.
+pub fn wait_for(
+    rx: &std::sync::mpsc::Receiver<String>,
+    needle: &str,
+    limit: std::time::Duration,
+    seen: &mut Vec<String>,
+) -> Option<String> {
+    let deadline = std::time::Instant::now() + limit;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if line.contains(needle) {
+                    return Some(line);
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
