@@ -286,22 +286,6 @@ fn whisper() -> &'static earshot::stt::Stt {
     })
 }
 
-fn words(text: &str) -> String {
-    text.to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == ' ' {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn stop_and_wait(child: &mut Child) -> std::process::ExitStatus {
     // SAFETY: signalling our own child by pid.
     unsafe {
@@ -561,7 +545,7 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
         both.extend_from_slice(audio);
         both.extend(std::iter::repeat_n(0.0, 16_000));
     }
-    let heard = words(&whisper().transcribe(&both).unwrap().text);
+    let heard = common::words(&whisper().transcribe(&both).unwrap().text);
     let pasta = heard
         .find("pasta")
         .unwrap_or_else(|| panic!("heard {heard:?}"));

@@ -37,22 +37,6 @@ fn transcribe_16k(samples: &[f32]) -> String {
     t.text
 }
 
-fn words(text: &str) -> String {
-    text.to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == ' ' {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// `earshot say TEXT --out FILE` with the local Piper voice; made once per
 /// phrase and kept under target/ for this test binary.
 fn piper_utterance(text: &str) -> PathBuf {
@@ -60,7 +44,7 @@ fn piper_utterance(text: &str) -> PathBuf {
     let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
     let path = dir
         .path()
-        .join(format!("{}.wav", words(text).replace(' ', "_")));
+        .join(format!("{}.wav", common::words(text).replace(' ', "_")));
     if !path.exists() {
         let out = common::run(
             common::earshot(dir.path())
@@ -109,7 +93,7 @@ fn say_speaks_with_piper_and_whisper_understands_it() {
     let reader = hound::WavReader::open(&path).unwrap();
     assert_eq!(reader.spec().sample_rate, 22_050);
     assert_eq!(reader.spec().channels, 1);
-    let heard = words(&transcribe_16k(&wav_16k(&path)));
+    let heard = common::words(&transcribe_16k(&wav_16k(&path)));
     assert!(
         heard.contains("add bread and butter to my shopping list"),
         "whisper heard {heard:?}"
@@ -187,7 +171,7 @@ fn run_through_alsa_files_answers_the_time_out_loud() {
     );
     let turn: serde_json::Value = serde_json::from_str(&turn).unwrap();
     assert_eq!(
-        words(turn["text"].as_str().unwrap()),
+        common::words(turn["text"].as_str().unwrap()),
         "what time is it",
         "{turn}"
     );

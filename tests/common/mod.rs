@@ -106,3 +106,21 @@ pub fn wait_for(
     }
     None
 }
+
+/// Lower-case words only (punctuation to spaces), to compare what was
+/// said with what was heard.
+pub fn words(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
