@@ -318,21 +318,7 @@ fn start_device(dir: &Path, out_raw: &Path) -> Device {
     // ALSA's file capture is not paced and repeats its last buffer once
     // the file runs out: silence in, silence forever.
     std::fs::write(&in_raw, vec![0u8; 32_000]).unwrap();
-    let conf = dir.join("asound.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"pcm.!default {{
-  type asym
-  capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile "{}" file "/dev/null" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
-  playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file "{}" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
-}}
-"#,
-            in_raw.display(),
-            out_raw.display()
-        ),
-    )
-    .unwrap();
+    let conf = common::alsa_file_config(dir, &in_raw, out_raw);
     let fifo = dir.join("button");
     if !fifo.exists() {
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();

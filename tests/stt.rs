@@ -534,16 +534,7 @@ fn cpal_capture_through_alsa_file_plugin_equals_the_file() {
             .collect::<Vec<u8>>(),
     )
     .unwrap();
-    let asoundrc = dir.path().join("asoundrc");
-    std::fs::write(
-        &asoundrc,
-        format!(
-            "pcm.!default {{\n type asym\n capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile \"{}\" file \"/dev/null\" format \"raw\" }} format S16_LE rate 16000 channels 1 }} }}\n playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file \"{}\" format \"raw\" }} format S16_LE rate 16000 channels 1 }} }}\n}}\n",
-            raw.display(),
-            dir.path().join("out.raw").display()
-        ),
-    )
-    .unwrap();
+    let asoundrc = common::alsa_file_config(dir.path(), &raw, &dir.path().join("out.raw"));
     let saved = dir.path().join("captured.wav");
     // The file device is unpaced: a ring big enough for the whole capture.
     let cfg = dir.path().join("earshot.toml");

@@ -122,21 +122,7 @@ fn run_through_alsa_files_answers_the_time_out_loud() {
             .collect::<Vec<u8>>(),
     )
     .unwrap();
-    let conf = dir.path().join("asound.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"pcm.!default {{
-  type asym
-  capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} infile "{}" file "/dev/null" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
-  playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} file "{}" format "raw" }} format S16_LE rate 16000 channels 1 }} }}
-}}
-"#,
-            in_raw.display(),
-            out_raw.display()
-        ),
-    )
-    .unwrap();
+    let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
     let mut child = common::earshot(dir.path())
         .args(["run", "--json", "--no-barge-in"])
         .env("ALSA_CONFIG_PATH", &conf)

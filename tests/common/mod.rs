@@ -124,3 +124,26 @@ pub fn words(text: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// An ALSA configuration whose default device is ALSA's file plugin:
+/// capture reads `in_raw`, playback writes `out_raw`, both raw 16 kHz
+/// mono S16_LE whatever format the program opens (NOTES.md, "Audio
+/// without a sound card"). Written to `dir/asound.conf`; point
+/// `ALSA_CONFIG_PATH` at the returned path.
+pub fn alsa_file_config(dir: &Path, in_raw: &Path, out_raw: &Path) -> PathBuf {
+    let side = |pcm: String| {
+        format!("{{ type plug slave {{ pcm {{ type file slave.pcm {{ type null }} {pcm} format \"raw\" }} format S16_LE rate 16000 channels 1 }} }}")
+    };
+    let capture = side(format!(
+        "infile \"{}\" file \"/dev/null\"",
+        in_raw.display()
+    ));
+    let playback = side(format!("file \"{}\"", out_raw.display()));
+    let conf = dir.join("asound.conf");
+    std::fs::write(
+        &conf,
+        format!("pcm.!default {{\n  type asym\n  capture.pcm {capture}\n  playback.pcm {playback}\n}}\n"),
+    )
+    .expect("write asound.conf");
+    conf
+}
