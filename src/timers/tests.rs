@@ -23,6 +23,24 @@ fn start_wall() -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
+/// An alarm every day at the local time one minute after the start.
+fn daily_alarm_in_a_minute(f: &Fixture) -> Timer {
+    let in_a_minute = (start_wall() + TimeDelta::minutes(1))
+        .with_timezone(&chrono::Local)
+        .time();
+    f.timers
+        .add(NewTimer {
+            kind: Kind::Alarm,
+            label: None,
+            when: When::Next {
+                time: in_a_minute,
+                days: None,
+            },
+            repeat: Some(Weekdays::DAILY),
+        })
+        .unwrap()
+}
+
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(start_wall());
@@ -306,21 +324,7 @@ fn a_repeating_alarm_is_set_again_after_it_rings() {
     let f = fixture();
     let rx = f.timers.subscribe();
     let sched = f.timers.start_scheduler().unwrap();
-    let in_a_minute = (start_wall() + TimeDelta::minutes(1))
-        .with_timezone(&chrono::Local)
-        .time();
-    let a = f
-        .timers
-        .add(NewTimer {
-            kind: Kind::Alarm,
-            label: None,
-            when: When::Next {
-                time: in_a_minute,
-                days: None,
-            },
-            repeat: Some(Weekdays::DAILY),
-        })
-        .unwrap();
+    let a = daily_alarm_in_a_minute(&f);
     let _ = next(&rx, "set");
     f.clock.advance(Duration::from_secs(60));
     assert_eq!(next(&rx, "ringing").event, EventKind::Ringing);
@@ -425,21 +429,7 @@ fn extending_a_repeating_alarm_moves_this_day_only() {
     let f = fixture();
     let sched = f.timers.start_scheduler().unwrap();
     let rx = f.timers.subscribe();
-    let in_a_minute = (start_wall() + TimeDelta::minutes(1))
-        .with_timezone(&chrono::Local)
-        .time();
-    let a = f
-        .timers
-        .add(NewTimer {
-            kind: Kind::Alarm,
-            label: None,
-            when: When::Next {
-                time: in_a_minute,
-                days: None,
-            },
-            repeat: Some(Weekdays::DAILY),
-        })
-        .unwrap();
+    let a = daily_alarm_in_a_minute(&f);
     let later = f.timers.extend(a.id, TimeDelta::minutes(10)).unwrap();
     assert_eq!(later.remaining_s, 11 * 60);
     f.clock.advance(Duration::from_secs(11 * 60));
