@@ -104,8 +104,15 @@ pub fn run(
     let services = crate::app::build(&config)?;
     // Timers: the local speaker's ringer subscribes before the scheduler
     // starts, so it hears the ones missed while earshot was off.
-    let ringer = crate::voice_loop::ring::Ringer::for_timers(&services.timers);
+    let ringers = crate::voice_loop::ring::Ringers::new(&services.timers);
+    let mut ringer = ringers.ringer();
     let _scheduler = start_timers(&services);
+    if source.is_some() {
+        // The local speaker claims what came due while earshot was off
+        // before any satellite connects; with no microphone here, the
+        // first satellite to connect announces it.
+        ringer.poll(speaker.as_ref());
+    }
     // Summaries, memory extraction and index upserts run beside the loop,
     // never in it.
     let _background = crate::memory::start_background(&services);
@@ -146,7 +153,7 @@ pub fn run(
         &config.audio.vad,
         &shutdown,
         json,
-        Some(crate::voice_loop::ring::factory(&services.timers)),
+        Some(ringers.factory()),
     )?;
     let Some(source) = source else {
         notifier.ready();

@@ -411,6 +411,14 @@ impl VoiceLoop {
                 return None;
             }
         };
+        if self.ringing() && ring::is_stop_word(&text) {
+            // "stop" while something rings only stops the ringing: no turn,
+            // no answer, no model (it works with no LLM and no tree).
+            tracing::info!("heard {text:?} while ringing: stopping it");
+            self.stop_ringing();
+            self.after_speaking();
+            return None;
+        }
         let paused = self.device_state("dnd").as_deref() == Some("on");
         let mut input = TurnInput::text(text.clone());
         input.source = "voice".into();

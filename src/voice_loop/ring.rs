@@ -17,9 +17,12 @@
 //! (a button, the tree's `stop` intent on any front door) goes through
 //! the scheduler, whose `stopped` event silences every one of them.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::f32::consts::PI;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
 
 use chrono::{DateTime, FixedOffset};
 
@@ -95,28 +98,116 @@ enum Round {
     Gap(Instant),
 }
 
-impl Ringer {
-    /// A ringer over the timers service: its own subscription (made now:
-    /// create it before the scheduler starts to hear the `missed` ones),
-    /// and "stop" stops every ringing one through the scheduler.
-    pub fn for_timers(timers: &Timers) -> Ringer {
-        let rx = timers.subscribe();
-        let stopper = timers.clone();
-        Ringer::new(
+/// Every speaker's ringer on this host (the local one, one per satellite
+/// connection), sharing one [`MissedBoard`] so that what came due while
+/// earshot was off is announced once, on whichever speaker is there.
+#[derive(Clone)]
+pub struct Ringers {
+    timers: Timers,
+    board: Arc<MissedBoard>,
+}
+
+impl Ringers {
+    /// Make this before the scheduler starts: the board subscribes now, so
+    /// it hears the `missed` events the scheduler finds at start.
+    pub fn new(timers: &Timers) -> Ringers {
+        Ringers {
+            timers: timers.clone(),
+            board: Arc::new(MissedBoard::new(timers.subscribe())),
+        }
+    }
+
+    /// A ringer with its own subscription; "stop" stops every ringing one
+    /// through the scheduler. It takes over the missed announcements no
+    /// other speaker has claimed yet (a satellite that connects after
+    /// start on a host with no microphone).
+    pub fn ringer(&self) -> Ringer {
+        let rx = self.timers.subscribe();
+        let stopper = self.timers.clone();
+        let mut ringer = Ringer::new(
             Box::new(move || rx.try_iter().filter_map(|e| heard(&e)).collect()),
             Box::new(move || {
                 if let Err(e) = stopper.stop_ringing(None) {
                     tracing::warn!("could not stop the ringing timers: {e}");
                 }
             }),
-        )
+        );
+        ringer.missed.extend(self.board.take_unclaimed());
+        ringer.board = Some(self.board.clone());
+        ringer
+    }
+
+    /// A ringer factory (one per satellite connection).
+    pub fn factory(&self) -> RingerFactory {
+        let ringers = self.clone();
+        Arc::new(move || ringers.ringer())
     }
 }
 
-/// A ringer factory over the timers (one per satellite connection).
-pub fn factory(timers: &Timers) -> RingerFactory {
-    let timers = timers.clone();
-    std::sync::Arc::new(move || Ringer::for_timers(&timers))
+/// Who announces what came due while earshot was off: the first speaker
+/// to hear of it claims it, and one that connects later (a satellite)
+/// takes those nobody claimed. So a missed timer is said once on the host,
+/// and never dropped for want of a local speaker.
+pub struct MissedBoard {
+    state: Mutex<BoardState>,
+}
+
+struct BoardState {
+    events: Receiver<TimerEvent>,
+    claimed: HashSet<i64>,
+    waiting: Vec<Alert>,
+}
+
+impl MissedBoard {
+    /// A board over a subscription to the timers' events.
+    pub fn new(events: Receiver<TimerEvent>) -> MissedBoard {
+        MissedBoard {
+            state: Mutex::new(BoardState {
+                events,
+                claimed: HashSet::new(),
+                waiting: Vec::new(),
+            }),
+        }
+    }
+
+    fn locked(&self) -> std::sync::MutexGuard<'_, BoardState> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Keep the missed ones nobody claimed; drop every other event.
+        let fresh: Vec<TimerEvent> = state.events.try_iter().collect();
+        for event in fresh {
+            if let Some(Heard::Missed(alert)) = heard(&event) {
+                if !state.claimed.contains(&alert.id) {
+                    state.waiting.push(alert);
+                }
+            }
+        }
+        state
+    }
+
+    /// Claim the announcement of `id`; false when a speaker already did.
+    pub fn claim(&self, id: i64) -> bool {
+        let mut state = self.locked();
+        state.waiting.retain(|a| a.id != id);
+        state.claimed.insert(id)
+    }
+
+    /// Take (and claim) every missed one nobody has announced yet.
+    pub fn take_unclaimed(&self) -> Vec<Alert> {
+        let mut state = self.locked();
+        let waiting = std::mem::take(&mut state.waiting);
+        for a in &waiting {
+            state.claimed.insert(a.id);
+        }
+        waiting
+    }
+
+    /// Take in what the timers said (so the subscription never piles up).
+    pub fn pump(&self) {
+        drop(self.locked());
+    }
 }
 
 /// What a timer event means for a speaker (`set` and the like: nothing).
@@ -145,7 +236,7 @@ pub fn heard(event: &TimerEvent) -> Option<Heard> {
 
 /// Makes a ringer with its own subscription to the timers (one per
 /// satellite connection).
-pub type RingerFactory = std::sync::Arc<dyn Fn() -> Ringer + Send + Sync>;
+pub type RingerFactory = Arc<dyn Fn() -> Ringer + Send + Sync>;
 
 /// The ringing state of one speaker; see the module docs.
 pub struct Ringer {
@@ -159,6 +250,8 @@ pub struct Ringer {
     /// Missed ones still to announce, in order.
     missed: VecDeque<Alert>,
     announcing: bool,
+    /// Shared with the host's other ringers: who announces a missed one.
+    board: Option<Arc<MissedBoard>>,
     chime: Clip,
     gap: Duration,
     /// Rounds played (tests, logs).
@@ -178,6 +271,7 @@ impl Ringer {
             round: Round::Due,
             missed: VecDeque::new(),
             announcing: false,
+            board: None,
             chime: chime(22_050),
             gap: REPEAT_GAP,
             rounds: 0,
@@ -227,8 +321,15 @@ impl Ringer {
                     self.ringing.remove(&id);
                 }
                 Heard::StopAll => self.ringing.clear(),
-                Heard::Missed(alert) => self.missed.push_back(alert),
+                Heard::Missed(alert) => {
+                    if self.board.as_ref().is_none_or(|b| b.claim(alert.id)) {
+                        self.missed.push_back(alert);
+                    }
+                }
             }
+        }
+        if let Some(board) = &self.board {
+            board.pump();
         }
         let ended = was && !self.is_ringing();
         if ended && self.round == Round::Sounding {
@@ -701,5 +802,68 @@ mod tests {
         let peak = c.samples.iter().fold(0f32, |m, s| m.max(s.abs()));
         assert!(peak > 0.3 && peak <= 0.45);
         assert!(c.samples[0].abs() < 0.01 && c.samples.last().unwrap().abs() < 0.01);
+    }
+
+    /// One host, one announcement: the local speaker claims what was
+    /// missed before satellites connect; with no local microphone the
+    /// first satellite to connect says it, and a second one does not.
+    #[test]
+    fn a_missed_timer_is_announced_once_on_the_host() {
+        use crate::timers::{Kind, ManualClock, NewTimer, TimersConfig, When};
+        for local in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = crate::store::Store::open_in(dir.path()).unwrap();
+            let paths = crate::paths::Paths::new(dir.path(), dir.path());
+            let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+            let timers = Timers::with_clock(&TimersConfig::default(), &paths, store, clock.clone());
+            timers
+                .add(NewTimer {
+                    kind: Kind::Timer,
+                    label: Some("pasta".into()),
+                    when: When::In(Duration::from_secs(5)),
+                    repeat: None,
+                })
+                .unwrap();
+            // Due while nothing ran.
+            clock.advance(Duration::from_secs(60));
+            let ringers = Ringers::new(&timers);
+            let mut here = ringers.ringer();
+            let _scheduler = timers.start_scheduler().unwrap();
+            let (at_home, sat1, sat2) = (
+                Recorder::default(),
+                Recorder::default(),
+                Recorder::default(),
+            );
+            if local {
+                here.poll(&at_home);
+            }
+            let factory = ringers.factory();
+            let (mut first, mut second) = (factory(), factory());
+            let now = Instant::now();
+            for (ringer, speaker) in [
+                (&mut here, &at_home),
+                (&mut first, &sat1),
+                (&mut second, &sat2),
+            ] {
+                ringer.poll(speaker);
+                ringer.play_due(speaker, true, now);
+            }
+            let said: Vec<Vec<String>> =
+                [&at_home, &sat1, &sat2].iter().map(|r| r.take()).collect();
+            let announced: Vec<usize> = said
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| {
+                    s.iter()
+                        .any(|w| w.contains("While I was off, your pasta timer"))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(
+                announced,
+                [if local { 0 } else { 1 }],
+                "local={local}: {said:?}"
+            );
+        }
     }
 }

@@ -96,6 +96,23 @@ impl Job {
             self.label,
             t.text
         );
+        if crate::voice_loop::ring::is_stop_word(&t.text) {
+            // "stop" while something rings only stops the ringing (on every
+            // speaker, through the timers): no turn, no model.
+            match self.services.timers.stop_ringing(None) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(
+                        stopped = n,
+                        "satellite {}: heard {:?} while ringing: stopping it",
+                        self.label,
+                        t.text
+                    );
+                    return outcome;
+                }
+                Err(e) => tracing::warn!("could not stop the ringing timers: {e}"),
+            }
+        }
         if let Err(e) = self
             .writer
             .send(&Event::with_data("transcript", json!({"text": t.text})))
