@@ -314,10 +314,22 @@ struct Device {
 }
 
 fn start_device(dir: &Path, out_raw: &Path) -> Device {
-    let in_raw = dir.join("in.raw");
-    // ALSA's file capture is not paced and repeats its last buffer once
-    // the file runs out: silence in, silence forever.
-    std::fs::write(&in_raw, vec![0u8; 32_000]).unwrap();
+    launch_device(dir, out_raw, None)
+}
+
+/// As [`start_device`], but the microphone is `mic` (a FIFO a
+/// [`PacedMic`] feeds) and whisper transcribes what it hears.
+fn launch_device(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> Device {
+    let in_raw = match mic {
+        Some(fifo) => fifo.to_path_buf(),
+        None => {
+            let in_raw = dir.join("in.raw");
+            // ALSA's file capture is not paced and repeats its last buffer
+            // once the file runs out: silence in, silence forever.
+            std::fs::write(&in_raw, vec![0u8; 32_000]).unwrap();
+            in_raw
+        }
+    };
     let conf = common::alsa_file_config(dir, &in_raw, out_raw);
     let fifo = dir.join("button");
     if !fifo.exists() {
@@ -335,16 +347,25 @@ fn start_device(dir: &Path, out_raw: &Path) -> Device {
             "en_US-joe-medium.onnx",
             "en_US-joe-medium.onnx.json",
             "libonnxruntime.so.1.31.1",
+            "ggml-tiny.en.bin",
         ] {
             std::os::unix::fs::symlink(common::models_dir().join(f), models.join(f)).unwrap();
         }
     }
     let config = dir.join("earshot.toml");
-    std::fs::write(&config, "[stt]\norder = \"cloud-only\"\n").unwrap();
-    let mut child = common::earshot(dir)
-        .arg("--config")
-        .arg(&config)
-        .args(["run", "--no-barge-in", "--button"])
+    let order = if mic.is_some() {
+        "local-only"
+    } else {
+        "cloud-only"
+    };
+    std::fs::write(&config, format!("[stt]\norder = \"{order}\"\n")).unwrap();
+    let mut cmd = common::earshot(dir);
+    cmd.arg("--config").arg(&config).arg("run");
+    if mic.is_none() {
+        cmd.arg("--no-barge-in");
+    }
+    let mut child = cmd
+        .arg("--button")
         .arg(format!("script:{}", fifo.display()))
         .env("ALSA_CONFIG_PATH", &conf)
         .env("EARSHOT_LOG", "info")
@@ -561,6 +582,161 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     let audio = played(&out_raw);
     let loud = audio.iter().filter(|s| s.abs() > 0.05).count();
     assert!(loud < 100, "{loud} loud samples played on the second start");
+}
+
+/// A microphone on a FIFO that ALSA's file plugin reads as its capture
+/// file, fed at real-time pace like a real one: silence, and, when asked,
+/// an utterance (written whole, so no read inside it comes up short).
+struct PacedMic {
+    say: mpsc::Sender<Vec<i16>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PacedMic {
+    fn start(fifo: &Path) -> PacedMic {
+        use std::os::unix::fs::OpenOptionsExt;
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: creating a FIFO at a fresh path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (say, heard) = mpsc::channel::<Vec<i16>>();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let fifo = fifo.to_path_buf();
+        let thread = std::thread::spawn(move || {
+            let quit = || stop.load(std::sync::atomic::Ordering::SeqCst);
+            let start = Instant::now();
+            let mut sent = 0usize;
+            // ALSA opens the capture file more than once (probing, then the
+            // stream): each time it closes, open the FIFO again.
+            while !quit() {
+                // Wait for a reader without blocking for ever if none comes.
+                let file = match std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo)
+                {
+                    Ok(f) => f,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                use std::os::fd::AsRawFd;
+                // SAFETY: clearing O_NONBLOCK on a descriptor this thread owns.
+                unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) };
+                let mut file = file;
+                while !quit() {
+                    let chunk = heard.try_recv().unwrap_or_else(|_| vec![0i16; 320]);
+                    let bytes: Vec<u8> = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
+                    if file.write_all(&bytes).is_err() {
+                        break; // the reader closed it
+                    }
+                    sent += chunk.len();
+                    let at = start + Duration::from_secs_f64(sent as f64 / 16_000.0);
+                    if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+        });
+        PacedMic {
+            say,
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    /// Say `samples` (16 kHz mono) into the microphone, then silence.
+    fn say(&self, samples: &[f32]) {
+        let pcm: Vec<i16> = samples
+            .iter()
+            .map(|s| (s.clamp(-1.0, 1.0) * 32767.0) as i16)
+            .collect();
+        self.say.send(pcm).unwrap();
+    }
+}
+
+impl Drop for PacedMic {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// "Stop." in the Piper voice, 16 kHz mono.
+fn spoken(dir: &Path, text: &str) -> Vec<f32> {
+    let wav = dir.join("spoken.wav");
+    let out = common::run(
+        common::earshot(dir)
+            .args(["say", text, "--engine", "piper", "--out"])
+            .arg(&wav)
+            .env("EARSHOT_MODELS_DIR", common::models_dir()),
+    );
+    assert!(out.status.success(), "say: {}", common::stderr(&out));
+    earshot::audio::wav::read_16k_mono(&wav, None).unwrap().0
+}
+
+#[test]
+fn saying_stop_while_a_timer_rings_stops_it_with_no_wake_word_and_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_raw = dir.path().join("out.raw");
+    let stop = spoken(dir.path(), "Stop.");
+    let mic = PacedMic::start(&dir.path().join("mic"));
+    let mut device = launch_device(dir.path(), &out_raw, Some(&dir.path().join("mic")));
+    device.wait("listening", Duration::from_secs(120));
+    let out = common::run(
+        common::earshot(dir.path()).args(["timers", "add", "--in", "1s", "--label", "tea"]),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    device.wait(
+        "ring round: Your tea timer is done.",
+        Duration::from_secs(30),
+    );
+    // With no echo cancelling (barge-in off, the default) the microphone
+    // is not taken while a round sounds: "stop" is said in the pause
+    // between rounds.
+    device.wait("ring round played", Duration::from_secs(30));
+    let said_at = Instant::now();
+    mic.say(&stop);
+    device.wait("while ringing: stopping it", Duration::from_secs(30));
+    device.wait("event=stopped", Duration::from_secs(10));
+    let took = said_at.elapsed();
+    drop(mic);
+    let log = device.stop();
+    let tea: String = rusqlite::Connection::open(dir.path().join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT state FROM timers WHERE label = 'tea'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(tea, "done");
+    // Stopped by the word, long before ring_secs (60 s) would have.
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let heard = log
+        .iter()
+        .find(|l| l.contains("while ringing: stopping it"))
+        .unwrap();
+    assert!(heard.to_lowercase().contains("stop"), "{heard}");
+    // No turn: nothing was sent to a model, nothing answered.
+    assert!(
+        !log.iter().any(|l| l.contains("turn timings:")),
+        "{}",
+        log.join("\n")
+    );
+    let turns: i64 = rusqlite::Connection::open(dir.path().join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM turn_log", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(turns, 0, "a turn was run for \"stop\"");
+    let rounds_after = log
+        .iter()
+        .skip_while(|l| !l.contains("while ringing: stopping it"))
+        .filter(|l| l.contains("ring round:"))
+        .count();
+    assert_eq!(rounds_after, 0, "{}", log.join("\n"));
 }
 
 // ------------------------------------------------- the API's event stream
