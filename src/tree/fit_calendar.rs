@@ -35,10 +35,12 @@ pub enum CalendarFrame {
     },
     /// What is on `day` (today when none was said).
     Query { day: Result<NaiveDate, WhenError> },
-    /// Is `day` (or its part) free?
+    /// Is `day` (or its part) free? `asks_busy`: the question is "do I have
+    /// anything on / am I busy", so "yes" means there is something.
     Free {
         day: Result<NaiveDate, WhenError>,
         part: Option<PartOfDay>,
+        asks_busy: bool,
     },
     /// Move the event named `title` to a time and/or day.
     Move {
@@ -61,6 +63,23 @@ impl CalendarFrame {
 }
 
 const BOOK: &str = r"(?:diary|calendar|schedule|agenda|planner)";
+
+/// Words that make a title an event when no book is named.
+const EVENT: &str = r"(?:appointment|appt|meeting|call|lunch|dinner|breakfast|brunch|drinks|coffee|haircut|hair cut|dentist|doctor|doctor's|gp|vet|party|date|interview|class|lesson|practice|training|session|event|visit|catch ?up|catch-up|standup|stand-up|review|game|match|trip|flight|birthday|anniversary|wedding|concert|gig|show|rehearsal|workout|gym|yoga|massage|check ?up|check-up|consultation|conference|webinar|presentation|demo|playdate|sleepover|barbecue|bbq|picnic|service|meetup|meet-up|appraisal|exam|test|recital|tournament)";
+
+/// `title` (found in the lowercased sentence `lower`) as the user wrote
+/// it in `cased` ("dinner with Alex", not "dinner with alex").
+fn as_said(cased: &str, lower: &str, title: &str) -> String {
+    if cased.len() != lower.len() {
+        return title.to_string();
+    }
+    match lower.find(title) {
+        Some(at) if cased.is_char_boundary(at) && cased.is_char_boundary(at + title.len()) => {
+            cased[at..at + title.len()].to_string()
+        }
+        _ => title.to_string(),
+    }
+}
 
 /// The day said in `t` (its span replaced by `QDAY`), with its part.
 fn take_day(t: &str, today: NaiveDate) -> (String, Option<Result<Day, WhenError>>) {
@@ -101,7 +120,8 @@ fn clean_title(s: &str) -> String {
 /// Read a calendar sentence (tidied by [`super::fit::tidy`]), seen from
 /// `now` (local); `None` when it has none of the shapes.
 pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
-    let t = super::fit::tidy(text).to_lowercase();
+    let cased = super::fit::tidy(text);
+    let t = cased.to_lowercase();
     if t.is_empty() || t.split_whitespace().count() > 25 || super::fit::is_negated(&t) {
         return None;
     }
@@ -113,11 +133,33 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
     let add = rx!(&format!(
         r"^(?:put|add|pop|stick|write|pencil|book|schedule|enter)(?: in)? (.+?) (?:in|into|on|to|onto) (?:my|the|our) {BOOK}((?: .*)?)$"
     ));
-    if let Some(c) = add.captures(&ph) {
+    let loose = rx!(&format!(
+        r"^(?:schedule|book|pencil in|arrange|set up|plan|create|add|put in|put down|make)(?: (?:me|us))? ((?:(?:a|an|the|my|our) )?.+?)((?: (?:on|at|for|from|the|this|next|QDAY|QTIME))+)$"
+    ));
+    let c = match add.captures(&ph) {
+        Some(c) => Some(c),
+        // "schedule a dentist appointment next tuesday at 10:30", "book
+        // lunch with priya on the 14th at 1": no book named, so the title
+        // must name an event and a day or time must be said.
+        None => loose.captures(&ph).filter(|c| {
+            let title = &c[1];
+            let generic = rx!(r"^(?:add|put in|put down|make) ").is_match(&ph);
+            rx!(&format!(r"\b{EVENT}s?\b")).is_match(title)
+                && (c[2].contains("QDAY") || c[2].contains("QTIME"))
+                && !rx!(r"\b(?:timers?|alarms?|reminders?|list|todo|to-do)\b").is_match(title)
+                // "add call mum at 5" is a to-do; "add a meeting…" is not.
+                && (!generic || rx!(r"^(?:a|an|the|my|our) ").is_match(title))
+        }),
+    };
+    if let Some(c) = c {
         let title = clean_title(&c[1]);
+        let title = rx!(r"^(?:event|appointment|meeting|entry) (?:called|named|titled|for) ")
+            .replace(&title, "")
+            .to_string();
         if title.is_empty() || title.contains("QDAY") || title.contains("QTIME") {
             return None;
         }
+        let title = as_said(&cased, &t, &title);
         // After the book only the time may follow — or a time said
         // wrongly ("on the 31st of february"), kept as the reason.
         let rest = rx!(r"\b(?:QDAY|QTIME|for|on|at|the|in)\b").replace_all(&c[2], "");
@@ -150,12 +192,17 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
 
     // Free: "am i free on monday afternoon".
     if rx!(&format!(
-        r"^(?:am i (?:free|busy|available)|(?:do|have) i (?:have|got) (?:any )?(?:free time|time free|anything on|plans)|is my {BOOK} (?:free|clear|empty))(?: (?:on|for|in))?(?: the)? QDAY$"
+        r"^(?:am i (?:free|busy|available)|(?:do|have) i (?:have|got) (?:any )?(?:free time|time free|anything(?: on)?|plans|something(?: on)?)|is my {BOOK} (?:free|clear|empty))(?: (?:on|for|in))?(?: the)? QDAY$"
     ))
     .is_match(&ph)
     {
         let part = day.as_ref().and_then(|d| d.as_ref().ok()).and_then(|d| d.part);
-        return day_of(&day).map(|d| CalendarFrame::Free { day: d, part });
+        let asks_busy = !rx!(r"\b(?:free|available|clear|empty)\b").is_match(&ph);
+        return day_of(&day).map(|d| CalendarFrame::Free {
+            day: d,
+            part,
+            asks_busy,
+        });
     }
 
     // Query: "what have i got on thursday", "what's on my calendar tomorrow".
@@ -239,7 +286,8 @@ mod tests {
             frame("am I free on Monday afternoon", now()),
             Some(CalendarFrame::Free {
                 day: Ok(date(7)),
-                part: Some(PartOfDay::Afternoon)
+                part: Some(PartOfDay::Afternoon),
+                asks_busy: false
             })
         );
         assert_eq!(
@@ -259,6 +307,73 @@ mod tests {
                 title: "drinks with sam".into()
             })
         );
+    }
+
+    #[test]
+    fn events_are_added_without_naming_the_calendar_and_keep_their_case() {
+        let add = |s: &str| match frame(s, now()) {
+            Some(CalendarFrame::Add { title, when }) => (title, when.unwrap().unwrap()),
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(
+            add("schedule a dentist appointment next Tuesday at 10:30"),
+            (
+                "dentist appointment".into(),
+                date(8).and_hms_opt(10, 30, 0).unwrap()
+            )
+        );
+        assert_eq!(
+            add("book lunch with Priya on the 14th at 1"),
+            (
+                "lunch with Priya".into(),
+                date(14).and_hms_opt(13, 0, 0).unwrap()
+            )
+        );
+        assert_eq!(
+            add("add a meeting with Bob tomorrow at 3pm"),
+            (
+                "meeting with Bob".into(),
+                date(3).and_hms_opt(15, 0, 0).unwrap()
+            )
+        );
+        assert_eq!(
+            add("create an event called Team Sync on Friday at 9am").0,
+            "Team Sync"
+        );
+        assert_eq!(
+            add("put dinner with Alex in the calendar for Friday at 7pm").0,
+            "dinner with Alex"
+        );
+        for s in [
+            "add call mum at 5",
+            "book a table for two at 7",
+            "schedule a backup for 3am",
+            "make a timer for 5 minutes",
+            "set up the printer tomorrow",
+            "add a meeting with bob",
+        ] {
+            assert!(
+                !matches!(frame(s, now()), Some(CalendarFrame::Add { .. })),
+                "{s}: {:?}",
+                frame(s, now())
+            );
+        }
+    }
+
+    #[test]
+    fn asking_if_busy_is_the_other_way_round() {
+        for (s, busy) in [
+            ("am i free tomorrow", false),
+            ("am i busy tomorrow", true),
+            ("do i have anything on tomorrow", true),
+            ("do i have plans on friday", true),
+            ("do i have anything on friday", true),
+        ] {
+            match frame(s, now()) {
+                Some(CalendarFrame::Free { asks_busy, .. }) => assert_eq!(asks_busy, busy, "{s}"),
+                other => panic!("{s}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -244,7 +244,7 @@ fn timer_set(s: &Said) -> Result<TimeFrame, &'static str> {
         r"^(?:(?P<verb>set|start|make|create|put on|put|begin|run|give me|get me|i need|i want|i'd like|i would like|we need|let's have|let's do|let's set|let's start|add|new|fire up|kick off|stick on|pop on|gimme|set up|put in)\s+)?(?:(?:me|us|up)\s+)?(?:(?:a|an|one|another|the|my|new)\s+)?(?:(?P<d1>QDUR|QDELAY)\s+)?(?:(?P<l1>[a-z][a-z'-]*(?: [a-z][a-z'-]*)?)\s+)?(?:timer|countdown|count down)(?:\s+(?:going|running|on))?(?:\s+(?:for|of|at|to|lasting))?(?:\s+(?P<d2>QDUR|QDELAY))?(?:\s+(?:for|called|named|labell?ed|on)\s+(?:the\s+|my\s+|a\s+)?(?P<l2>[a-z][a-z' -]{0,60}?))?(?:\s+(?:for\s+)?(?P<d3>QDUR|QDELAY))?$"
     );
     let short = rx!(
-        r"^(?:(?:set|start|put on) (?:a|the) time (?:for|of)|time (?:me|us)(?: for)?|count ?down(?: from| for)?) (?P<d2>QDUR)(?:\s+for\s+(?:the\s+|my\s+)?(?P<l2>[a-z][a-z' -]{0,60}?))?$"
+        r"^(?:(?:set|start|put on) (?:a|the) time (?:for|of)|time(?: (?:me|us))?(?: for)?|count ?down(?: from| for)?) (?P<d2>QDUR)(?:\s+(?:for|on)\s+(?:the\s+|my\s+)?(?P<l2>[a-z][a-z' -]{0,60}?))?$"
     );
     let (c, verb) = if let Some(c) = full.captures(p) {
         let verb = c.name("verb").is_some();
@@ -533,6 +533,14 @@ fn timer_extend(s: &Said) -> Result<TimeFrame, &'static str> {
         rx!(
             r"^(?:extend|increase|lengthen|push back) (?:the|my|that|it)(?: (?P<l>[a-z' ]*?))?\s*(?P<k>timer|alarm|reminder)? by (?:another )?(?:QDUR|QDELAY)$"
         ),
+        // "make the rice timer five minutes longer", "make it 2 minutes longer"
+        rx!(
+            r"^(?:make|set) (?:the|my|that|it)(?: (?P<l>[a-z' ]*?))?\s*(?P<k>timer|alarm|reminder)? (?:QDUR|QDELAY) longer$"
+        ),
+        // "give the rice another two minutes", "give the pasta 3 more minutes"
+        rx!(
+            r"^give (?:the|my) (?P<l0>[a-z][a-z' ]*?) (?:another |an extra |extra |a further )(?:QDUR|QDELAY)$|^give (?:the|my) (?P<l1>[a-z][a-z' ]*?) (?:QDUR|QDELAY)(?: more| extra)?$"
+        ),
     ];
     let sub = [
         rx!(
@@ -540,6 +548,9 @@ fn timer_extend(s: &Said) -> Result<TimeFrame, &'static str> {
         ),
         rx!(
             r"^(?:reduce|shorten|decrease|cut) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer) by (?:QDUR|QDELAY)$"
+        ),
+        rx!(
+            r"^(?:make|set) (?:the|my|that|it)(?: (?P<l>[a-z' ]*?))?\s*(?P<k>timer)? (?:QDUR|QDELAY) shorter$"
         ),
     ];
     // "five more minutes" alone: more time on the timer.
@@ -555,13 +566,23 @@ fn timer_extend(s: &Said) -> Result<TimeFrame, &'static str> {
     } else {
         return Err("no words of changing a timer's time");
     };
+    // "give the dog five minutes" is not more time on a timer; "give the
+    // pasta 3 more minutes" is.
+    if c.name("l1").is_some() && !rx!(r"\b(?:more|extra|another|further)\b").is_match(&s.lower) {
+        return Err("gives time to something, not more time on a timer");
+    }
     let label = c
         .name("l")
         .or_else(|| c.name("l0"))
+        .or_else(|| c.name("l1"))
         .map_or("", |m| m.as_str())
         .trim()
         .to_string();
-    if !label.is_empty() && c.name("k").is_none() && c.name("l0").is_none() {
+    if !label.is_empty()
+        && c.name("k").is_none()
+        && c.name("l0").is_none()
+        && c.name("l1").is_none()
+    {
         return Err("adds time to something that is not a timer");
     }
     if rx!(r"\b(?:list|todo|to-do|shopping|cooking|recipe|oven|pan|pot|water)\b").is_match(&label) {
@@ -874,6 +895,31 @@ mod tests {
         assert_eq!(strong("cancel all timers"), Some("timer_cancel_all"));
         assert_eq!(strong("stop the pasta timer"), Some("timer_cancel"));
         assert_eq!(strong("add two minutes"), Some("timer_extend"));
+        let fr = f("timer_extend", "make the laundry timer 5 minutes longer").unwrap();
+        assert_eq!((fr.label.as_str(), fr.subtract), ("laundry", false));
+        assert_eq!(fr.duration, Some(Ok(Duration::from_secs(300))));
+        let fr = f("timer_extend", "make it two minutes shorter").unwrap();
+        assert!(fr.subtract);
+        let fr = f("timer_extend", "give the rice another two minutes").unwrap();
+        assert_eq!(fr.label, "rice");
+        let fr = f("timer_extend", "give the pasta 3 more minutes").unwrap();
+        assert_eq!(fr.label, "pasta");
+        assert!(!fits("timer_extend", "give the dog five minutes"));
+        assert!(!fits("timer_extend", "make the sauce five minutes"));
+        assert_eq!(
+            strong("make the egg timer a minute longer"),
+            Some("timer_extend")
+        );
+    }
+
+    #[test]
+    fn a_bare_time_verb_sets_a_timer() {
+        let fr = f("timer_set", "time 3 minutes for the eggs").unwrap();
+        assert_eq!(fr.label, "eggs");
+        assert_eq!(fr.duration, Some(Ok(Duration::from_secs(180))));
+        assert_eq!(strong("time ninety seconds"), Some("timer_set"));
+        assert!(!fits("timer_set", "time flies"));
+        assert!(!fits("timer_set", "time for bed"));
     }
 
     #[test]

@@ -54,14 +54,15 @@ fn listing(events: &[Occurrence]) -> String {
     }
 }
 
-/// The local hours a part of the day covers (the whole day: 8 am–8 pm).
+/// The local hours a part of the day covers (no part: the whole day, so an
+/// evening dinner is not "free").
 fn part_hours(part: Option<PartOfDay>) -> (u32, u32, &'static str) {
     match part {
         Some(PartOfDay::Morning) => (6, 12, " morning"),
         Some(PartOfDay::Afternoon) => (12, 17, " afternoon"),
         Some(PartOfDay::Evening) => (17, 22, " evening"),
         Some(PartOfDay::Night) => (21, 24, " night"),
-        None => (8, 20, ""),
+        None => (0, 24, ""),
     }
 }
 
@@ -126,17 +127,22 @@ impl Action for CalendarRead {
                     Err(e) => ActionOutput::said(sentence(e)),
                 }
             }
-            CalendarFrame::Free { day: Ok(d), part } => {
+            CalendarFrame::Free {
+                day: Ok(d),
+                part,
+                asks_busy,
+            } => {
                 let (from, to, part_name) = part_hours(part);
                 let when = format!("{}{part_name}", day_words(d, today));
                 match cal.list(at_hour(d, from), at_hour(d, to)) {
                     Ok(events) => {
                         let busy: Vec<Occurrence> = events.into_iter().filter(|o| !o.all_day).collect();
-                        if busy.is_empty() {
-                            ActionOutput::said(format!("Yes, you're free {when}."))
-                        } else {
-                            ActionOutput::said(format!("No, {when} you have {}.", listing(&busy)))
-                        }
+                        ActionOutput::said(match (busy.is_empty(), asks_busy) {
+                            (true, false) => format!("Yes, you're free {when}."),
+                            (true, true) => format!("No, you have nothing on {when}."),
+                            (false, false) => format!("No, {when} you have {}.", listing(&busy)),
+                            (false, true) => format!("Yes, {when} you have {}.", listing(&busy)),
+                        })
                     }
                     Err(e) => ActionOutput::said(sentence(e)),
                 }
@@ -218,6 +224,25 @@ impl Action for CalendarWrite {
                 };
                 let new_time: NaiveTime = match time {
                     None => event.start.time(),
+                    // "move dinner (7 pm) to 8": the 8 nearest the event's
+                    // own time, 8 pm — never 8 am by a fixed rule.
+                    Some(t @ when::TimeOfDay::Either { .. }) => {
+                        let was = event.start.time();
+                        let gap = |x: NaiveTime| (x - was).num_minutes().abs();
+                        let (am, pm) = (t.am(), t.pm());
+                        let pick = if gap(am) <= gap(pm) { am } else { pm };
+                        let other = if pick == am { pm } else { am };
+                        let ahead = |x: NaiveTime| new_day.and_time(x) > now.naive_local();
+                        if ahead(pick) {
+                            pick
+                        } else if ahead(other) {
+                            other
+                        } else {
+                            return Ok(clear(ActionOutput::said(
+                                when::WhenError::Past.to_string(),
+                            )));
+                        }
+                    }
                     Some(t) => {
                         let day = Day {
                             day: DayRef::Date(new_day),
@@ -317,6 +342,29 @@ mod tests {
         assert!(free.say.starts_with("Yes, you're free"), "{}", free.say);
         let moved = run(&CalendarWrite, &env, "move the haircut to 12");
         assert!(moved.say.contains("at 12:00 PM"), "{}", moved.say);
+        // An hour without am/pm is the one nearest the event's own time.
+        run(
+            &CalendarWrite,
+            &env,
+            "put dinner with Alex in my diary for next Thursday at 7pm",
+        );
+        let moved = run(&CalendarWrite, &env, "move dinner with alex to 8");
+        assert!(moved.say.contains("at 8:00 PM"), "{}", moved.say);
+        run(
+            &CalendarWrite,
+            &env,
+            "put breakfast with Kim in my diary for next Thursday at 8am",
+        );
+        let moved = run(&CalendarWrite, &env, "move breakfast with kim to 9");
+        assert!(moved.say.contains("at 9:00 AM"), "{}", moved.say);
+        run(&CalendarWrite, &env, "cancel breakfast with kim");
+        let asked = run(&CalendarRead, &env, "do I have anything on next Thursday");
+        assert!(
+            asked.say.starts_with("Yes,") && asked.say.contains("Dinner with Alex at 8:00 PM"),
+            "{}",
+            asked.say
+        );
+        run(&CalendarWrite, &env, "cancel dinner with alex");
         let busy = run(&CalendarRead, &env, "am I free next Thursday afternoon");
         assert!(
             busy.say.starts_with("No,") && busy.say.contains("Haircut"),
