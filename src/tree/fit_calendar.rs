@@ -133,9 +133,9 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
     let add = rx!(&format!(
         r"^(?:put|add|pop|stick|write|pencil|book|schedule|enter)(?: in)? (.+?) (?:in|into|on|to|onto) (?:my|the|our) {BOOK}((?: .*)?)$"
     ));
-    let loose = rx!(&format!(
+    let loose = rx!(
         r"^(?:schedule|book|pencil in|arrange|set up|plan|create|add|put in|put down|make)(?: (?:me|us))? ((?:(?:a|an|the|my|our) )?.+?)((?: (?:on|at|for|from|the|this|next|QDAY|QTIME))+)$"
-    ));
+    );
     let c = match add.captures(&ph) {
         Some(c) => Some(c),
         // "schedule a dentist appointment next tuesday at 10:30", "book
