@@ -76,6 +76,9 @@ pub struct TimeFrame {
     pub at: Option<TimeOfDay>,
     /// "take two minutes off": the extra time is negative.
     pub subtract: bool,
+    /// A date said inside the label ("cancel saturday's alarm", "the alarm
+    /// for tomorrow").
+    pub on: Option<NaiveDate>,
 }
 
 impl TimeFrame {
@@ -93,6 +96,7 @@ impl TimeFrame {
             due: None,
             at: None,
             subtract: false,
+            on: None,
         }
     }
 }
@@ -209,7 +213,10 @@ pub fn frame(intent: &str, t: &str, now: NaiveDateTime) -> Result<TimeFrame, &'s
     if is_negated(t) {
         return Err("negated");
     }
-    let said = read(t, now.date());
+    // "tomorrow's alarm", "saturday's alarm": the day, said as an owner.
+    let t = rx!(r"(?i)\b(today|tomorrow|tonight|monday|tuesday|wednesday|thursday|friday|saturday|sunday)'s\b")
+        .replace_all(t, "$1");
+    let said = read(&t, now.date());
     match intent {
         "timer_set" => timer_set(&said),
         "alarm_set" => alarm_set(&said, now),
@@ -604,7 +611,7 @@ fn timer_extend(s: &Said) -> Result<TimeFrame, &'static str> {
 fn timer_cancel(s: &Said) -> Result<TimeFrame, &'static str> {
     let p = s.ph.as_str();
     let shapes = [rx!(
-        r"^(?:cancel|stop|delete|remove|clear|kill|end|turn off|switch off|shut off|disable|get rid of|scrap|drop|abort|dismiss|silence|forget|forget about|never ?mind|call off|scratch|undo|turn|switch)(?: the| my| that| this| your)?(?: (?P<l>[a-z' ]*?(?:QTIME|QDAY)?[a-z' ]*?))?\s*\b(?P<k>timer|alarm|reminder)(?P<post>(?: (?:for|to|about|called|named|at|on|that|which|i set|set for|off)(?: [a-z']+| QTIME| QDAY| QDUR)*)?)$"
+        r"^(?:cancel|stop|delete|remove|clear|kill|end|turn off|switch off|shut off|disable|get rid of|scrap|drop|abort|dismiss|silence|forget|forget about|never ?mind|call off|scratch|undo|turn|switch)(?: the| my| that| this| your)?(?: (?P<l>[a-z' ]*?(?:QTIME|QDAY)?[a-z' ]*?))?\s*\b(?P<k>timer|alarm|reminder)(?P<post>(?: (?:for|to|about|called|named|at|on|that|which|i set|set for|off)(?: [a-z']+| QTIME| QDAY| QDUR)*| QDAY(?: off)?)?)$"
     )];
     let Some(c) = shapes.iter().find_map(|r| r.captures(p)) else {
         return Err("no words of cancelling a timer");
@@ -639,8 +646,15 @@ fn timer_cancel(s: &Said) -> Result<TimeFrame, &'static str> {
         .clone()
         .and_then(Result::ok)
         .filter(|_| words.contains("QTIME"));
+    f.on = match s.day.as_ref() {
+        Some(Ok(Day {
+            day: when::DayRef::Date(d),
+            ..
+        })) if words.contains("QDAY") => Some(*d),
+        _ => None,
+    };
     let words =
-        rx!(r"\b(?:QTIME|QDAY|QDUR|at|on|for|the|my|tomorrow|today)\b").replace_all(&words, " ");
+        rx!(r"\b(?:QTIME|QDAY|QDUR|at|on|for|the|my|tomorrow|today|'s)\b").replace_all(&words, " ");
     f.label = name_or_none(Some(
         words
             .split_whitespace()
@@ -880,6 +894,14 @@ mod tests {
         assert_eq!(fr.kind, Some("timer"));
         let fr = f("timer_cancel", "cancel the reminder to call mum").unwrap();
         assert_eq!(fr.label, "call mum");
+        let fr = f("timer_cancel", "turn off the alarm for saturday").unwrap();
+        assert_eq!(fr.on, NaiveDate::from_ymd_opt(2026, 12, 5));
+        assert_eq!(fr.label, "");
+        for text in ["cancel tomorrow's alarm", "cancel the alarm on thursday"] {
+            let fr = f("timer_cancel", text).unwrap();
+            assert_eq!(fr.on, NaiveDate::from_ymd_opt(2026, 12, 3), "{text}");
+            assert_eq!(fr.label, "", "{text}");
+        }
         let fr = f("timer_cancel", "cancel my 7am alarm").unwrap();
         assert_eq!(
             fr.at,

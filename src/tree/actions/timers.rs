@@ -450,6 +450,14 @@ impl Action for TimerRemaining {
 }
 
 /// "Which one: rice or pasta?"
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
 fn which(found: &[Timer]) -> ActionOutput {
     let names: Vec<String> = found.iter().map(name_of).collect();
     ActionOutput::failed(format!("Which one: {}?", names.join(" or ")))
@@ -551,14 +559,32 @@ impl Action for TimerCancel {
         if let Some(at) = f.at {
             found.retain(|t| at_time(t, at));
         }
+        if let Some(day) = f.on {
+            // That day's one; a repeating alarm is not cancelled for one
+            // day's sake (it is listed, and asked about, below).
+            let that_day: Vec<Timer> = found
+                .iter()
+                .filter(|t| t.due.date_naive() == day)
+                .cloned()
+                .collect();
+            if let Some(r) = that_day.iter().find(|t| t.repeat.is_some()) {
+                return Ok(ActionOutput::failed(format!(
+                    "{} repeats, so I can't cancel just that day. To cancel it for good, say: cancel the {} alarm.",
+                    capitalised(&name_of(r)),
+                    say_time(r.due.naive_local().time())
+                )));
+            }
+            found = that_day;
+        }
         let target = match found.as_slice() {
-            [] if f.label.is_empty() && f.at.is_none() => {
+            [] if f.label.is_empty() && f.at.is_none() && f.on.is_none() => {
                 return Ok(ActionOutput::failed(none_of(Some(kind))))
             }
             [] => {
-                let what = match f.at {
-                    Some(at) => format!("{} at {}", kind_word(kind), say_time(at.am())),
-                    None => format!("{} {}", f.label, kind_word(kind)),
+                let what = match (f.at, f.on) {
+                    (Some(at), _) => format!("{} at {}", kind_word(kind), say_time(at.am())),
+                    (None, Some(day)) => format!("{} on {}", kind_word(kind), day.format("%A")),
+                    (None, None) => format!("{} {}", f.label, kind_word(kind)),
                 };
                 return Ok(ActionOutput::failed(format!("You have no {what}.")));
             }
@@ -802,5 +828,44 @@ mod tests {
         assert!(timers.list(None).unwrap().is_empty());
         let out = run(&TimerSnooze, "snooze", &env);
         assert_eq!(out.say, "Nothing is ringing right now.");
+    }
+
+    #[test]
+    fn an_alarm_is_cancelled_by_its_day() {
+        let (_dir, env, timers) = env();
+        let day = |n: i64| chrono::Local::now().date_naive() + chrono::Duration::days(n);
+        let name = |n: i64| day(n).format("%A").to_string().to_lowercase();
+        run(&AlarmSet, "set an alarm for 6am every day", &env);
+        run(
+            &AlarmSet,
+            &format!("set an alarm for 8:15 am on {}", name(3)),
+            &env,
+        );
+        run(
+            &AlarmSet,
+            &format!("set an alarm for 9:30 am on {}", name(4)),
+            &env,
+        );
+        assert_eq!(timers.list(None).unwrap().len(), 3);
+        let out = run(&TimerCancel, &format!("turn off {}'s alarm", name(3)), &env);
+        assert_eq!(out.say, "Cancelled your 8:15 AM alarm.", "{}", out.say);
+        // The daily one is next due today or tomorrow, but is not cancelled
+        // for one day.
+        let daily = timers.list(None).unwrap();
+        let daily = daily.iter().find(|t| t.repeat.is_some()).unwrap();
+        let which_day = if daily.due.date_naive() == day(0) {
+            "today"
+        } else {
+            "tomorrow"
+        };
+        let out = run(&TimerCancel, &format!("cancel {which_day}'s alarm"), &env);
+        assert!(!out.ok && out.say.contains("repeats"), "{}", out.say);
+        let out = run(
+            &TimerCancel,
+            &format!("cancel the alarm on {}", name(5)),
+            &env,
+        );
+        assert!(out.say.starts_with("You have no alarm on"), "{}", out.say);
+        assert_eq!(timers.list(None).unwrap().len(), 2);
     }
 }
