@@ -509,13 +509,10 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
         rx!(
             r"^how long (?:has|does|is) (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer) (?:got(?: left)?|left)$"
         ),
-        // "how much longer on the laundry", "how much longer"
+        // "how much longer on the laundry timer", "how much longer"; without
+        // "timer" a name could be anything ("how much longer on the bus").
         rx!(
-            r"^how much longer(?: (?:is left|left|to go|is there))?(?: (?:on|for) (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer)?)?$"
-        ),
-        // "how long until the pasta is done" (a timer by that name)
-        rx!(
-            r"^how long (?:until|till|til|before|'til) (?:the|my) (?P<l>[a-z' ]*?) (?:is|are) (?:done|ready|finished|up)$"
+            r"^how much longer(?: (?:is left|left|to go|is there))?(?: (?:on|for) (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer))?$"
         ),
     ];
     let Some(c) = shapes.iter().find_map(|r| r.captures(p)) else {
@@ -872,12 +869,15 @@ mod tests {
         let fr = f("timer_remaining", "how much time is left on the rice timer").unwrap();
         assert_eq!(fr.label, "rice");
         assert!(fits("timer_remaining", "how long is left"));
-        let fr = f("timer_remaining", "how much longer on the laundry").unwrap();
+        let fr = f("timer_remaining", "how much longer on the laundry timer").unwrap();
         assert_eq!(fr.label, "laundry");
-        let fr = f("timer_remaining", "how long until the pasta is done").unwrap();
-        assert_eq!(fr.label, "pasta");
         assert!(fits("timer_remaining", "how much longer"));
         assert!(!fits("timer_remaining", "how much longer is this movie"));
+        assert!(!fits("timer_remaining", "how much longer on the bus"));
+        assert!(!fits(
+            "timer_remaining",
+            "how long until the chicken is done"
+        ));
         assert!(!fits("timer_remaining", "how long does rice take"));
         assert!(!fits(
             "timer_remaining",
