@@ -144,7 +144,15 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
         None => loose.captures(&ph).filter(|c| {
             let title = &c[1];
             let generic = rx!(r"^(?:add|put in|put down|make) ").is_match(&ph);
-            rx!(&format!(r"\b{EVENT}s?\b")).is_match(title)
+            // "book a flight to paris", "book a table": a booking earshot
+            // can't make, not an entry; "book lunch with priya" is one.
+            let booking = ph.starts_with("book ") && !rx!(r"\bwith\b").is_match(title);
+            // "make dinner at 7" is cooking; "make an appointment" is not.
+            let cooking = ph.starts_with("make ")
+                && !rx!(r"\b(?:appointment|appt|meeting|call|reservation)s?\b").is_match(title);
+            !booking
+                && !cooking
+                && rx!(&format!(r"\b{EVENT}s?\b")).is_match(title)
                 && (c[2].contains("QDAY") || c[2].contains("QTIME"))
                 && !rx!(r"\b(?:timers?|alarms?|reminders?|list|todo|to-do)\b").is_match(title)
                 // "add call mum at 5" is a to-do; "add a meeting…" is not.
@@ -341,6 +349,10 @@ mod tests {
             "Team Sync"
         );
         assert_eq!(
+            add("make a doctor's appointment for Monday at 9:30").0,
+            "doctor's appointment"
+        );
+        assert_eq!(
             add("put dinner with Alex in the calendar for Friday at 7pm").0,
             "dinner with Alex"
         );
@@ -351,6 +363,9 @@ mod tests {
             "make a timer for 5 minutes",
             "set up the printer tomorrow",
             "add a meeting with bob",
+            "book a flight to paris on friday",
+            "book a haircut for friday at 3",
+            "make dinner at 7",
         ] {
             assert!(
                 !matches!(frame(s, now()), Some(CalendarFrame::Add { .. })),
