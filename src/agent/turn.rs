@@ -189,18 +189,26 @@ pub fn run_turn(
 
     // Recall before routing; failures are logged and ignored (R-MEM).
     let recall_started = Instant::now();
-    let memory_block =
-        services
-            .recall
-            .as_ref()
-            .and_then(|recall| match recall.recall_block(&user_id, &text) {
-                Ok(block) => block,
-                Err(e) => {
-                    tracing::warn!(error = %e, "memory recall failed; continuing without memories");
-                    None
-                }
-            });
+    let recalled = services
+        .recall
+        .as_ref()
+        .map(|recall| match recall.recall(&user_id, &text) {
+            Ok(recalled) => recalled,
+            Err(e) => {
+                tracing::warn!(error = %e, "memory recall failed; continuing without memories");
+                Default::default()
+            }
+        })
+        .unwrap_or_default();
     record.stage("recall", recall_started);
+    // The turn log's `memories_json` (lifted from `extra.memories`): the
+    // memories in the block every LLM request of this turn carries.
+    if recalled.block.is_some() {
+        record
+            .extra
+            .insert("memories".into(), recalled.log_entries());
+    }
+    let memory_block = recalled.block;
 
     let mut ctx = TurnContext {
         services,

@@ -111,6 +111,44 @@ impl MemoryConfig {
 /// the user's text, or `None` when nothing relevant is kept.
 pub trait Recall: Send + Sync {
     fn recall_block(&self, user_id: &str, text: &str) -> anyhow::Result<Option<String>>;
+
+    /// The block and the memories in it, for the turn log (R-OBS: every
+    /// turn's row names the memories sent, with their scores). The default
+    /// knows only the block.
+    fn recall(&self, user_id: &str, text: &str) -> anyhow::Result<Recalled> {
+        Ok(Recalled {
+            block: self.recall_block(user_id, text)?,
+            memories: Vec::new(),
+        })
+    }
+}
+
+/// What recall handed to the turn: the block prepended to the user's text
+/// and the memories it holds, in block order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recalled {
+    pub block: Option<String>,
+    pub memories: Vec<ScoredMemory>,
+}
+
+impl Recalled {
+    /// The turn log's `memories` entries: id, text and the score breakdown.
+    pub fn log_entries(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.memories
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "id": m.item.id,
+                        "text": m.item.text,
+                        "created_at": m.item.created_at,
+                        "semantic": m.semantic,
+                        "bm25": m.bm25,
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 /// What [`Memory::remember`] did.
@@ -464,8 +502,15 @@ impl Memory {
 
 impl Recall for Memory {
     fn recall_block(&self, user_id: &str, text: &str) -> Result<Option<String>> {
-        let kept = self.recall(user_id, text)?;
-        Ok(format_block(&kept, self.config.max_block_chars))
+        Ok(Recall::recall(self, user_id, text)?.block)
+    }
+
+    fn recall(&self, user_id: &str, text: &str) -> Result<Recalled> {
+        let kept = Memory::recall(self, user_id, text)?;
+        Ok(Recalled {
+            block: format_block(&kept, self.config.max_block_chars),
+            memories: kept,
+        })
     }
 }
 
