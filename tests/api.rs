@@ -1288,3 +1288,78 @@ fn the_unit_sets_a_descriptor_limit() {
     let cap = earshot::api::ApiConfig::default().max_connections as u64;
     assert!(limit >= 4096 && limit >= 16 * cap, "LimitNOFILE={limit}");
 }
+
+/// A tree whose LLM answer goes through `execute_tags` (no classify node,
+/// so no model is needed).
+const TAGS_TREE: &str = r#"{"version":"t","entry":"start","nodes":{
+    "start":{"type":"entry","next":"llm"},
+    "llm":{"type":"llm_stream","prompt":"simple","next":"tags"},
+    "tags":{"type":"execute_tags","on_changes":"done","on_no_changes":"done"},
+    "done":{"type":"end"}}}"#;
+
+#[test]
+fn stream_keeps_action_tags_out_of_content_frames() {
+    // The tag arrives cut in three pieces.
+    let llm = TestServer::start(|req: &Request| {
+        if req.json()["stream"] == json!(true) {
+            let chunks = openai_stream_chunks(
+                MODEL,
+                &[
+                    "Sure, I added it [",
+                    "[todo",
+                    ".add: buy fl",
+                    "our]]. Done!",
+                ],
+            );
+            let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            Reply::sse(&refs)
+        } else {
+            Reply::json(200, &openai_completion(MODEL, "simple"))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree.json");
+    std::fs::write(&tree, TAGS_TREE).unwrap();
+    let config = format!("[tree]\nfile = {:?}\n", tree.display().to_string());
+    let serve = Serve::start(&llm, &config, &[("EARSHOT_MODE", "tree")], "127.0.0.1:0");
+    let (status, _, items) = post_stream(
+        &serve.url("/api/chat/stream"),
+        r#"{"text":"put flour on my list"}"#,
+    );
+    assert_eq!(status, 200);
+    let frames: Vec<&Value> = items
+        .iter()
+        .filter_map(|i| match i {
+            Sse::Data(v, _) => Some(v),
+            _ => None,
+        })
+        .collect();
+    let content: Vec<&str> = frames
+        .iter()
+        .filter(|f| f["type"] == "content")
+        .map(|f| f["data"].as_str().unwrap())
+        .collect();
+    assert!(content.iter().all(|c| !c.contains('[')), "{content:?}");
+    assert_eq!(content.concat(), "Sure, I added it. Done!");
+    let done = frames.last().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["response"], "Sure, I added it. Done!");
+    // The tag ran, and the prompt said which tags exist.
+    assert!(done["actions"].to_string().contains("todo_add"), "{done}");
+    let system = llm
+        .requests()
+        .iter()
+        .find(|r| r.json()["stream"] == json!(true))
+        .map(|r| {
+            r.json()["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .unwrap();
+    assert!(system.contains("[[todo.add: ITEM]]"), "{system}");
+    assert!(
+        system.lines().last().unwrap().starts_with("Now:"),
+        "{system}"
+    );
+}

@@ -152,8 +152,19 @@ impl Host for TurnHost<'_, '_> {
     fn llm_stream(
         &mut self,
         prompt: &str,
+        tags: bool,
         sink: &mut dyn EventSink,
     ) -> Result<LlmAnswer, HostError> {
+        // The tree applies this answer's tags: its prompt says which exist.
+        self.ctx.tag_rules = tags.then(crate::tree::tags::prompt_rules);
+        let answer = self.answer(prompt, sink);
+        self.ctx.tag_rules = None;
+        answer
+    }
+}
+
+impl TurnHost<'_, '_> {
+    fn answer(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
         let to_answer = |a: NodeAnswer| LlmAnswer {
             text: a.text,
             model: a.model,

@@ -318,6 +318,7 @@ mod tests {
             conversation_id: None,
             text: "what is 6 times 7".into(),
             memory_block: None,
+            tag_rules: None,
             history: Vec::new(),
             record: TurnRecord::new("text", "what is 6 times 7"),
             effects: Default::default(),

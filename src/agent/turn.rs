@@ -56,6 +56,10 @@ pub struct TurnContext<'a> {
     /// The user's text (without the memory block).
     pub text: String,
     pub memory_block: Option<String>,
+    /// The action tags the model may write (set while an intent-tree
+    /// `llm_stream` node whose answer goes through `execute_tags` runs);
+    /// added to the system prompt before its "Now:" line.
+    pub tag_rules: Option<String>,
     /// The last turns of this conversation, oldest first.
     pub history: Vec<ChatMessage>,
     pub record: TurnRecord,
@@ -216,6 +220,7 @@ pub fn run_turn(
         conversation_id: input.conversation_id,
         text: text.clone(),
         memory_block,
+        tag_rules: None,
         history,
         record,
         effects: TurnEffects::default(),
