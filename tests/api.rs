@@ -160,6 +160,20 @@ fn get_json(url: &str, token: Option<&str>) -> (u16, Value) {
     )
 }
 
+fn patch_json(url: &str, body: &str) -> (u16, Value) {
+    let mut resp = agent()
+        .patch(url)
+        .header("Content-Type", "application/json")
+        .send(body)
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")),
+    )
+}
+
 fn error_of(v: &Value) -> &str {
     v["error"]
         .as_str()
@@ -366,8 +380,49 @@ fn chat_conversations_and_every_error() {
         ("assistant".into(), "Hello there, friend.".into())
     );
 
-    // Errors: each a 4xx with a JSON sentence.
+    // The mode of one conversation (seed 004): set, shown, cleared.
+    let one_url = serve.url(&format!("/api/conversations/{id}"));
+    let (status, v) = patch_json(&one_url, r#"{"mode": "tree"}"#);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["conversation"]["mode"], "tree");
+    assert_eq!(get_json(&one_url, None).1["conversation"]["mode"], "tree");
+    let (status, v) = patch_json(&one_url, r#"{"mode": null}"#);
+    assert_eq!((status, &v["conversation"]["mode"]), (200, &Value::Null));
+    for (body, want_status, want) in [
+        (r#"{"mode": "trees"}"#, 400, "tree"),
+        (r#"{"mode": 1}"#, 400, "must be"),
+        ("{}", 400, "missing field \"mode\""),
+    ] {
+        let (status, v) = patch_json(&one_url, body);
+        assert_eq!(status, want_status, "{body} → {v}");
+        assert!(error_of(&v).contains(want), "{body} → {v}");
+    }
+    let (status, v) = patch_json(
+        &serve.url("/api/conversations/99999"),
+        r#"{"mode": "tree"}"#,
+    );
+    assert_eq!(status, 404, "{v}");
+    let resp = agent().delete(&one_url).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    assert_eq!(resp.headers().get("allow").unwrap(), "GET, PATCH");
+
+    // A conversation that does not exist: the turn starts a new one on the
+    // router graph (seed 004's fail-open), with a warning in the log.
     let chat = serve.url("/api/chat");
+    let (status, v) = post_json(&chat, r#"{"text": "hi", "conversation_id": 99999}"#, None);
+    assert_eq!(status, 200, "{v}");
+    let new = v["conversation_id"].as_i64().unwrap();
+    assert!(new != 99999 && new != id, "{v}");
+    assert!(
+        serve
+            .output
+            .lock()
+            .unwrap()
+            .contains("conversation not found"),
+        "no warning logged"
+    );
+
+    // Errors: each a 4xx with a JSON sentence.
     let cases: &[(&str, u16, &str)] = &[
         (r#"{"conversation_id": 1}"#, 400, "missing field \"text\""),
         (r#"{"text": 42}"#, 400, "must be a string, not a number"),
@@ -386,11 +441,6 @@ fn chat_conversations_and_every_error() {
         (r#"{"text": "hi""#, 400, "not valid JSON"),
         (r#"["text"]"#, 400, "must be a JSON object"),
         ("", 400, "empty"),
-        (
-            r#"{"text": "hi", "conversation_id": 99999}"#,
-            404,
-            "does not exist",
-        ),
     ];
     for (body, want_status, want_text) in cases {
         let (status, v) = post_json(&chat, body, None);

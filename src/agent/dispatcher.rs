@@ -58,6 +58,10 @@ impl From<DispatchError> for HostError {
 /// config default. An unresolvable mode falls back to `graph`.
 pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
     let default = ctx.services.settings.mode.name();
+    if ctx.missing_conversation.is_some() {
+        // The turn already warned and noted it: a new conversation, graph.
+        return "graph";
+    }
     let mode = match ctx.conversation_id {
         Some(id) => match ctx.services.store.conversation(id) {
             Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),

@@ -53,6 +53,9 @@ pub struct TurnContext<'a> {
     pub services: &'a Services,
     pub user_id: String,
     pub conversation_id: Option<i64>,
+    /// The conversation the input named that does not exist: this turn
+    /// starts a new one (`conversation_id` is `None`) on the router graph.
+    pub missing_conversation: Option<i64>,
     /// The user's text (without the memory block).
     pub text: String,
     pub memory_block: Option<String>,
@@ -157,7 +160,11 @@ pub fn run_turn(
         );
     }
 
-    // The conversation must exist when one is named.
+    // A named conversation that does not exist is not an error (seed 004's
+    // dispatcher): the turn starts a new conversation on the router graph,
+    // logs a warning and names the new id in `done`.
+    let mut conversation_id = input.conversation_id;
+    let mut missing_conversation = None;
     let history = match input.conversation_id {
         Some(id) => match services.store.conversation(id) {
             Ok(Some(_)) => {
@@ -174,19 +181,35 @@ pub fn run_turn(
                         })
                         .collect(),
                     Err(e) => {
-                        return fail(&mut record, sink, None, format!("I couldn't read this conversation: {e}"))
+                        return fail(
+                            &mut record,
+                            sink,
+                            None,
+                            format!("I couldn't read this conversation: {e}"),
+                        )
                     }
                 }
             }
             Ok(None) => {
+                tracing::warn!(
+                    conversation = id,
+                    "conversation not found; starting a new one on the router graph"
+                );
+                record.note(format!(
+                    "conversation {id} not found; started a new one on the router graph"
+                ));
+                conversation_id = None;
+                missing_conversation = Some(id);
+                Vec::new()
+            }
+            Err(e) => {
                 return fail(
                     &mut record,
                     sink,
                     None,
-                    format!("Conversation {id} does not exist; leave out --conversation to start a new one."),
+                    format!("I couldn't open the database: {e}"),
                 )
             }
-            Err(e) => return fail(&mut record, sink, None, format!("I couldn't open the database: {e}")),
         },
         None => Vec::new(),
     };
@@ -217,7 +240,8 @@ pub fn run_turn(
     let mut ctx = TurnContext {
         services,
         user_id: user_id.clone(),
-        conversation_id: input.conversation_id,
+        conversation_id,
+        missing_conversation,
         text: text.clone(),
         memory_block,
         tag_rules: None,
@@ -232,15 +256,10 @@ pub fn run_turn(
     let effects = ctx.effects;
     let answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return fail(&mut record, sink, input.conversation_id, e.to_string()),
+        Err(e) => return fail(&mut record, sink, conversation_id, e.to_string()),
     };
     if cancel.is_cancelled() {
-        return fail(
-            &mut record,
-            sink,
-            input.conversation_id,
-            "Okay, stopped.".into(),
-        );
+        return fail(&mut record, sink, conversation_id, "Okay, stopped.".into());
     }
     let response = cleanup::for_speech(&answer.text);
     let response = if response.is_empty() {
@@ -261,7 +280,7 @@ pub fn run_turn(
     let jobs = after_turn_jobs(&user_id, &text);
     let saved = services.store.save_turn(&SaveTurn {
         user_id: &user_id,
-        conversation_id: input.conversation_id,
+        conversation_id,
         user_text: &text,
         answer: &response,
         record: &record,
@@ -275,7 +294,7 @@ pub fn run_turn(
             return fail(
                 &mut record,
                 sink,
-                input.conversation_id,
+                conversation_id,
                 format!("I answered but couldn't save it: {e}"),
             );
         }

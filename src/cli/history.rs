@@ -35,6 +35,14 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
             if json {
                 super::print_json(&json!({"conversation": conversation, "messages": messages}));
             } else {
+                println!(
+                    "conversation {id}: {} · mode {}",
+                    conversation.title.as_deref().unwrap_or("(untitled)"),
+                    match &conversation.mode {
+                        Some(mode) => mode.clone(),
+                        None => format!("{} (the default)", loaded.config.mode.name()),
+                    }
+                );
                 for m in messages {
                     println!("[{}] {}: {}", m.timestamp, m.role, m.content);
                 }
