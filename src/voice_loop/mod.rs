@@ -755,7 +755,10 @@ impl VoiceLoop {
         let level = self
             .device_state("volume")
             .and_then(|v| v.trim().parse::<f32>().ok())
-            .map(|v| (v / 100.0).clamp(0.0, 1.0))
+            // A 0 stored by an older build is the floor, never silence.
+            .map(|v| {
+                (v / 100.0).clamp(crate::tree::actions::device::MIN_VOLUME as f32 / 100.0, 1.0)
+            })
             .unwrap_or(1.0);
         self.speaker.set_volume(level * self.volume);
     }
