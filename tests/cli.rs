@@ -1034,10 +1034,21 @@ fn the_mode_is_set_per_conversation_and_a_missing_one_starts_anew_on_the_graph()
         json_lines(&stdout(out)).last().unwrap().clone()
     };
     // --mode without --conversation: a new conversation already in it.
-    let first = done(&chat(&["first", "--mode", "tree", "--json"]));
+    let said = "please remind me to water the tomatoes before the heatwave arrives on Saturday";
+    let first = done(&chat(&[said, "--mode", "tree", "--json"]));
     let conv = first["conversation_id"].as_i64().unwrap();
     assert_eq!(last_turn(dir.path()).1, "tree");
     let c = conv.to_string();
+    // Before any summary, `history` shows the first words, not "(untitled)".
+    let want = "\"please remind me to water the tomatoes before the heatwave…\"";
+    let listed = stdout(&run(earshot(dir.path()).args(["history"])));
+    assert!(listed.trim_end().ends_with(want), "{listed}");
+    let v: Value = serde_json::from_str(&stdout(&run(
+        earshot(dir.path()).args(["history", "--json"])
+    )))
+    .unwrap();
+    assert_eq!(v[0]["preview"], want.trim_matches('"'));
+    assert_eq!(v[0]["title"], Value::Null);
     let v: Value = serde_json::from_str(&stdout(&run(
         earshot(dir.path()).args(["history", &c, "--json"])
     )))

@@ -22,7 +22,7 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
                         c.id,
                         c.updated_at,
                         c.messages,
-                        c.title.as_deref().unwrap_or("(untitled)")
+                        listed_as(&c)
                     );
                 }
             }
@@ -37,7 +37,7 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
             } else {
                 println!(
                     "conversation {id}: {} · mode {}",
-                    conversation.title.as_deref().unwrap_or("(untitled)"),
+                    listed_as(&conversation),
                     match &conversation.mode {
                         Some(mode) => mode.clone(),
                         None => format!("{} (the default)", loaded.config.mode.name()),
@@ -50,4 +50,14 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Its title once the summary exists; before that the first words of its
+/// first message, quoted; "(untitled)" for a conversation with none.
+fn listed_as(c: &crate::store::Conversation) -> String {
+    match (&c.title, &c.preview) {
+        (Some(title), _) => title.clone(),
+        (None, Some(preview)) => format!("\"{preview}\""),
+        (None, None) => "(untitled)".into(),
+    }
 }
