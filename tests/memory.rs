@@ -605,3 +605,60 @@ fn memory_add_on_a_full_disk_names_the_disk_not_a_turn() {
     assert!(!line.contains("turn"), "{line}");
     assert!(memory.list("user-1").unwrap().is_empty());
 }
+
+/// With no LLM, a statement about the same thing supersedes the older one
+/// (kept as history, not recalled); the real MiniLM decides closeness.
+#[test]
+fn a_statement_about_the_same_thing_supersedes_without_an_llm() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = services(dir.path(), "http://127.0.0.1:9");
+    let memory = s.memory.clone().unwrap();
+    let must = [
+        ("my car is on level 3", "my car is parked on level 5"),
+        ("I live in Porto", "I live in Lisbon"),
+        ("my locker number is 12", "my locker number is 31"),
+        (
+            "the meeting with Ana is on Monday",
+            "the meeting with Ana is on Friday at 3pm",
+        ),
+        ("I work at Siemens", "I work at Bosch"),
+    ];
+    let must_not = [
+        ("my car is blue", "my car is parked on level 5"),
+        ("I am allergic to peanuts", "I am a teacher"),
+        ("my sister lives in Lisbon", "my brother lives in Lisbon"),
+        ("I like jazz", "I like rock"),
+        ("my mother is a nurse", "my mother is 64"),
+        ("my birthday is in May", "my wife's birthday is in May"),
+    ];
+    for (i, (old, new)) in must.iter().enumerate() {
+        let user = format!("must-{i}");
+        let first = memory.remember(&user, old).unwrap();
+        let second = memory.remember(&user, new).unwrap();
+        assert_eq!(second.superseded.as_deref(), Some(*old), "{old} → {new}");
+        assert_eq!(second.item.id, first.item.id);
+        let texts: Vec<String> = memory
+            .list(&user)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, [*new], "{old} → {new}");
+        assert_eq!(memory.history(first.item.id).unwrap(), [*old]);
+    }
+    for (i, (old, new)) in must_not.iter().enumerate() {
+        let user = format!("must-not-{i}");
+        memory.remember(&user, old).unwrap();
+        let second = memory.remember(&user, new).unwrap();
+        assert_eq!(second.superseded, None, "{old} → {new}");
+        assert_eq!(memory.list(&user).unwrap().len(), 2, "{old} → {new}");
+    }
+    // Recall says the new fact only.
+    let block = earshot::memory::Recall::recall_block(&*memory, "must-0", "where is my car parked")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        block.contains("level 5") && !block.contains("level 3"),
+        "{block}"
+    );
+}
