@@ -1342,13 +1342,15 @@ fn the_unit_sets_a_descriptor_limit() {
 /// A tree whose LLM answer goes through `execute_tags` (no classify node,
 /// so no model is needed).
 const TAGS_TREE: &str = r#"{"version":"t","entry":"start","nodes":{
-    "start":{"type":"entry","next":"llm"},
+    "start":{"type":"entry","next":"light"},
+    "light":{"type":"publish_event","event":"listening","data":{"heard":"{text}"},"next":"llm"},
     "llm":{"type":"llm_stream","prompt":"simple","next":"tags"},
     "tags":{"type":"execute_tags","on_changes":"done","on_no_changes":"done"},
     "done":{"type":"end"}}}"#;
 
 #[test]
-fn stream_keeps_action_tags_out_of_content_frames() {
+fn stream_keeps_action_tags_out_of_content_frames_and_carries_tree_events() {
+    use std::io::Write;
     // The tag arrives cut in three pieces.
     let llm = TestServer::start(|req: &Request| {
         if req.json()["stream"] == json!(true) {
@@ -1370,8 +1372,29 @@ fn stream_keeps_action_tags_out_of_content_frames() {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree.json");
     std::fs::write(&tree, TAGS_TREE).unwrap();
-    let config = format!("[tree]\nfile = {:?}\n", tree.display().to_string());
+    let config = format!(
+        "[api]\nkeepalive_secs = 1\n[tree]\nfile = {:?}\n",
+        tree.display().to_string()
+    );
     let serve = Serve::start(&llm, &config, &[("EARSHOT_MODE", "tree")], "127.0.0.1:0");
+    // A companion app listening on the device's event stream.
+    let mut events = std::net::TcpStream::connect(addr_of(&serve)).unwrap();
+    events
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = String::new();
+    let mut read_until = |needle: &str, seen: &mut String| {
+        let mut buf = [0u8; 4096];
+        while !seen.contains(needle) {
+            let n = events.read(&mut buf).unwrap_or(0);
+            assert!(n > 0, "stream ended before {needle:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until("text/event-stream", &mut seen);
     let (status, _, items) = post_stream(
         &serve.url("/api/chat/stream"),
         r#"{"text":"put flour on my list"}"#,
@@ -1412,4 +1435,25 @@ fn stream_keeps_action_tags_out_of_content_frames() {
         system.lines().last().unwrap().starts_with("Now:"),
         "{system}"
     );
+
+    // The tree's publish_event: a frame in the turn's stream, before its
+    // answer, and the same on GET /api/events.
+    let event = frames.iter().position(|f| f["type"] == "event").unwrap();
+    let first_content = frames.iter().position(|f| f["type"] == "content").unwrap();
+    assert!(event < first_content, "{frames:?}");
+    let f = frames[event];
+    assert_eq!(f["event"], "listening");
+    assert_eq!(f["data"], json!({"heard": "put flour on my list"}));
+    assert!(chrono::DateTime::parse_from_rfc3339(f["timestamp"].as_str().unwrap()).is_ok());
+    read_until("\"listening\"", &mut seen);
+    let pushed: Value = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|v| v["type"] == "event")
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(pushed["event"], "listening");
+    assert_eq!(pushed["data"], f["data"]);
+    assert_eq!(pushed["conversation_id"], Value::Null);
+    assert!(pushed["timestamp"].is_string(), "{pushed}");
 }

@@ -10,7 +10,7 @@
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
 //! | `GET /api/timers` | | `[{"id","kind","label","due","remaining_s","repeat"}]`, as `earshot timers list --json` |
-//! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event`) as they happen |
+//! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event` as `{"type":"event",…}`) as they happen |
 //!
 //! [`admit`] runs on the connection thread right after the header block
 //! is read and before any of the body: `Host`, `Origin`, route, method,
@@ -356,7 +356,9 @@ pub fn events(ctx: &Context, admitted: &Admitted, stream: &TcpStream) {
 
 /// What `GET /api/events` forwards: every timer event as the contract's
 /// `{"type":"timer","event","id","kind","label","due"}`, and the tree's
-/// `publish_event`s as `{"type":"tree","event","data","conversation_id"}`.
+/// `publish_event`s as the R-SSE frame `{"type":"event","event","data",
+/// "conversation_id","timestamp"}` (the same frame `/api/chat/stream` sends
+/// in the turn's stream).
 fn event_sources(services: &Services) -> Vec<sse::EventSource> {
     let mut sources = vec![sse::EventSource::new(
         services.timers.subscribe(),
@@ -364,7 +366,7 @@ fn event_sources(services: &Services) -> Vec<sse::EventSource> {
     )];
     if let Some(tree) = &services.tree {
         sources.push(sse::EventSource::new(tree.subscribe(), |p| {
-            json!({"type": "tree", "event": p.event, "data": p.data, "conversation_id": p.conversation_id})
+            p.to_event().to_frame().unwrap_or(Value::Null)
         }));
     }
     sources

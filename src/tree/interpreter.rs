@@ -740,6 +740,13 @@ pub fn walk(
                         .push(format!("dry run: event '{event}' not published"));
                 } else {
                     engine.publish(&published);
+                    // The turn's own stream carries it too (a companion
+                    // app on `/api/chat/stream` sees it in order).
+                    sink.emit(&Event::Published {
+                        event: published.event.clone(),
+                        data: published.data.clone(),
+                        conversation_id: published.conversation_id,
+                    });
                 }
                 w.out.events.push(published);
                 next.clone()
@@ -956,6 +963,15 @@ mod tests {
     fn entry_classify_action_set_state_phase_transition_publish_end() {
         let s = setup(&all_kinds(), true, 50);
         let events = s.engine.subscribe();
+        /// The voice loop's feedback seam, as a light would see it.
+        struct Lights(std::sync::Mutex<Vec<String>>);
+        impl crate::tree::engine::Feedback for Lights {
+            fn published(&self, event: &Published) {
+                self.0.lock().unwrap().push(event.event.clone());
+            }
+        }
+        let lights = std::sync::Arc::new(Lights(Default::default()));
+        s.engine.add_feedback(lights.clone());
         let (r, sink, host) = go(&s, "what time is it", "idle", false);
         let out = r.unwrap();
         assert_eq!(
@@ -988,6 +1004,17 @@ mod tests {
         let published = events.try_recv().unwrap();
         assert_eq!(published.event, "answered");
         assert_eq!(published.data, json!({"said": "what time is it"}));
+        assert_eq!(*lights.0.lock().unwrap(), ["answered"]);
+        // …and the turn's own stream carries it, before the answer's end.
+        assert!(
+            sink.events.contains(&Event::Published {
+                event: "answered".into(),
+                data: json!({"said": "what time is it"}),
+                conversation_id: None,
+            }),
+            "{:?}",
+            sink.events
+        );
         // R-SSE: thinking for the action, one content sentence.
         assert_eq!(
             sink.events[0],
