@@ -1376,7 +1376,15 @@ fn stream_keeps_action_tags_out_of_content_frames_and_carries_tree_events() {
         "[api]\nkeepalive_secs = 1\n[tree]\nfile = {:?}\n",
         tree.display().to_string()
     );
-    let serve = Serve::start(&llm, &config, &[("EARSHOT_MODE", "tree")], "127.0.0.1:0");
+    // No on-device models: this tree needs none, and loading them costs
+    // seconds at start-up.
+    let no_models = dir.path().to_str().unwrap();
+    let serve = Serve::start(
+        &llm,
+        &config,
+        &[("EARSHOT_MODE", "tree"), ("EARSHOT_MODELS_DIR", no_models)],
+        "127.0.0.1:0",
+    );
     // A companion app listening on the device's event stream.
     let mut events = std::net::TcpStream::connect(addr_of(&serve)).unwrap();
     events
