@@ -24,6 +24,16 @@ pub enum Event {
     Done(Done),
     /// The turn failed; `message` is a sentence a user understands.
     Error { message: String },
+    /// An intent-tree `publish_event` node fired (`{"type":"event",
+    /// "event","data","conversation_id"}`): for companion apps on
+    /// `/api/chat/stream` and `GET /api/events`, and the device's feedback
+    /// (lights, earcons) through `tree::engine::Feedback`.
+    #[serde(rename = "event")]
+    Published {
+        event: String,
+        data: Value,
+        conversation_id: Option<i64>,
+    },
 }
 
 /// The payload of the final `done` frame.

@@ -34,9 +34,14 @@ enum Command {
     /// Take one text turn (or a REPL with no TEXT), streaming the answer.
     Chat {
         text: Option<String>,
-        /// Continue this conversation.
+        /// Continue this conversation (one that does not exist: a new one,
+        /// on the router graph, with a warning).
         #[arg(long)]
         conversation: Option<i64>,
+        /// Set the conversation's mode from now on: tree or graph (with no
+        /// --conversation, a new conversation in that mode).
+        #[arg(long)]
+        mode: Option<String>,
         /// Print the R-SSE events, one JSON object per line.
         #[arg(long)]
         json: bool,
@@ -246,8 +251,9 @@ fn main() -> ExitCode {
         Command::Chat {
             text,
             conversation,
+            mode,
             json,
-        } => earshot::cli::chat::run(config, text, conversation, json),
+        } => earshot::cli::chat::run(config, text, conversation, mode.as_deref(), json),
         Command::Route { text, json } => {
             earshot::cli::route::run(config, &text, json).map(|_| true)
         }

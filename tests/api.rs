@@ -160,6 +160,20 @@ fn get_json(url: &str, token: Option<&str>) -> (u16, Value) {
     )
 }
 
+fn patch_json(url: &str, body: &str) -> (u16, Value) {
+    let mut resp = agent()
+        .patch(url)
+        .header("Content-Type", "application/json")
+        .send(body)
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")),
+    )
+}
+
 fn error_of(v: &Value) -> &str {
     v["error"]
         .as_str()
@@ -366,8 +380,49 @@ fn chat_conversations_and_every_error() {
         ("assistant".into(), "Hello there, friend.".into())
     );
 
-    // Errors: each a 4xx with a JSON sentence.
+    // The mode of one conversation (seed 004): set, shown, cleared.
+    let one_url = serve.url(&format!("/api/conversations/{id}"));
+    let (status, v) = patch_json(&one_url, r#"{"mode": "tree"}"#);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["conversation"]["mode"], "tree");
+    assert_eq!(get_json(&one_url, None).1["conversation"]["mode"], "tree");
+    let (status, v) = patch_json(&one_url, r#"{"mode": null}"#);
+    assert_eq!((status, &v["conversation"]["mode"]), (200, &Value::Null));
+    for (body, want_status, want) in [
+        (r#"{"mode": "trees"}"#, 400, "tree"),
+        (r#"{"mode": 1}"#, 400, "must be"),
+        ("{}", 400, "missing field \"mode\""),
+    ] {
+        let (status, v) = patch_json(&one_url, body);
+        assert_eq!(status, want_status, "{body} → {v}");
+        assert!(error_of(&v).contains(want), "{body} → {v}");
+    }
+    let (status, v) = patch_json(
+        &serve.url("/api/conversations/99999"),
+        r#"{"mode": "tree"}"#,
+    );
+    assert_eq!(status, 404, "{v}");
+    let resp = agent().delete(&one_url).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    assert_eq!(resp.headers().get("allow").unwrap(), "GET, PATCH");
+
+    // A conversation that does not exist: the turn starts a new one on the
+    // router graph (seed 004's fail-open), with a warning in the log.
     let chat = serve.url("/api/chat");
+    let (status, v) = post_json(&chat, r#"{"text": "hi", "conversation_id": 99999}"#, None);
+    assert_eq!(status, 200, "{v}");
+    let new = v["conversation_id"].as_i64().unwrap();
+    assert!(new != 99999 && new != id, "{v}");
+    assert!(
+        serve
+            .output
+            .lock()
+            .unwrap()
+            .contains("conversation not found"),
+        "no warning logged"
+    );
+
+    // Errors: each a 4xx with a JSON sentence.
     let cases: &[(&str, u16, &str)] = &[
         (r#"{"conversation_id": 1}"#, 400, "missing field \"text\""),
         (r#"{"text": 42}"#, 400, "must be a string, not a number"),
@@ -386,11 +441,6 @@ fn chat_conversations_and_every_error() {
         (r#"{"text": "hi""#, 400, "not valid JSON"),
         (r#"["text"]"#, 400, "must be a JSON object"),
         ("", 400, "empty"),
-        (
-            r#"{"text": "hi", "conversation_id": 99999}"#,
-            404,
-            "does not exist",
-        ),
     ];
     for (body, want_status, want_text) in cases {
         let (status, v) = post_json(&chat, body, None);
@@ -1287,4 +1337,131 @@ fn the_unit_sets_a_descriptor_limit() {
         .unwrap();
     let cap = earshot::api::ApiConfig::default().max_connections as u64;
     assert!(limit >= 4096 && limit >= 16 * cap, "LimitNOFILE={limit}");
+}
+
+/// A tree whose LLM answer goes through `execute_tags` (no classify node,
+/// so no model is needed).
+const TAGS_TREE: &str = r#"{"version":"t","entry":"start","nodes":{
+    "start":{"type":"entry","next":"light"},
+    "light":{"type":"publish_event","event":"listening","data":{"heard":"{text}"},"next":"llm"},
+    "llm":{"type":"llm_stream","prompt":"simple","next":"tags"},
+    "tags":{"type":"execute_tags","on_changes":"done","on_no_changes":"done"},
+    "done":{"type":"end"}}}"#;
+
+#[test]
+fn stream_keeps_action_tags_out_of_content_frames_and_carries_tree_events() {
+    use std::io::Write;
+    // The tag arrives cut in three pieces.
+    let llm = TestServer::start(|req: &Request| {
+        if req.json()["stream"] == json!(true) {
+            let chunks = openai_stream_chunks(
+                MODEL,
+                &[
+                    "Sure, I added it [",
+                    "[todo",
+                    ".add: buy fl",
+                    "our]]. Done!",
+                ],
+            );
+            let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            Reply::sse(&refs)
+        } else {
+            Reply::json(200, &openai_completion(MODEL, "simple"))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree.json");
+    std::fs::write(&tree, TAGS_TREE).unwrap();
+    let config = format!(
+        "[api]\nkeepalive_secs = 1\n[tree]\nfile = {:?}\n",
+        tree.display().to_string()
+    );
+    // No on-device models: this tree needs none, and loading them costs
+    // seconds at start-up.
+    let no_models = dir.path().to_str().unwrap();
+    let serve = Serve::start(
+        &llm,
+        &config,
+        &[("EARSHOT_MODE", "tree"), ("EARSHOT_MODELS_DIR", no_models)],
+        "127.0.0.1:0",
+    );
+    // A companion app listening on the device's event stream.
+    let mut events = std::net::TcpStream::connect(addr_of(&serve)).unwrap();
+    events
+        .write_all(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = String::new();
+    let mut read_until = |needle: &str, seen: &mut String| {
+        let mut buf = [0u8; 4096];
+        while !seen.contains(needle) {
+            let n = events.read(&mut buf).unwrap_or(0);
+            assert!(n > 0, "stream ended before {needle:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until("text/event-stream", &mut seen);
+    let (status, _, items) = post_stream(
+        &serve.url("/api/chat/stream"),
+        r#"{"text":"put flour on my list"}"#,
+    );
+    assert_eq!(status, 200);
+    let frames: Vec<&Value> = items
+        .iter()
+        .filter_map(|i| match i {
+            Sse::Data(v, _) => Some(v),
+            _ => None,
+        })
+        .collect();
+    let content: Vec<&str> = frames
+        .iter()
+        .filter(|f| f["type"] == "content")
+        .map(|f| f["data"].as_str().unwrap())
+        .collect();
+    assert!(content.iter().all(|c| !c.contains('[')), "{content:?}");
+    assert_eq!(content.concat(), "Sure, I added it. Done!");
+    let done = frames.last().unwrap();
+    assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["response"], "Sure, I added it. Done!");
+    // The tag ran, and the prompt said which tags exist.
+    assert!(done["actions"].to_string().contains("todo_add"), "{done}");
+    let system = llm
+        .requests()
+        .iter()
+        .find(|r| r.json()["stream"] == json!(true))
+        .map(|r| {
+            r.json()["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .unwrap();
+    assert!(system.contains("[[todo.add: ITEM]]"), "{system}");
+    assert!(
+        system.lines().last().unwrap().starts_with("Now:"),
+        "{system}"
+    );
+
+    // The tree's publish_event: a frame in the turn's stream, before its
+    // answer, and the same on GET /api/events.
+    let event = frames.iter().position(|f| f["type"] == "event").unwrap();
+    let first_content = frames.iter().position(|f| f["type"] == "content").unwrap();
+    assert!(event < first_content, "{frames:?}");
+    let f = frames[event];
+    assert_eq!(f["event"], "listening");
+    assert_eq!(f["data"], json!({"heard": "put flour on my list"}));
+    assert!(chrono::DateTime::parse_from_rfc3339(f["timestamp"].as_str().unwrap()).is_ok());
+    read_until("\"listening\"", &mut seen);
+    let pushed: Value = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|v| v["type"] == "event")
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(pushed["event"], "listening");
+    assert_eq!(pushed["data"], f["data"]);
+    assert_eq!(pushed["conversation_id"], Value::Null);
+    assert!(pushed["timestamp"].is_string(), "{pushed}");
 }

@@ -995,3 +995,109 @@ fn no_secret_in_a_trace_log_of_a_real_request() {
     );
     assert!(!log.to_ascii_lowercase().contains("bearer gsk"), "{log}");
 }
+
+/// A tree with no classify node (no model needed): the LLM answers.
+const LLM_TREE: &str = r#"{"version":"t","entry":"start","nodes":{
+    "start":{"type":"entry","next":"llm"},
+    "llm":{"type":"llm_stream","prompt":"simple","next":"done"},
+    "done":{"type":"end"}}}"#;
+
+fn last_turn(dir: &Path) -> (Option<i64>, String, String) {
+    let c = rusqlite::Connection::open(dir.join("earshot.db")).unwrap();
+    c.query_row(
+        "SELECT conversation_id, mode, COALESCE(notes, '') FROM turn_log ORDER BY id DESC LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_mode_is_set_per_conversation_and_a_missing_one_starts_anew_on_the_graph() {
+    let server = llm_server(|_| sse_answer(&["Fine."]));
+    let tree = tempfile::tempdir().unwrap();
+    let tree_file = tree.path().join("tree.json");
+    std::fs::write(&tree_file, LLM_TREE).unwrap();
+    let extra = format!("[tree]\nfile = {:?}\n", tree_file.display().to_string());
+    let dir = state(&config_for(&server, &extra));
+    // No on-device models: nothing here needs them, and loading them costs
+    // seconds per process.
+    let chat = |args: &[&str]| {
+        let mut cmd = earshot(dir.path());
+        cmd.env("EARSHOT_MODELS_DIR", tree.path())
+            .arg("chat")
+            .args(args);
+        run(&mut cmd)
+    };
+    let done = |out: &std::process::Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        json_lines(&stdout(out)).last().unwrap().clone()
+    };
+    // --mode without --conversation: a new conversation already in it.
+    let said = "please remind me to water the tomatoes before the heatwave arrives on Saturday";
+    let first = done(&chat(&[said, "--mode", "tree", "--json"]));
+    let conv = first["conversation_id"].as_i64().unwrap();
+    assert_eq!(last_turn(dir.path()).1, "tree");
+    let c = conv.to_string();
+    // Before any summary, `history` shows the first words, not "(untitled)".
+    let want = "\"please remind me to water the tomatoes before the heatwave…\"";
+    let listed = stdout(&run(earshot(dir.path()).args(["history"])));
+    assert!(listed.trim_end().ends_with(want), "{listed}");
+    let v: Value = serde_json::from_str(&stdout(&run(
+        earshot(dir.path()).args(["history", "--json"])
+    )))
+    .unwrap();
+    assert_eq!(v[0]["preview"], want.trim_matches('"'));
+    assert_eq!(v[0]["title"], Value::Null);
+    let v: Value = serde_json::from_str(&stdout(&run(
+        earshot(dir.path()).args(["history", &c, "--json"])
+    )))
+    .unwrap();
+    assert_eq!(v["conversation"]["mode"], "tree");
+
+    // Switched on an existing conversation, and shown by `history ID`.
+    let second = done(&chat(&[
+        "second",
+        "--conversation",
+        &c,
+        "--mode",
+        "graph",
+        "--json",
+    ]));
+    assert_eq!(second["conversation_id"], conv);
+    assert_eq!(last_turn(dir.path()).1, "graph");
+    let shown = run(earshot(dir.path()).args(["history", &c]));
+    assert!(
+        stdout(&shown)
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("mode graph"),
+        "{}",
+        stdout(&shown)
+    );
+
+    // A conversation that does not exist: a new one, on the graph, a warning.
+    let out = chat(&["third", "--conversation", "999", "--json"]);
+    let third = done(&out);
+    let new = third["conversation_id"].as_i64().unwrap();
+    assert!(new != 999 && new != conv, "{third}");
+    assert!(
+        stderr(&out).contains("conversation not found"),
+        "{}",
+        stderr(&out)
+    );
+    let (logged_conv, mode, notes) = last_turn(dir.path());
+    assert_eq!((logged_conv, mode.as_str()), (Some(new), "graph"));
+    assert!(notes.contains("conversation 999 not found"), "{notes}");
+
+    // A bad mode: one line naming the choices, before anything is loaded.
+    let out = chat(&["x", "--mode", "trees"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("tree") && stderr(&out).contains("graph"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+}

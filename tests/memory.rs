@@ -126,6 +126,13 @@ fn scripted(req: &Request) -> Reply {
     answer(req, "Noted.")
 }
 
+/// The newest turn-log row's id.
+fn last_turn_id(s: &Services) -> i64 {
+    s.store
+        .with_conn(|c| c.query_row("SELECT max(id) FROM turn_log", [], |r| r.get(0)))
+        .unwrap()
+}
+
 fn turn(s: &Services, text: &str, conversation: Option<i64>) -> i64 {
     let mut sink = CollectSink::default();
     let mut input = TurnInput::text(text);
@@ -200,6 +207,52 @@ fn a_later_fact_supersedes_an_earlier_one_and_recall_uses_it() {
             .any(|u| u.starts_with(&format!("{block}\n\nwhen is my meeting with Ana?"))),
         "{sent:?}"
     );
+    // The turn log and the export name the memory sent, with its scores,
+    // in graph mode and (the same conversation switched) in tree mode.
+    let memory_id = items[0].id;
+    let logged = |turn_id: i64| {
+        let row = s.store.turn_log_row(turn_id).unwrap().unwrap();
+        let memories = row["memories_json"].clone();
+        assert_eq!(memories.as_array().map(Vec::len), Some(1), "{row}");
+        assert_eq!(memories[0]["id"], json!(memory_id));
+        assert_eq!(
+            memories[0]["text"],
+            "Has a meeting with Ana on Friday at 3pm"
+        );
+        let semantic = memories[0]["semantic"].as_f64().unwrap();
+        assert!(semantic >= 0.24, "{memories}");
+        assert!(memories[0]["bm25"].as_f64().unwrap() > 0.0, "{memories}");
+        (row["mode"].clone(), memories)
+    };
+    let graph_turn = last_turn_id(&s);
+    let (mode, graph_memories) = logged(graph_turn);
+    assert_eq!(mode, "graph");
+    s.store.set_conversation_mode(conv, Some("tree")).unwrap();
+    let before = server.requests().len();
+    turn(&s, "when is my meeting with Ana?", Some(conv));
+    assert!(
+        server.requests()[before..]
+            .iter()
+            .any(|r| user_prompt(r).starts_with(&block)),
+        "tree mode sent no memory block"
+    );
+    let (mode, _) = logged(last_turn_id(&s));
+    assert_eq!(mode, "tree");
+    s.store.set_conversation_mode(conv, None).unwrap();
+    let export = earshot::review::export::rows(&s.store, false).unwrap();
+    let exported = export
+        .iter()
+        .find(|r| r["turn_id"] == json!(graph_turn))
+        .unwrap();
+    assert_eq!(exported["memories"], graph_memories);
+    assert!(
+        export
+            .iter()
+            .filter(|r| r["question"] == "I like jazz")
+            .all(|r| r["memories"] == json!([])),
+        "a turn with nothing recalled logs no memories"
+    );
+
     // Unrelated requests recall nothing.
     assert_eq!(
         memory.recall_block_for_test("what's the weather in Lisbon"),
@@ -551,4 +604,61 @@ fn memory_add_on_a_full_disk_names_the_disk_not_a_turn() {
     );
     assert!(!line.contains("turn"), "{line}");
     assert!(memory.list("user-1").unwrap().is_empty());
+}
+
+/// With no LLM, a statement about the same thing supersedes the older one
+/// (kept as history, not recalled); the real MiniLM decides closeness.
+#[test]
+fn a_statement_about_the_same_thing_supersedes_without_an_llm() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = services(dir.path(), "http://127.0.0.1:9");
+    let memory = s.memory.clone().unwrap();
+    let must = [
+        ("my car is on level 3", "my car is parked on level 5"),
+        ("I live in Porto", "I live in Lisbon"),
+        ("my locker number is 12", "my locker number is 31"),
+        (
+            "the meeting with Ana is on Monday",
+            "the meeting with Ana is on Friday at 3pm",
+        ),
+        ("I work at Siemens", "I work at Bosch"),
+    ];
+    let must_not = [
+        ("my car is blue", "my car is parked on level 5"),
+        ("I am allergic to peanuts", "I am a teacher"),
+        ("my sister lives in Lisbon", "my brother lives in Lisbon"),
+        ("I like jazz", "I like rock"),
+        ("my mother is a nurse", "my mother is 64"),
+        ("my birthday is in May", "my wife's birthday is in May"),
+    ];
+    for (i, (old, new)) in must.iter().enumerate() {
+        let user = format!("must-{i}");
+        let first = memory.remember(&user, old).unwrap();
+        let second = memory.remember(&user, new).unwrap();
+        assert_eq!(second.superseded.as_deref(), Some(*old), "{old} → {new}");
+        assert_eq!(second.item.id, first.item.id);
+        let texts: Vec<String> = memory
+            .list(&user)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, [*new], "{old} → {new}");
+        assert_eq!(memory.history(first.item.id).unwrap(), [*old]);
+    }
+    for (i, (old, new)) in must_not.iter().enumerate() {
+        let user = format!("must-not-{i}");
+        memory.remember(&user, old).unwrap();
+        let second = memory.remember(&user, new).unwrap();
+        assert_eq!(second.superseded, None, "{old} → {new}");
+        assert_eq!(memory.list(&user).unwrap().len(), 2, "{old} → {new}");
+    }
+    // Recall says the new fact only.
+    let block = earshot::memory::Recall::recall_block(&*memory, "must-0", "where is my car parked")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        block.contains("level 5") && !block.contains("level 3"),
+        "{block}"
+    );
 }

@@ -635,6 +635,18 @@ fn rich_text(s: &str) -> Value {
             "plain_text": s, "href": null}])
 }
 
+/// A fake database shape: (done property, its type, the option new items get).
+fn shape(kind: &str) -> (&'static str, &'static str, &'static str) {
+    match kind {
+        "status" => ("Status", "status", "To Do"),
+        "select" => ("Status", "select", "To Do"),
+        "status-default" => ("Status", "status", "Not started"),
+        "select-custom" => ("Status", "select", "Open"),
+        "checkbox" => ("Done", "checkbox", ""),
+        _ => ("Priority", "number", ""),
+    }
+}
+
 fn notion_error(status: u16, code: &str, message: &str) -> Reply {
     Reply::json(
         status,
@@ -675,8 +687,28 @@ impl NotionFake {
                             props["Status"] = json!({"id": "s%3D", "name": "Status", "type": "select",
                             "select": {"options": options}})
                         }
-                        _ => {
+                        // A database made in Notion with its default Status.
+                        "status-default" => {
+                            props["Status"] = json!({"id": "s%3D", "name": "Status", "type": "status",
+                            "status": {"options": [
+                                {"id": "b1", "name": "Not started", "color": "default"},
+                                {"id": "b2", "name": "In progress", "color": "blue"},
+                                {"id": "b3", "name": "Done", "color": "green"}], "groups": [
+                                {"id": "g1", "name": "To-do", "color": "gray", "option_ids": ["b1"]},
+                                {"id": "g2", "name": "In progress", "color": "blue", "option_ids": ["b2"]},
+                                {"id": "g3", "name": "Complete", "color": "green", "option_ids": ["b3"]}]}})
+                        }
+                        "select-custom" => {
+                            props["Status"] = json!({"id": "s%3D", "name": "Status", "type": "select",
+                            "select": {"options": [
+                                {"id": "c1", "name": "Open", "color": "red"},
+                                {"id": "c2", "name": "Finished", "color": "green"}]}})
+                        }
+                        "checkbox" => {
                             props["Done"] = json!({"id": "c", "name": "Done", "type": "checkbox", "checkbox": {}})
+                        }
+                        _ => {
+                            props["Priority"] = json!({"id": "p", "name": "Priority", "type": "number", "number": {}})
                         }
                     }
                     Reply::json(
@@ -725,20 +757,36 @@ impl NotionFake {
                     if title.contains("invalid") {
                         return notion_error(400, "validation_error", "body.properties.Task.title[0].text.content.length should be ≤ `2000`, instead was `2001`.");
                     }
-                    let status = &body["properties"]["Status"][status_kind];
-                    if status["name"] != "To Do" {
-                        return notion_error(
-                            400,
-                            "validation_error",
-                            "Status is expected to be status.",
-                        );
-                    }
+                    let (prop, kind, open) = shape(status_kind);
+                    let value = &body["properties"][prop];
+                    let stored = if kind == "checkbox" {
+                        if value["checkbox"] != false {
+                            return notion_error(
+                                400,
+                                "validation_error",
+                                "Done is expected to be checkbox.",
+                            );
+                        }
+                        json!({"id": "c", "type": "checkbox", "checkbox": false})
+                    } else {
+                        if value[kind]["name"] != open {
+                            return notion_error(
+                                400,
+                                "validation_error",
+                                &format!(
+                                    "Invalid status option. Status option \"{}\" does not exist.",
+                                    value[kind]["name"]
+                                ),
+                            );
+                        }
+                        json!({"id": "s%3D", "type": kind, kind: {"id": "o1", "name": open, "color": "red"}})
+                    };
                     let id = format!("59833787-2cf9-4fdf-8782-e53db20768{:02}", pages.len());
                     let page = json!({"object": "page", "id": id, "created_time": "2026-11-30T18:00:00.000Z",
                         "archived": false, "in_trash": false, "parent": {"type": "database_id", "database_id": db},
                         "properties": {
                             "Task": {"id": "title", "type": "title", "title": rich_text(title)},
-                            "Status": {"id": "s%3D", "type": status_kind, status_kind: {"id": "a1", "name": "To Do", "color": "red"}}},
+                            prop: stored},
                         "url": "https://www.notion.so/x"});
                     pages.push(page.clone());
                     Reply::json(200, &page.to_string())
@@ -752,9 +800,13 @@ impl NotionFake {
                     if body.get("archived") == Some(&json!(true)) {
                         page["archived"] = json!(true);
                     }
-                    if let Some(name) = body["properties"]["Status"][status_kind].get("name") {
-                        page["properties"]["Status"][status_kind] =
+                    let (prop, kind, _) = shape(status_kind);
+                    if let Some(name) = body["properties"][prop][kind].get("name") {
+                        page["properties"][prop][kind] =
                             json!({"id": "a2", "name": name, "color": "green"});
+                    }
+                    if let Some(ticked) = body["properties"][prop].get("checkbox") {
+                        page["properties"][prop]["checkbox"] = ticked.clone();
                     }
                     Reply::json(200, &page.to_string())
                 }
@@ -873,10 +925,91 @@ fn notion_round_trip_with_status_and_select_properties() {
     }
 }
 
+/// Notion's own defaults and other shapes: the status maps onto whatever
+/// the database has, and `doctor` names the mapping.
+#[test]
+fn notion_maps_default_status_custom_select_and_checkbox() {
+    for (kind, created, completed, mapping) in [
+        (
+            "status-default",
+            json!({"status": {"name": "Not started"}}),
+            json!({"status": {"name": "Done"}}),
+            "status property \"Status\": new items \"Not started\", done \"Done\"",
+        ),
+        (
+            "select-custom",
+            json!({"select": {"name": "Open"}}),
+            json!({"select": {"name": "Finished"}}),
+            "select property \"Status\": new items \"Open\", done \"Finished\"",
+        ),
+        (
+            "checkbox",
+            json!({"checkbox": false}),
+            json!({"checkbox": true}),
+            "checkbox property \"Done\": ticked is done",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let notion = NotionFake::start(kind);
+        let env = notion.env();
+        let env = env_refs(&env);
+        let t = |name: &str, args: &str| tool(dir.path(), &env, name, args);
+        assert_eq!(t("add_todo", r#"{"task":"Buy flour"}"#).0, 0, "{kind}");
+        assert_eq!(t("add_todo", r#"{"task":"Call Ana"}"#).0, 0, "{kind}");
+        assert_eq!(
+            t("complete_todo", r#"{"task":"flour"}"#).1,
+            "Marked \"Buy flour\" as done.",
+            "{kind}"
+        );
+        assert_eq!(
+            t("list_todos", r#"{"include_done":true}"#).1,
+            "Your to-do list has 1 item: Call Ana. Done: Buy flour.",
+            "{kind}"
+        );
+        let (prop, ..) = shape(kind);
+        let writes = notion.writes();
+        assert_eq!(writes[0].2["properties"][prop], created, "{kind}");
+        let patch = writes.iter().find(|w| w.0 == "PATCH").unwrap();
+        assert_eq!(patch.2, json!({"properties": {prop: completed}}), "{kind}");
+        if kind == "checkbox" {
+            // `doctor` says which mapping is in use (once: it probes much).
+            let mut cmd = common::earshot(dir.path());
+            cmd.args(["doctor", "--json"]);
+            for (k, v) in &env {
+                cmd.env(k, v);
+            }
+            let out = common::run(&mut cmd);
+            let report: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+            let check = report["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "notion todos")
+                .cloned()
+                .unwrap_or_else(|| panic!("no notion line: {report}"));
+            assert_eq!(check["status"], "ok", "{check}");
+            assert_eq!(check["detail"], mapping, "{check}");
+        } else {
+            let names = earshot::tools::todos_notion::StatusNames::default();
+            let map = earshot::tools::todos_notion::NotionTodos::new(
+                &notion.server.url(),
+                "secret_test",
+                "d9824bdc-8445-4327-be8b-5b47500af6ce",
+                std::time::Duration::from_secs(5),
+            )
+            .with_names(names)
+            .mapping()
+            .unwrap();
+            assert_eq!(map.describe(), mapping, "{kind}");
+        }
+    }
+}
+
 #[test]
 fn notion_errors_are_sentences_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    // A database without a Status property: clear error, no page created.
+    // A database with no status, select or checkbox property: clear
+    // error, no page created.
     let notion = NotionFake::start("none");
     let env = notion.env();
     let (code, out, _) = tool(

@@ -580,6 +580,7 @@ fn default_tree_on_held_out_utterances() {
         fn llm_stream(
             &mut self,
             _: &str,
+            _: bool,
             _: &mut dyn earshot::events::EventSink,
         ) -> Result<LlmAnswer, HostError> {
             Err(HostError::NoLlm("no LLM in this test".into()))

@@ -489,8 +489,18 @@ fn no_output_device_is_a_clear_error_and_run_keeps_answering() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
-    // The loop answers anyway and says in the log why it is silent.
-    let request = piper_utterance("What time is it?");
+    // The loop answers anyway and says in the log why it is silent. The
+    // recording holds two requests: each gets its own turn, in order.
+    let request = dir.path().join("two-requests.wav");
+    let mut samples = wav_16k(&piper_utterance("What time is it?"));
+    samples.extend(std::iter::repeat_n(0.0, 16_000 * 3 / 2));
+    samples.extend(wav_16k(&piper_utterance("Turn it down.")));
+    samples.extend(std::iter::repeat_n(0.0, 16_000));
+    std::fs::write(
+        &request,
+        earshot::audio::wav::write_16k_mono(&earshot::audio::to_i16(&samples)),
+    )
+    .unwrap();
     let out = common::run(
         common::earshot(dir.path())
             .args(["run", "--json", "--input"])
@@ -499,11 +509,18 @@ fn no_output_device_is_a_clear_error_and_run_keeps_answering() {
             .env("LLM_BASE_URL", "http://127.0.0.1:9"),
     );
     assert!(out.status.success(), "{}", common::stderr(&out));
-    let turn: serde_json::Value = serde_json::from_str(common::stdout(&out).trim()).unwrap();
+    let turns: Vec<serde_json::Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let turn = &turns[0];
     assert!(
         clock_in(turn["answer"].as_str().unwrap()).is_some(),
         "{turn}"
     );
+    assert_eq!(turns[1]["intent"], "volume_down", "{}", turns[1]);
+    assert_eq!(turns[1]["answer"], "Volume 40 percent.", "{}", turns[1]);
     assert!(
         common::stderr(&out).contains("cannot speak"),
         "{}",

@@ -58,6 +58,10 @@ impl From<DispatchError> for HostError {
 /// config default. An unresolvable mode falls back to `graph`.
 pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
     let default = ctx.services.settings.mode.name();
+    if ctx.missing_conversation.is_some() {
+        // The turn already warned and noted it: a new conversation, graph.
+        return "graph";
+    }
     let mode = match ctx.conversation_id {
         Some(id) => match ctx.services.store.conversation(id) {
             Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),
@@ -152,8 +156,19 @@ impl Host for TurnHost<'_, '_> {
     fn llm_stream(
         &mut self,
         prompt: &str,
+        tags: bool,
         sink: &mut dyn EventSink,
     ) -> Result<LlmAnswer, HostError> {
+        // The tree applies this answer's tags: its prompt says which exist.
+        self.ctx.tag_rules = tags.then(crate::tree::tags::prompt_rules);
+        let answer = self.answer(prompt, sink);
+        self.ctx.tag_rules = None;
+        answer
+    }
+}
+
+impl TurnHost<'_, '_> {
+    fn answer(&mut self, prompt: &str, sink: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
         let to_answer = |a: NodeAnswer| LlmAnswer {
             text: a.text,
             model: a.model,

@@ -96,3 +96,33 @@ impl crate::memory::WorkerParts for Services {
         self.settings.llm.clone()
     }
 }
+
+/// Why a conversation's mode could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum ModeError {
+    #[error("conversation {0} does not exist; `earshot history` lists them")]
+    NoSuchConversation(i64),
+    #[error("could not store the mode: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Set how a conversation's turns are dispatched (seed 004's per-conversation
+/// mode; `None` goes back to the configured default). With no conversation
+/// a new one is made for `user_id`, so its first turn already runs in that
+/// mode. Returns the conversation's id. Used by `earshot chat --mode` and
+/// `PATCH /api/conversations/ID`.
+pub fn set_mode(
+    store: &Store,
+    user_id: &str,
+    conversation: Option<i64>,
+    mode: Option<Mode>,
+) -> Result<i64, ModeError> {
+    let id = match conversation {
+        Some(id) => id,
+        None => store.create_conversation(user_id)?,
+    };
+    if store.set_conversation_mode(id, mode.map(|m| m.name()))? == 0 {
+        return Err(ModeError::NoSuchConversation(id));
+    }
+    Ok(id)
+}

@@ -28,6 +28,10 @@ pub struct NodeAnswer {
 pub fn build_messages(system: String, ctx: &TurnContext<'_>) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(ctx.history.len() + 2);
     let now = crate::device::clock::local((ctx.services.clock)());
+    let system = match &ctx.tag_rules {
+        Some(rules) => format!("{}\n{rules}", system.trim_end()),
+        None => system,
+    };
     messages.push(ChatMessage::system(prompts::with_now(
         system,
         &crate::device::clock::now_line(&now),

@@ -318,6 +318,8 @@ mod tests {
             conversation_id: None,
             text: "what is 6 times 7".into(),
             memory_block: None,
+            tag_rules: None,
+            missing_conversation: None,
             history: Vec::new(),
             record: TurnRecord::new("text", "what is 6 times 7"),
             effects: Default::default(),

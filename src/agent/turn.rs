@@ -53,9 +53,16 @@ pub struct TurnContext<'a> {
     pub services: &'a Services,
     pub user_id: String,
     pub conversation_id: Option<i64>,
+    /// The conversation the input named that does not exist: this turn
+    /// starts a new one (`conversation_id` is `None`) on the router graph.
+    pub missing_conversation: Option<i64>,
     /// The user's text (without the memory block).
     pub text: String,
     pub memory_block: Option<String>,
+    /// The action tags the model may write (set while an intent-tree
+    /// `llm_stream` node whose answer goes through `execute_tags` runs);
+    /// added to the system prompt before its "Now:" line.
+    pub tag_rules: Option<String>,
     /// The last turns of this conversation, oldest first.
     pub history: Vec<ChatMessage>,
     pub record: TurnRecord,
@@ -153,7 +160,11 @@ pub fn run_turn(
         );
     }
 
-    // The conversation must exist when one is named.
+    // A named conversation that does not exist is not an error (seed 004's
+    // dispatcher): the turn starts a new conversation on the router graph,
+    // logs a warning and names the new id in `done`.
+    let mut conversation_id = input.conversation_id;
+    let mut missing_conversation = None;
     let history = match input.conversation_id {
         Some(id) => match services.store.conversation(id) {
             Ok(Some(_)) => {
@@ -170,44 +181,70 @@ pub fn run_turn(
                         })
                         .collect(),
                     Err(e) => {
-                        return fail(&mut record, sink, None, format!("I couldn't read this conversation: {e}"))
+                        return fail(
+                            &mut record,
+                            sink,
+                            None,
+                            format!("I couldn't read this conversation: {e}"),
+                        )
                     }
                 }
             }
             Ok(None) => {
+                tracing::warn!(
+                    conversation = id,
+                    "conversation not found; starting a new one on the router graph"
+                );
+                record.note(format!(
+                    "conversation {id} not found; started a new one on the router graph"
+                ));
+                conversation_id = None;
+                missing_conversation = Some(id);
+                Vec::new()
+            }
+            Err(e) => {
                 return fail(
                     &mut record,
                     sink,
                     None,
-                    format!("Conversation {id} does not exist; leave out --conversation to start a new one."),
+                    format!("I couldn't open the database: {e}"),
                 )
             }
-            Err(e) => return fail(&mut record, sink, None, format!("I couldn't open the database: {e}")),
         },
         None => Vec::new(),
     };
 
     // Recall before routing; failures are logged and ignored (R-MEM).
     let recall_started = Instant::now();
-    let memory_block =
-        services
-            .recall
-            .as_ref()
-            .and_then(|recall| match recall.recall_block(&user_id, &text) {
-                Ok(block) => block,
-                Err(e) => {
-                    tracing::warn!(error = %e, "memory recall failed; continuing without memories");
-                    None
-                }
-            });
+    let recalled = services
+        .recall
+        .as_ref()
+        .map(|recall| match recall.recall(&user_id, &text) {
+            Ok(recalled) => recalled,
+            Err(e) => {
+                tracing::warn!(error = %e, "memory recall failed; continuing without memories");
+                Default::default()
+            }
+        })
+        .unwrap_or_default();
     record.stage("recall", recall_started);
+    // The turn log's `memories_json` (lifted from `extra.memories`): the
+    // memories in the block every LLM request of this turn carries.
+    if recalled.block.is_some() {
+        record
+            .extra
+            .insert("memories".into(), recalled.log_entries());
+    }
+    let memory_block = recalled.block;
 
     let mut ctx = TurnContext {
         services,
         user_id: user_id.clone(),
-        conversation_id: input.conversation_id,
+        conversation_id,
+        missing_conversation,
         text: text.clone(),
         memory_block,
+        tag_rules: None,
         history,
         record,
         effects: TurnEffects::default(),
@@ -219,15 +256,10 @@ pub fn run_turn(
     let effects = ctx.effects;
     let answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return fail(&mut record, sink, input.conversation_id, e.to_string()),
+        Err(e) => return fail(&mut record, sink, conversation_id, e.to_string()),
     };
     if cancel.is_cancelled() {
-        return fail(
-            &mut record,
-            sink,
-            input.conversation_id,
-            "Okay, stopped.".into(),
-        );
+        return fail(&mut record, sink, conversation_id, "Okay, stopped.".into());
     }
     let response = cleanup::for_speech(&answer.text);
     let response = if response.is_empty() {
@@ -248,7 +280,7 @@ pub fn run_turn(
     let jobs = after_turn_jobs(&user_id, &text);
     let saved = services.store.save_turn(&SaveTurn {
         user_id: &user_id,
-        conversation_id: input.conversation_id,
+        conversation_id,
         user_text: &text,
         answer: &response,
         record: &record,
@@ -262,7 +294,7 @@ pub fn run_turn(
             return fail(
                 &mut record,
                 sink,
-                input.conversation_id,
+                conversation_id,
                 format!("I answered but couldn't save it: {e}"),
             );
         }

@@ -10,7 +10,7 @@
 //! | `POST /api/tts` | `{"text"}` | `audio/wav` |
 //! | `GET /api/conversations[/ID]` | | the list, or one with its messages |
 //! | `GET /api/timers` | | `[{"id","kind","label","due","remaining_s","repeat"}]`, as `earshot timers list --json` |
-//! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event`) as they happen |
+//! | `GET /api/events` | | SSE: the device's events (timers, the tree's `publish_event` as `{"type":"event",…}`) as they happen |
 //!
 //! [`admit`] runs on the connection thread right after the header block
 //! is read and before any of the body: `Host`, `Origin`, route, method,
@@ -107,6 +107,20 @@ impl Route {
         }
     }
 
+    /// Whether the route answers `method` (besides HEAD and OPTIONS): its
+    /// own method, and PATCH on one conversation (its mode).
+    fn accepts(&self, method: &str) -> bool {
+        method == self.method() || (matches!(self, Route::Conversation(_)) && method == "PATCH")
+    }
+
+    /// The `Allow` header: every method the route answers.
+    fn allow(&self) -> &'static str {
+        match self {
+            Route::Conversation(_) => "GET, PATCH",
+            _ => self.method(),
+        }
+    }
+
     /// The body's media type, for the state-changing routes.
     fn body_type(&self) -> Option<&'static str> {
         match self {
@@ -186,11 +200,15 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
     let allowed = route.method();
     let preflight = head.method == "OPTIONS";
     let head_only = head.method == "HEAD" && allowed == "GET";
-    if head.method != allowed && !head_only && !preflight {
+    if !route.accepts(&head.method) && !head_only && !preflight {
         return Err(refuse(
             ApiError::new(
                 405,
-                format!("{path} does not accept {}; use {allowed}", head.method),
+                format!(
+                    "{path} does not accept {}; use {}",
+                    head.method,
+                    route.allow().replace(", ", " or ")
+                ),
             ),
             cors,
         ));
@@ -208,7 +226,12 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
     if route != Route::Health {
         authorize(ctx, &head).map_err(|e| refuse(e, cors.clone()))?;
     }
-    match route.body_type() {
+    let body_type = if head.method == "PATCH" {
+        Some("application/json")
+    } else {
+        route.body_type()
+    };
+    match body_type {
         Some("application/json") => guard::require_json(head.header("Content-Type"), &path),
         Some(_) => multipart::boundary(head.header("Content-Type")).map(|_| ()),
         None => Ok(()),
@@ -235,7 +258,7 @@ pub fn admit(ctx: &Context, head: Head) -> Result<Admitted, Refused> {
 pub fn quick(admitted: &Admitted) -> Option<Vec<u8>> {
     let cors = admitted.cors.as_deref();
     if admitted.preflight {
-        let allow = format!("{}, OPTIONS", admitted.route.method());
+        let allow = format!("{}, OPTIONS", admitted.route.allow());
         let mut headers = vec![("Allow", allow.as_str())];
         if let Some(origin) = cors {
             headers.extend([
@@ -333,7 +356,9 @@ pub fn events(ctx: &Context, admitted: &Admitted, stream: &TcpStream) {
 
 /// What `GET /api/events` forwards: every timer event as the contract's
 /// `{"type":"timer","event","id","kind","label","due"}`, and the tree's
-/// `publish_event`s as `{"type":"tree","event","data","conversation_id"}`.
+/// `publish_event`s as the R-SSE frame `{"type":"event","event","data",
+/// "conversation_id","timestamp"}` (the same frame `/api/chat/stream` sends
+/// in the turn's stream).
 fn event_sources(services: &Services) -> Vec<sse::EventSource> {
     let mut sources = vec![sse::EventSource::new(
         services.timers.subscribe(),
@@ -341,7 +366,7 @@ fn event_sources(services: &Services) -> Vec<sse::EventSource> {
     )];
     if let Some(tree) = &services.tree {
         sources.push(sse::EventSource::new(tree.subscribe(), |p| {
-            json!({"type": "tree", "event": p.event, "data": p.data, "conversation_id": p.conversation_id})
+            p.to_event().to_frame().unwrap_or(Value::Null)
         }));
     }
     sources
@@ -415,10 +440,7 @@ fn feedback(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
 }
 
 fn allow_for(url: &str) -> &'static str {
-    match Route::parse(path_of(url)).map(|r| r.method()) {
-        Some("GET") => "GET",
-        _ => "POST",
-    }
+    Route::parse(path_of(url)).map_or("POST", |r| r.allow())
 }
 
 fn path_of(url: &str) -> &str {
@@ -453,6 +475,9 @@ fn route(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
                     ApiError::new(500, format!("could not read the conversations: {e}"))
                 })?;
             Ok(Reply::Json(200, json!({ "conversations": list })))
+        }
+        Route::Conversation(id) if request.admitted.head.method == "PATCH" => {
+            set_mode(ctx, id, &request.body)
         }
         Route::Conversation(id) => conversation(ctx, id),
         Route::Timers => {
@@ -502,32 +527,18 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-/// Parse and check a chat body; a named conversation must exist (404).
+/// Parse and check a chat body.
 fn turn_input(ctx: &Context, request: &Request) -> Result<TurnInput, ApiError> {
     let map = body::json_object(&request.body)?;
     let text = body::required_text(&map, "text")?;
     body::within_chars(&text, ctx.max_chat_chars, "\"text\"", "api.max_chat_chars")?;
+    // A conversation that does not exist is not refused: the turn starts a
+    // new one on the router graph and names it in `done` (seed 004).
     let conversation_id = body::optional_id(&map, "conversation_id")?;
-    if let Some(id) = conversation_id {
-        ensure_conversation(ctx, id)?;
-    }
     let mut input = TurnInput::text(text);
     input.conversation_id = conversation_id;
     input.source = "api".into();
     Ok(input)
-}
-
-fn ensure_conversation(ctx: &Context, id: i64) -> Result<(), ApiError> {
-    match ctx.services.store.conversation(id) {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(ApiError::not_found(format!(
-            "conversation {id} does not exist; leave out conversation_id to start a new one"
-        ))),
-        Err(e) => Err(ApiError::new(
-            500,
-            format!("could not read the database: {e}"),
-        )),
-    }
 }
 
 fn chat(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
@@ -608,12 +619,49 @@ fn voice(ctx: &Context, request: &Request) -> Result<Reply, ApiError> {
     ))
 }
 
-fn conversation(ctx: &Context, id: &str) -> Result<Reply, ApiError> {
-    let id: i64 = id.parse().map_err(|_| {
+fn conversation_id(id: &str) -> Result<i64, ApiError> {
+    id.parse().map_err(|_| {
         ApiError::bad_request(format!(
             "conversation id {id:?} is not a number; GET /api/conversations lists them"
         ))
-    })?;
+    })
+}
+
+/// `PATCH /api/conversations/ID {"mode": "tree"|"graph"|null}`: how this
+/// conversation's turns are dispatched from now on (`null`: the default).
+/// Answers the conversation as `GET` does.
+fn set_mode(ctx: &Context, id: &str, body: &[u8]) -> Result<Reply, ApiError> {
+    let id = conversation_id(id)?;
+    let map = body::json_object(body)?;
+    let mode = match map.get("mode") {
+        None => {
+            return Err(ApiError::bad_request(
+                "missing field \"mode\": send {\"mode\": \"tree\"}, \"graph\" or null",
+            ))
+        }
+        Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(m)) => Some(
+            m.parse::<crate::agent::Mode>()
+                .map_err(|e| ApiError::bad_request(format!("\"mode\": {e}")))?,
+        ),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "\"mode\" must be \"tree\", \"graph\" or null, not {other}"
+            )))
+        }
+    };
+    let store = &ctx.services.store;
+    match crate::agent::set_mode(store, &ctx.services.settings.user_id, Some(id), mode) {
+        Ok(_) => conversation(ctx, &id.to_string()),
+        Err(crate::agent::ModeError::NoSuchConversation(_)) => Err(ApiError::not_found(format!(
+            "conversation {id} does not exist; GET /api/conversations lists them"
+        ))),
+        Err(e) => Err(ApiError::new(500, e.to_string())),
+    }
+}
+
+fn conversation(ctx: &Context, id: &str) -> Result<Reply, ApiError> {
+    let id = conversation_id(id)?;
     let store = &ctx.services.store;
     let conversation = store
         .conversation(id)

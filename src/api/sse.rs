@@ -158,7 +158,7 @@ impl<T: Send, F: Fn(T) -> serde_json::Value + Send> Source for Mapped<T, F> {
 }
 
 /// The device's events as they happen (`GET /api/events`): every tree
-/// `publish_event` (`{"type":"tree","event","data","conversation_id"}`)
+/// `publish_event` (`{"type":"event","event","data","conversation_id","timestamp"}`)
 /// and every timer event (`{"type":"timer","event":"ringing",…}`), one SSE
 /// frame each, a `: thinking` comment after `keepalive` of silence, until
 /// the client leaves or `stop` says the server is shutting down.

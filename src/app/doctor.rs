@@ -117,7 +117,28 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.push(intent_tree(config));
     out.push(button(&config.device.button));
     out.push(calendar_sync(config));
+    if let Some(check) = notion_todos(config) {
+        out.push(check);
+    }
     out
+}
+
+/// With Notion configured: how its database stores "done" (status groups,
+/// select options or a checkbox), read from its schema.
+fn notion_todos(config: &Config) -> Option<Check> {
+    const NAME: &str = "notion todos";
+    if !crate::tools::notion_configured(&config.tools) {
+        return None;
+    }
+    Some(match crate::tools::notion_todos(&config.tools).mapping() {
+        Ok(map) => Check::ok(NAME, map.describe()),
+        Err(e) => Check::new(
+            NAME,
+            Status::Fail,
+            e.to_string(),
+            "check NOTION_API_KEY and NOTION_DATABASE_ID, and the database's status property (tools.notion_status_property)",
+        ),
+    })
 }
 
 /// The calendar's sync state, read-only: last success, queued changes,

@@ -151,6 +151,12 @@ pub trait AudioSource: Send {
     fn overruns(&self) -> u64;
     /// A name for logs and `--json` output.
     fn describe(&self) -> String;
+    /// False for a recording (a WAV input): it holds no sound that happens
+    /// while the device answers, so the loop does not read (and drop) it
+    /// then, and every utterance in it gets its turn.
+    fn is_live(&self) -> bool {
+        true
+    }
 }
 
 /// The audio input name table (`audio.input`): what `earshot devices`

@@ -232,6 +232,10 @@ impl AudioSource for WavSource {
     fn describe(&self) -> String {
         format!("file:{}", self.name)
     }
+
+    fn is_live(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

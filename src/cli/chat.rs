@@ -1,5 +1,6 @@
-//! `earshot chat ["TEXT"] [--conversation ID] [--json]`: one turn, or a
-//! REPL when no text is given.
+//! `earshot chat ["TEXT"] [--conversation ID] [--mode tree|graph] [--json]`:
+//! one turn, or a REPL when no text is given. `--mode` sets the
+//! conversation's mode first (a new conversation without `--conversation`).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -64,12 +65,29 @@ pub fn run(
     config: Option<&Path>,
     text: Option<String>,
     conversation: Option<i64>,
+    mode: Option<&str>,
     json: bool,
 ) -> Result<bool> {
+    let mode = mode
+        .map(|m| m.parse::<crate::agent::Mode>())
+        .transpose()
+        .map_err(|e| anyhow!("--mode: {e}"))?;
     let services = super::services(config)?;
     let cancel = CancelToken::new();
     crate::cli::install_interrupt(&cancel);
     let mut conversation = conversation;
+    if let Some(mode) = mode {
+        let id = crate::agent::set_mode(
+            &services.store,
+            &services.settings.user_id,
+            conversation,
+            Some(mode),
+        )?;
+        if conversation.is_none() && !json {
+            eprintln!("earshot: conversation {id} is in {} mode", mode.name());
+        }
+        conversation = Some(id);
+    }
     match text {
         Some(text) => Ok(one_turn(&services, &text, &mut conversation, json, &cancel)),
         None => {

@@ -22,7 +22,7 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
                         c.id,
                         c.updated_at,
                         c.messages,
-                        c.title.as_deref().unwrap_or("(untitled)")
+                        listed_as(&c)
                     );
                 }
             }
@@ -35,6 +35,14 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
             if json {
                 super::print_json(&json!({"conversation": conversation, "messages": messages}));
             } else {
+                println!(
+                    "conversation {id}: {} · mode {}",
+                    listed_as(&conversation),
+                    match &conversation.mode {
+                        Some(mode) => mode.clone(),
+                        None => format!("{} (the default)", loaded.config.mode.name()),
+                    }
+                );
                 for m in messages {
                     println!("[{}] {}: {}", m.timestamp, m.role, m.content);
                 }
@@ -42,4 +50,14 @@ pub fn run(config: Option<&Path>, id: Option<i64>, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Its title once the summary exists; before that the first words of its
+/// first message, quoted; "(untitled)" for a conversation with none.
+fn listed_as(c: &crate::store::Conversation) -> String {
+    match (&c.title, &c.preview) {
+        (Some(title), _) => title.clone(),
+        (None, Some(preview)) => format!("\"{preview}\""),
+        (None, None) => "(untitled)".into(),
+    }
 }

@@ -120,6 +120,8 @@ fn run_on(memory: &Memory, user: &str, command: MemoryCommand) -> Result<bool> {
                 super::print_json(&serde_json::to_value(&r)?);
             } else if r.created {
                 println!("Remembered #{}: {}", r.item.id, r.item.text);
+            } else if let Some(old) = &r.superseded {
+                println!("Updated #{}: {} (was: {old})", r.item.id, r.item.text);
             } else {
                 println!("Already remembered as #{}: {}", r.item.id, r.item.text);
             }

@@ -161,7 +161,12 @@ impl EventSink for Printer {
 struct NoLlm;
 
 impl Host for NoLlm {
-    fn llm_stream(&mut self, prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
+    fn llm_stream(
+        &mut self,
+        prompt: &str,
+        _tags: bool,
+        _: &mut dyn EventSink,
+    ) -> Result<LlmAnswer, HostError> {
         Err(HostError::NoLlm(format!(
             "dry run: no LLM is called (prompt '{prompt}')"
         )))

@@ -292,7 +292,7 @@ fn apply(
         match op.event {
             OpEvent::None => {}
             OpEvent::Add => {
-                if !op.text.is_empty() && memory.remember(user_id, &op.text)?.created {
+                if !op.text.is_empty() && memory.remember_as_is(user_id, &op.text)?.created {
                     report.added += 1;
                 }
             }
@@ -305,7 +305,7 @@ fn apply(
                         report.updated += 1
                     }
                     _ => {
-                        if memory.remember(user_id, &op.text)?.created {
+                        if memory.remember_as_is(user_id, &op.text)?.created {
                             report.added += 1;
                         }
                     }

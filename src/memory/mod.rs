@@ -22,6 +22,7 @@ pub mod phrases;
 mod recall;
 mod rows;
 mod summary;
+pub mod supersede;
 mod worker;
 
 pub use extract::{parse_facts, parse_operations, MemoryOp, OpEvent, DEFAULT_INSTRUCTIONS};
@@ -76,6 +77,9 @@ pub struct MemoryConfig {
     pub max_job_attempts: i64,
     /// How often the idle worker looks for jobs written by other processes.
     pub worker_poll_ms: u64,
+    /// A remembered statement with the same subject and verb as an older
+    /// memory supersedes it at or above this cosine (no LLM needed).
+    pub supersede_similarity: f32,
 }
 
 impl Default for MemoryConfig {
@@ -92,6 +96,7 @@ impl Default for MemoryConfig {
             max_block_chars: 500,
             max_job_attempts: 3,
             worker_poll_ms: 2000,
+            supersede_similarity: 0.55,
         }
     }
 }
@@ -111,6 +116,44 @@ impl MemoryConfig {
 /// the user's text, or `None` when nothing relevant is kept.
 pub trait Recall: Send + Sync {
     fn recall_block(&self, user_id: &str, text: &str) -> anyhow::Result<Option<String>>;
+
+    /// The block and the memories in it, for the turn log (R-OBS: every
+    /// turn's row names the memories sent, with their scores). The default
+    /// knows only the block.
+    fn recall(&self, user_id: &str, text: &str) -> anyhow::Result<Recalled> {
+        Ok(Recalled {
+            block: self.recall_block(user_id, text)?,
+            memories: Vec::new(),
+        })
+    }
+}
+
+/// What recall handed to the turn: the block prepended to the user's text
+/// and the memories it holds, in block order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recalled {
+    pub block: Option<String>,
+    pub memories: Vec<ScoredMemory>,
+}
+
+impl Recalled {
+    /// The turn log's `memories` entries: id, text and the score breakdown.
+    pub fn log_entries(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.memories
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "id": m.item.id,
+                        "text": m.item.text,
+                        "created_at": m.item.created_at,
+                        "semantic": m.semantic,
+                        "bm25": m.bm25,
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 /// What [`Memory::remember`] did.
@@ -119,6 +162,10 @@ pub struct Remembered {
     pub item: MemoryItem,
     /// false: the same text was already stored (nothing added).
     pub created: bool,
+    /// The text `item` had before this statement superseded it (same
+    /// subject, close meaning: [`supersede`]); kept in `memory_history`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<String>,
 }
 
 /// The device's long-term memory and conversation index. Cheap to share
@@ -284,7 +331,22 @@ impl Memory {
     /// Store `text` as a memory now, with no LLM ("remember that …"; a
     /// leading "remember that" is removed). The same text already stored
     /// (ignoring case and punctuation) is not added twice.
+    ///
+    /// A statement about the same thing as an older memory ("my car is
+    /// parked on level 5" after "my car is on level 3") supersedes it on
+    /// the device: the older memory takes the new text, its old text goes
+    /// to `memory_history` (see [`supersede`]). The LLM extraction decides
+    /// that itself and adds through [`Memory::remember_as_is`].
     pub fn remember(&self, user_id: &str, text: &str) -> Result<Remembered> {
+        self.remember_with(user_id, text, true)
+    }
+
+    /// [`Memory::remember`] without supersession (the LLM already chose ADD).
+    pub fn remember_as_is(&self, user_id: &str, text: &str) -> Result<Remembered> {
+        self.remember_with(user_id, text, false)
+    }
+
+    fn remember_with(&self, user_id: &str, text: &str, supersede: bool) -> Result<Remembered> {
         let text = strip_remember(text);
         if text.trim_matches(|c: char| !c.is_alphanumeric()).is_empty() {
             return Err(anyhow!("there is nothing to remember in that"));
@@ -293,13 +355,76 @@ impl Memory {
             return Ok(Remembered {
                 item,
                 created: false,
+                superseded: None,
             });
+        }
+        if supersede && self.memories.is_some() && supersede::frame(text).is_some() {
+            let candidates = self.search(user_id, text, self.config.similar_memories)?;
+            let older = candidates.into_iter().find(|c| {
+                supersede::supersedes(
+                    &c.item.text,
+                    text,
+                    c.semantic,
+                    self.config.supersede_similarity,
+                )
+            });
+            if let Some(older) = older {
+                if let Some(item) = self.replace(user_id, &older, text)? {
+                    return Ok(Remembered {
+                        item,
+                        created: false,
+                        superseded: Some(older.item.text),
+                    });
+                }
+            }
         }
         let item = self.add(user_id, text)?;
         Ok(Remembered {
             item,
             created: true,
+            superseded: None,
         })
+    }
+
+    /// Supersede `older` with `text`: its old text to the history, the new
+    /// text and embedding in its place, in one transaction.
+    fn replace(
+        &self,
+        user_id: &str,
+        older: &ScoredMemory,
+        text: &str,
+    ) -> Result<Option<MemoryItem>> {
+        let embedding = self.embed(&[text])?.remove(0);
+        let model = self.model_id();
+        let item = self.store.with_tx(|tx| {
+            tx.execute(
+                "INSERT INTO memory_history (memory_id, text, replaced_at, similarity)
+                 VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![
+                    older.item.id,
+                    older.item.text,
+                    crate::store::now(),
+                    f64::from(older.semantic)
+                ],
+            )?;
+            let item = rows::update(tx, user_id, older.item.id, text)?;
+            if item.is_some() {
+                vector::put_in(tx, MEMORIES, user_id, older.item.id, &model, &embedding)?;
+            }
+            Ok(item)
+        })?;
+        self.after_write();
+        Ok(item)
+    }
+
+    /// The texts a memory had before it was superseded, oldest first.
+    pub fn history(&self, memory_id: i64) -> Result<Vec<String>> {
+        Ok(self.store.with_conn(|c| {
+            let mut stmt =
+                c.prepare("SELECT text FROM memory_history WHERE memory_id = ?1 ORDER BY id")?;
+            let rows = stmt.query_map([memory_id], |r| r.get(0))?;
+            rows.collect()
+        })?)
     }
 
     /// Insert a memory (and its vector, in the same transaction).
@@ -464,8 +589,15 @@ impl Memory {
 
 impl Recall for Memory {
     fn recall_block(&self, user_id: &str, text: &str) -> Result<Option<String>> {
-        let kept = self.recall(user_id, text)?;
-        Ok(format_block(&kept, self.config.max_block_chars))
+        Ok(Recall::recall(self, user_id, text)?.block)
+    }
+
+    fn recall(&self, user_id: &str, text: &str) -> Result<Recalled> {
+        let kept = Memory::recall(self, user_id, text)?;
+        Ok(Recalled {
+            block: format_block(&kept, self.config.max_block_chars),
+            memories: kept,
+        })
     }
 }
 

@@ -29,7 +29,47 @@ pub struct Conversation {
     pub created_at: String,
     pub updated_at: String,
     pub messages: i64,
+    /// The first words of its first user message, so a conversation is
+    /// recognisable before its summary (and title) exists.
+    pub preview: Option<String>,
 }
+
+/// Longest preview, in characters (cut at a word, with "…").
+pub const PREVIEW_CHARS: usize = 60;
+
+/// The first words of `text`, at most [`PREVIEW_CHARS`] characters, cut
+/// at a word boundary with "…" when cut; whitespace collapsed.
+pub fn preview(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let whole = words.join(" ");
+    if whole.chars().count() <= PREVIEW_CHARS {
+        return whole;
+    }
+    let mut out = String::new();
+    for w in words {
+        let add = usize::from(!out.is_empty()) + w.chars().count();
+        if out.chars().count() + add > PREVIEW_CHARS - 1 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    if out.is_empty() {
+        // One very long word.
+        out = whole.chars().take(PREVIEW_CHARS - 1).collect();
+    }
+    out.push('…');
+    out
+}
+
+/// The columns [`row_to_conversation`] reads.
+const CONVERSATION_COLUMNS: &str =
+    "id, user_id, title, overview, action_items, mode, created_at, updated_at,
+     (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id),
+     (SELECT substr(content, 1, 400) FROM messages m
+        WHERE m.conversation_id = conversations.id AND m.role = 'user' ORDER BY m.id LIMIT 1)";
 
 /// Everything one finished turn writes, in one transaction.
 #[derive(Debug, Clone)]
@@ -83,9 +123,7 @@ impl Store {
     pub fn conversation(&self, id: i64) -> Result<Option<Conversation>> {
         self.with_conn(|c| {
             c.query_row(
-                "SELECT id, user_id, title, overview, action_items, mode, created_at, updated_at,
-                        (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id)
-                 FROM conversations WHERE id = ?1",
+                &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1"),
                 [id],
                 row_to_conversation,
             )
@@ -96,11 +134,10 @@ impl Store {
     /// Conversations of a user, most recently updated first.
     pub fn conversations(&self, user_id: &str, limit: usize) -> Result<Vec<Conversation>> {
         self.with_conn(|c| {
-            let mut stmt = c.prepare(
-                "SELECT id, user_id, title, overview, action_items, mode, created_at, updated_at,
-                        (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id)
-                 FROM conversations WHERE user_id = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2",
-            )?;
+            let mut stmt = c.prepare(&format!(
+                "SELECT {CONVERSATION_COLUMNS}
+                 FROM conversations WHERE user_id = ?1 ORDER BY updated_at DESC, id DESC LIMIT ?2"
+            ))?;
             let rows = stmt.query_map(params![user_id, limit as i64], row_to_conversation)?;
             rows.collect()
         })
@@ -258,12 +295,30 @@ fn row_to_conversation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Conversation> 
         created_at: r.get(6)?,
         updated_at: r.get(7)?,
         messages: r.get(8)?,
+        preview: r.get::<_, Option<String>>(9)?.map(|t| preview(&t)),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preview_is_the_first_words_cut_at_a_word() {
+        assert_eq!(
+            preview("  remind me\n to call   Ana "),
+            "remind me to call Ana"
+        );
+        let long = "what is the difference between a crocodile and an alligator when you see one in the wild";
+        let p = preview(long);
+        assert_eq!(
+            p,
+            "what is the difference between a crocodile and an alligator…"
+        );
+        assert!(p.chars().count() <= PREVIEW_CHARS);
+        let word = "x".repeat(100);
+        assert_eq!(preview(&word).chars().count(), PREVIEW_CHARS);
+    }
 
     fn save(store: &Store, conv: Option<i64>, q: &str, a: &str) -> (i64, i64) {
         let record = TurnRecord::new("text", q);

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (9, include_str!("migrations/009_timers.sql")),
     (10, include_str!("migrations/010_calendar.sql")),
     (11, include_str!("migrations/011_answer_once.sql")),
+    (12, include_str!("migrations/012_memory_history.sql")),
 ];
 
 /// The schema version this build creates.

@@ -93,12 +93,33 @@ pub fn fingerprint(t: &ToolsConfig, user_id: &str, has_conversation_search: bool
         &t.notion_api_key,
         &t.notion_database_id,
         &t.notion_base_url,
+        (
+            &t.notion_status_property,
+            &t.notion_open_names,
+            &t.notion_done_names,
+        ),
         t.timeout_ms,
         user_id,
         has_conversation_search,
     )
         .hash(&mut h);
     h.finish()
+}
+
+/// The Notion to-do list the config names (both Notion values set), with
+/// its status property and option names.
+pub fn notion_todos(t: &ToolsConfig) -> NotionTodos {
+    NotionTodos::new(
+        &t.notion_base_url,
+        &t.notion_api_key,
+        &t.notion_database_id,
+        http_deadline(t),
+    )
+    .with_names(super::todos_notion::StatusNames {
+        property: t.notion_status_property.trim().to_string(),
+        open: t.notion_open_names.clone(),
+        done: t.notion_done_names.clone(),
+    })
 }
 
 /// Whether the Notion backend is configured (both values set).
@@ -112,12 +133,7 @@ pub fn notion_configured(t: &ToolsConfig) -> bool {
 /// and the intent tree's todo actions.
 pub fn todo_backend(t: &ToolsConfig, user_id: &str, store: &Store) -> Arc<dyn TodoBackend> {
     if notion_configured(t) {
-        Arc::new(NotionTodos::new(
-            &t.notion_base_url,
-            &t.notion_api_key,
-            &t.notion_database_id,
-            http_deadline(t),
-        ))
+        Arc::new(notion_todos(t))
     } else {
         if !t.notion_api_key.trim().is_empty() || !t.notion_database_id.trim().is_empty() {
             tracing::warn!(

@@ -16,8 +16,8 @@ pub mod todos_notion;
 pub mod web_search;
 
 pub use build::{
-    build_registry, fingerprint, is_known_tool, notion_configured, rebuild_if_changed,
-    todo_backend, TOOLS,
+    build_registry, fingerprint, is_known_tool, notion_configured, notion_todos,
+    rebuild_if_changed, todo_backend, TOOLS,
 };
 
 use std::sync::Arc;
@@ -42,6 +42,14 @@ pub struct ToolsConfig {
     pub notion_database_id: String,
     /// `NOTION_BASE_URL`
     pub notion_base_url: String,
+    /// The Notion property that says whether an item is done (status,
+    /// select or checkbox); missing: the first status, else checkbox one.
+    pub notion_status_property: String,
+    /// Option names that mean "not done" (the first found is used for new
+    /// items when the status property has no To-do group).
+    pub notion_open_names: Vec<String>,
+    /// Option names that mean "done".
+    pub notion_done_names: Vec<String>,
     /// Longest a single tool call may take.
     pub timeout_ms: u64,
 }
@@ -75,6 +83,15 @@ impl Default for ToolsConfig {
             notion_api_key: String::new(),
             notion_database_id: String::new(),
             notion_base_url: "https://api.notion.com".into(),
+            notion_status_property: todos_notion::STATUS_PROP.into(),
+            notion_open_names: todos_notion::OPEN_NAMES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            notion_done_names: todos_notion::DONE_NAMES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             timeout_ms: 5000,
         }
     }
@@ -90,6 +107,9 @@ impl std::fmt::Debug for ToolsConfig {
             notion_api_key: _,
             notion_database_id,
             notion_base_url,
+            notion_status_property,
+            notion_open_names,
+            notion_done_names,
             timeout_ms,
         } = self;
         f.debug_struct("ToolsConfig")
@@ -99,6 +119,9 @@ impl std::fmt::Debug for ToolsConfig {
             .field("notion_api_key", &"***")
             .field("notion_database_id", notion_database_id)
             .field("notion_base_url", notion_base_url)
+            .field("notion_status_property", notion_status_property)
+            .field("notion_open_names", notion_open_names)
+            .field("notion_done_names", notion_done_names)
             .field("timeout_ms", timeout_ms)
             .finish()
     }

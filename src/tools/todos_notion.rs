@@ -8,10 +8,16 @@
 //! a mistaken delete can be restored from Notion's trash).
 //!
 //! The database needs a title property (`Task`, or else whichever property
-//! is the title) and a `Status` property of type `status` or `select` with
-//! the options "To Do" and "Done". Which type it is decides the JSON shape
-//! of every write, which is why the schema is read first; a database
-//! without these properties is a clear error, never a guess.
+//! is the title) and a way to say done, which is mapped onto whatever the
+//! database has ([`StatusMap`]): the `Status` property (name configurable)
+//! of type `status` (Notion's groups: to-do / in progress / complete — the
+//! default "Not started / In progress / Done" works as made), of type
+//! `select` (options matched to "not done" / "done" by configurable names),
+//! or a `checkbox` (Notion's own "Done" tick box); with no property of
+//! that name, the first `status` property, else the first `checkbox`. The
+//! kind decides the JSON shape of every write, which is why the schema is
+//! read first; a database none of this fits is a clear error, never a
+//! guess. `doctor` prints the mapping in use.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -27,22 +33,107 @@ use super::todos::{
 pub const NOTION_VERSION: &str = "2022-06-28";
 /// The title property we look for first.
 pub const TASK_PROP: &str = "Task";
-/// The status property.
+/// The status property looked for by default (`tools.notion_status_property`).
 pub const STATUS_PROP: &str = "Status";
 pub const STATUS_TODO: &str = "To Do";
 pub const STATUS_DONE: &str = "Done";
+/// Option names read as "not done" by default (`tools.notion_open_names`),
+/// first preferred for new items.
+pub const OPEN_NAMES: &[&str] = &["To Do", "Not started", "Todo", "Open", "Backlog"];
+/// Option names read as "done" by default (`tools.notion_done_names`).
+pub const DONE_NAMES: &[&str] = &["Done", "Complete", "Completed", "Finished"];
 /// Most query pages read for one list (100 items each).
 const MAX_QUERY_PAGES: usize = 5;
+
+/// How "done" is stored in this database.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StatusMap {
+    /// A `status` or `select` property: new items get `open`, completed
+    /// ones `done`; an item is done when its option is one of `done_all`.
+    Options {
+        prop: String,
+        /// "status" or "select".
+        kind: String,
+        open: String,
+        done: String,
+        done_all: Vec<String>,
+    },
+    /// A `checkbox` property: ticked is done.
+    Checkbox { prop: String },
+}
+
+impl StatusMap {
+    fn prop(&self) -> &str {
+        match self {
+            StatusMap::Options { prop, .. } | StatusMap::Checkbox { prop } => prop,
+        }
+    }
+
+    /// The property value to write.
+    fn value(&self, done: bool) -> Value {
+        match self {
+            StatusMap::Options {
+                kind,
+                open,
+                done: d,
+                ..
+            } => json!({ kind.clone(): {"name": if done { d } else { open }} }),
+            StatusMap::Checkbox { .. } => json!({ "checkbox": done }),
+        }
+    }
+
+    /// Whether a page's property value says done.
+    fn is_done(&self, value: &Value) -> bool {
+        match self {
+            StatusMap::Options { kind, done_all, .. } => {
+                let name = value[kind.as_str()]
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                done_all.iter().any(|d| d.eq_ignore_ascii_case(name))
+            }
+            StatusMap::Checkbox { .. } => value["checkbox"].as_bool() == Some(true),
+        }
+    }
+
+    /// One line for `doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            StatusMap::Options {
+                prop,
+                kind,
+                open,
+                done,
+                ..
+            } => format!("{kind} property \"{prop}\": new items \"{open}\", done \"{done}\""),
+            StatusMap::Checkbox { prop } => format!("checkbox property \"{prop}\": ticked is done"),
+        }
+    }
+}
+
+/// Which names and property to look for (from `[tools]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusNames {
+    pub property: String,
+    pub open: Vec<String>,
+    pub done: Vec<String>,
+}
+
+impl Default for StatusNames {
+    fn default() -> Self {
+        Self {
+            property: STATUS_PROP.into(),
+            open: OPEN_NAMES.iter().map(|s| s.to_string()).collect(),
+            done: DONE_NAMES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
 
 /// What the database's schema told us.
 #[derive(Debug, Clone, PartialEq)]
 struct Schema {
     title_prop: String,
-    /// "status" or "select".
-    status_kind: String,
-    /// The option names as spelled in the database.
-    todo_name: String,
-    done_name: String,
+    status: StatusMap,
 }
 
 /// A Notion-database to-do list.
@@ -51,6 +142,7 @@ pub struct NotionTodos {
     api_key: String,
     database_id: String,
     http: JsonHttp,
+    names: StatusNames,
     schema: Mutex<Option<Schema>>,
 }
 
@@ -72,8 +164,20 @@ impl NotionTodos {
             api_key: api_key.trim().to_string(),
             database_id: database_id.trim().to_string(),
             http: JsonHttp::new("Notion", deadline),
+            names: StatusNames::default(),
             schema: Mutex::new(None),
         }
+    }
+
+    /// Look for this status property and these option names.
+    pub fn with_names(mut self, names: StatusNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// How this database stores "done" (reads the schema): for `doctor`.
+    pub fn mapping(&self) -> Result<StatusMap, TodoError> {
+        Ok(self.schema()?.status)
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {
@@ -97,7 +201,7 @@ impl NotionTodos {
             return Ok(s.clone());
         }
         let db = self.call("GET", &format!("databases/{}", self.database_id), None)?;
-        let schema = parse_schema(&db)?;
+        let schema = parse_schema(&db, &self.names)?;
         *cached = Some(schema.clone());
         Ok(schema)
     }
@@ -136,14 +240,10 @@ impl NotionTodos {
         items.sort_by_key(|i| i.done);
         Ok(items)
     }
-
-    fn status_value(schema: &Schema, name: &str) -> Value {
-        json!({ schema.status_kind.clone(): {"name": name} })
-    }
 }
 
 /// Read the title and status properties from a database object.
-fn parse_schema(db: &Value) -> Result<Schema, TodoError> {
+fn parse_schema(db: &Value, names: &StatusNames) -> Result<Schema, TodoError> {
     let Some(props) = db.get("properties").and_then(Value::as_object) else {
         return Err(TodoError::Backend(
             "Notion sent a database without properties; check NOTION_DATABASE_ID".into(),
@@ -168,57 +268,140 @@ fn parse_schema(db: &Value) -> Result<Schema, TodoError> {
             }
         }
     };
-    let Some(status) = props.get(STATUS_PROP) else {
+    let wanted = names.property.as_str();
+    let found = props
+        .get(wanted)
+        .map(|p| (wanted.to_string(), p))
+        .or_else(|| {
+            ["status", "checkbox"].iter().find_map(|k| {
+                props
+                    .iter()
+                    .find(|(_, p)| kind(p) == *k)
+                    .map(|(n, p)| (n.clone(), p))
+            })
+        });
+    let Some((prop, status)) = found else {
         return Err(TodoError::Backend(format!(
-            "the Notion database has no \"{STATUS_PROP}\" property; add one of type Status or Select with the options \"{STATUS_TODO}\" and \"{STATUS_DONE}\""
+            "the Notion database has no \"{wanted}\" property; add one of type Status (Notion's default options work), Select or Checkbox, or set tools.notion_status_property"
         )));
     };
     let status_kind = kind(status);
-    if status_kind != "status" && status_kind != "select" {
-        return Err(TodoError::Backend(format!(
-            "the Notion database's \"{STATUS_PROP}\" property is of type {}, not Status or Select",
-            if status_kind.is_empty() {
-                "unknown"
-            } else {
-                &status_kind
-            }
-        )));
-    }
-    let options: Vec<String> = status[&status_kind]["options"]
-        .as_array()
-        .map(|o| {
-            o.iter()
-                .filter_map(|x| x.get("name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    let find = |want: &str| {
-        options
-            .iter()
-            .find(|o| o.eq_ignore_ascii_case(want))
-            .cloned()
-    };
-    // A select property gains new options on first use; a status property
-    // cannot, so its options must already exist.
-    let (todo_name, done_name) = match (find(STATUS_TODO), find(STATUS_DONE)) {
-        (Some(t), Some(d)) => (t, d),
-        (t, d) if status_kind == "select" => (
-            t.unwrap_or_else(|| STATUS_TODO.into()),
-            d.unwrap_or_else(|| STATUS_DONE.into()),
-        ),
-        _ => {
+    let status = match status_kind.as_str() {
+        "checkbox" => StatusMap::Checkbox { prop },
+        "status" | "select" => options_map(prop, &status_kind, status, names)?,
+        other => {
             return Err(TodoError::Backend(format!(
-                "the Notion database's \"{STATUS_PROP}\" property needs the options \"{STATUS_TODO}\" and \"{STATUS_DONE}\""
+                "the Notion database's \"{prop}\" property is of type {}, not Status, Select or Checkbox",
+                if other.is_empty() { "unknown" } else { other }
             )))
         }
     };
-    Ok(Schema {
-        title_prop,
-        status_kind,
-        todo_name,
-        done_name,
-    })
+    Ok(Schema { title_prop, status })
+}
+
+/// A `status` or `select` property mapped onto not done / done.
+///
+/// Status: Notion groups its options into "To-do", "In progress" and
+/// "Complete"; every option of the Complete group is done, new items take
+/// the first To-do option (a configured open name preferred) and completed
+/// ones the first Complete option (a configured done name preferred).
+/// Without groups, and for a select, the options are matched by the
+/// configured names; a select gains a missing option on first use, a
+/// status property cannot.
+fn options_map(
+    prop: String,
+    kind: &str,
+    status: &Value,
+    names: &StatusNames,
+) -> Result<StatusMap, TodoError> {
+    let options: Vec<(String, String)> = status[kind]["options"]
+        .as_array()
+        .map(|o| {
+            o.iter()
+                .filter_map(|x| {
+                    let name = x.get("name").and_then(Value::as_str)?;
+                    let id = x.get("id").and_then(Value::as_str).unwrap_or("");
+                    Some((id.to_string(), name.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let group = |group_name: &str| -> Vec<String> {
+        status[kind]["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| {
+                g.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.eq_ignore_ascii_case(group_name))
+            })
+            .flat_map(|g| g["option_ids"].as_array().cloned().unwrap_or_default())
+            .filter_map(|id| {
+                let id = id.as_str()?;
+                options
+                    .iter()
+                    .find(|(i, _)| i == id)
+                    .map(|(_, n)| n.clone())
+            })
+            .collect()
+    };
+    // Of `among`, the first with a configured name, else the first.
+    let pick = |among: &[String], preferred: &[String]| -> Option<String> {
+        preferred
+            .iter()
+            .find_map(|p| among.iter().find(|o| o.eq_ignore_ascii_case(p)))
+            .or_else(|| among.first())
+            .cloned()
+    };
+    let all: Vec<String> = options.iter().map(|(_, n)| n.clone()).collect();
+    let named = |wanted: &[String]| -> Vec<String> {
+        all.iter()
+            .filter(|o| wanted.iter().any(|w| w.eq_ignore_ascii_case(o)))
+            .cloned()
+            .collect()
+    };
+    let (to_do, complete) = (group("To-do"), group("Complete"));
+    let (open, done, done_all) = if kind == "status" && !to_do.is_empty() && !complete.is_empty() {
+        (
+            pick(&to_do, &names.open),
+            pick(&complete, &names.done),
+            complete,
+        )
+    } else {
+        let done_all = named(&names.done);
+        (
+            pick(&named(&names.open), &names.open),
+            pick(&done_all, &names.done),
+            done_all,
+        )
+    };
+    let first = |v: &[String]| v.first().cloned().unwrap_or_default();
+    match (open, done) {
+        (Some(open), Some(done)) => Ok(StatusMap::Options {
+            prop,
+            kind: kind.into(),
+            open,
+            done,
+            done_all,
+        }),
+        (open, done) if kind == "select" => {
+            let done = done.unwrap_or_else(|| first(&names.done));
+            Ok(StatusMap::Options {
+                prop,
+                kind: kind.into(),
+                open: open.unwrap_or_else(|| first(&names.open)),
+                done_all: vec![done.clone()],
+                done,
+            })
+        }
+        _ => Err(TodoError::Backend(format!(
+            "the Notion database's \"{prop}\" property needs an option for not done ({}) and one for done ({}); its options are {}; set tools.notion_open_names / tools.notion_done_names to match",
+            names.open.join(", "),
+            names.done.join(", "),
+            if all.is_empty() { "none".to_string() } else { all.join(", ") }
+        ))),
+    }
 }
 
 /// A page as an item (`None` for a page without our properties).
@@ -243,10 +426,7 @@ fn page_item(page: &Value, schema: &Schema) -> Option<TodoItem> {
                 .collect()
         })
         .unwrap_or_default();
-    let status = props[STATUS_PROP][&schema.status_kind]
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let done = schema.status.is_done(&props[schema.status.prop()]);
     Some(TodoItem {
         id,
         title: if title.trim().is_empty() {
@@ -254,7 +434,7 @@ fn page_item(page: &Value, schema: &Schema) -> Option<TodoItem> {
         } else {
             title.trim().to_string()
         },
-        done: status.eq_ignore_ascii_case(&schema.done_name),
+        done,
     })
 }
 
@@ -296,7 +476,7 @@ impl TodoBackend for NotionTodos {
             "parent": {"database_id": self.database_id},
             "properties": {
                 schema.title_prop.clone(): {"title": [{"type": "text", "text": {"content": title}}]},
-                STATUS_PROP: Self::status_value(&schema, &schema.todo_name),
+                schema.status.prop(): schema.status.value(false),
             }
         });
         let page = self.call("POST", "pages", Some(&body))?;
@@ -324,8 +504,7 @@ impl TodoBackend for NotionTodos {
         let schema = self.schema()?;
         let items = self.all(&schema)?;
         let item = pick_open(&items, query)?.clone();
-        let body =
-            json!({"properties": {STATUS_PROP: Self::status_value(&schema, &schema.done_name)}});
+        let body = json!({"properties": {schema.status.prop(): schema.status.value(true)}});
         self.call("PATCH", &format!("pages/{}", item.id), Some(&body))?;
         Ok(TodoItem { done: true, ..item })
     }
@@ -354,31 +533,96 @@ mod tests {
         }})
     }
 
+    fn parse(status: Value) -> Result<StatusMap, TodoError> {
+        parse_schema(&db(status), &StatusNames::default()).map(|s| s.status)
+    }
+
+    fn options(open: &str, done: &str, done_all: &[&str]) -> StatusMap {
+        StatusMap::Options {
+            prop: "Status".into(),
+            kind: "status".into(),
+            open: open.into(),
+            done: done.into(),
+            done_all: done_all.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
     #[test]
-    fn schema_accepts_status_or_select_and_explains_the_rest() {
-        let s = parse_schema(&db(json!({"id": "s", "name": "Status", "type": "status", "status": {
+    fn schema_maps_status_select_or_checkbox_and_explains_the_rest() {
+        // Notion's default status property: groups decide.
+        let default_status = json!({"id": "s", "name": "Status", "type": "status", "status": {
+            "options": [{"id": "1", "name": "Not started"}, {"id": "2", "name": "In progress"},
+                        {"id": "3", "name": "Done"}, {"id": "4", "name": "Shipped"}],
+            "groups": [{"name": "To-do", "option_ids": ["1"]},
+                       {"name": "In progress", "option_ids": ["2"]},
+                       {"name": "Complete", "option_ids": ["3", "4"]}]}});
+        let map = parse(default_status).unwrap();
+        assert_eq!(map, options("Not started", "Done", &["Done", "Shipped"]));
+        assert!(map.is_done(&json!({"status": {"name": "Shipped"}})));
+        assert!(!map.is_done(&json!({"status": {"name": "In progress"}})));
+        // Without groups: by name.
+        let s = parse(json!({"id": "s", "name": "Status", "type": "status", "status": {
             "options": [{"id": "1", "name": "To do", "color": "red"}, {"id": "2", "name": "Done", "color": "green"}],
-            "groups": []}})))
+            "groups": []}}))
         .unwrap();
-        assert_eq!(s.status_kind, "status");
-        assert_eq!(s.todo_name, "To do");
-        let s = parse_schema(&db(
+        assert_eq!(s, options("To do", "Done", &["Done"]));
+        // A select gains missing options on first use.
+        let s = parse(
             json!({"id": "s", "name": "Status", "type": "select", "select": {"options": []}}),
-        ))
+        )
+        .unwrap();
+        assert_eq!(s.value(false), json!({"select": {"name": "To Do"}}));
+        assert_eq!(s.value(true), json!({"select": {"name": "Done"}}));
+        let s = parse(json!({"type": "select", "select": {"options": [{"name": "Open"}, {"name": "Finished"}]}})).unwrap();
+        assert_eq!(s.value(true), json!({"select": {"name": "Finished"}}));
+        // A checkbox.
+        let s = parse(json!({"id": "s", "name": "Status", "type": "checkbox", "checkbox": {}}))
+            .unwrap();
+        assert_eq!(
+            s,
+            StatusMap::Checkbox {
+                prop: "Status".into()
+            }
+        );
+        assert_eq!(s.value(true), json!({"checkbox": true}));
+        assert!(s.describe().contains("checkbox"));
+        // A status with nothing that reads as done: the options are named.
+        let e = parse(json!({"id": "s", "name": "Status", "type": "status", "status": {"options": [{"name": "Not started"}]}})).unwrap_err();
+        assert!(e.to_string().contains("its options are Not started"), "{e}");
+        let e = parse(json!({"type": "number", "number": {}})).unwrap_err();
+        assert!(e.to_string().contains("type number"), "{e}");
+        let e = parse_schema(
+            &json!({"properties": {"Name": {"type": "title", "title": {}}}}),
+            &StatusNames::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no \"Status\" property"), "{e}");
+        // Another name: Notion's "Done" checkbox is found by its type.
+        let s = parse_schema(
+            &json!({"properties": {"Name": {"type": "title", "title": {}}, "Done": {"type": "checkbox", "checkbox": {}}}}),
+            &StatusNames::default(),
+        )
         .unwrap();
         assert_eq!(
-            (s.todo_name.as_str(), s.done_name.as_str()),
-            ("To Do", "Done")
+            s.status,
+            StatusMap::Checkbox {
+                prop: "Done".into()
+            }
         );
-        let e = parse_schema(&db(json!({"id": "s", "name": "Status", "type": "status", "status": {"options": [{"name": "Not started"}]}}))).unwrap_err();
-        assert!(e.to_string().contains("needs the options"), "{e}");
-        let e = parse_schema(&db(
-            json!({"id": "s", "name": "Status", "type": "checkbox", "checkbox": {}}),
-        ))
-        .unwrap_err();
-        assert!(e.to_string().contains("type checkbox"), "{e}");
-        let e = parse_schema(&json!({"properties": {"Name": {"type": "title", "title": {}}}}))
-            .unwrap_err();
-        assert!(e.to_string().contains("no \"Status\" property"), "{e}");
+        // Configured names for a select.
+        let names = StatusNames {
+            property: "State".into(),
+            open: vec!["Pending".into()],
+            done: vec!["Closed".into()],
+        };
+        let s = parse_schema(
+            &json!({"properties": {"Name": {"type": "title", "title": {}}, "State": {"type": "select", "select": {"options": [{"name": "Closed"}, {"name": "Pending"}]}}}}),
+            &names,
+        )
+        .unwrap();
+        assert_eq!(
+            s.status.value(false),
+            json!({"select": {"name": "Pending"}})
+        );
     }
 }

@@ -42,6 +42,26 @@ pub struct Published {
     pub conversation_id: Option<i64>,
 }
 
+impl Published {
+    /// As the R-SSE `event` frame (`{"type":"event",…,"timestamp"}`).
+    pub fn to_event(&self) -> crate::events::Event {
+        crate::events::Event::Published {
+            event: self.event.clone(),
+            data: self.data.clone(),
+            conversation_id: self.conversation_id,
+        }
+    }
+}
+
+/// The device's feedback layer (lights, earcons) as the tree sees it: told
+/// of every `publish_event` at once, on the walking thread, so it must not
+/// block. The voice loop is meant to implement it; there is no LED or
+/// earcon layer yet, so nothing does today (API clients listen through
+/// [`Engine::subscribe`]).
+pub trait Feedback: Send + Sync {
+    fn published(&self, event: &Published);
+}
+
 /// A classifier, or why there is none (the builder's one-line reason).
 pub type ClassifierSlot = Result<Arc<dyn Classifier>, String>;
 
@@ -81,6 +101,7 @@ pub struct Engine {
     action_timeout: Duration,
     default_threshold: f32,
     subscribers: Mutex<Vec<crossbeam_channel::Sender<Published>>>,
+    feedback: Mutex<Vec<Arc<dyn Feedback>>>,
     warnings: Vec<Issue>,
     intent_problems: Vec<Problem>,
 }
@@ -301,6 +322,7 @@ impl Engine {
             action_timeout: Duration::from_millis(config.action_timeout_ms.max(1)),
             default_threshold: nlu.threshold,
             subscribers: Mutex::new(Vec::new()),
+            feedback: Mutex::new(Vec::new()),
             warnings: checked.warnings,
             intent_problems: Vec::new(),
         }
@@ -373,9 +395,27 @@ impl Engine {
         rx
     }
 
+    /// Tell `feedback` of every event `publish_event` nodes send from now on.
+    pub fn add_feedback(&self, feedback: Arc<dyn Feedback>) {
+        self.feedback
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(feedback);
+    }
+
     pub(crate) fn publish(&self, event: &Published) {
-        let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
-        subs.retain(|s| s.send(event.clone()).is_ok());
+        {
+            let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            subs.retain(|s| s.send(event.clone()).is_ok());
+        }
+        let feedback = self
+            .feedback
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for f in feedback {
+            f.published(event);
+        }
     }
 
     pub fn tree(&self) -> &Tree {

@@ -59,11 +59,15 @@ pub struct LlmAnswer {
 /// The world outside the tree: how an `llm_stream` node gets an answer.
 pub trait Host {
     /// `prompt` is `router` (the router graph answers), `simple`,
-    /// `persona`, or a literal system prompt. Streams `content` to `sink`.
-    /// An error ends the walk; its message is the sentence the user hears.
+    /// `persona`, or a literal system prompt. `tags`: the answer goes
+    /// through `execute_tags`, so the system prompt should add
+    /// [`tags::prompt_rules`] (the walk removes the tags from the streamed
+    /// `content`). Streams `content` to `sink`. An error ends the walk; its
+    /// message is the sentence the user hears.
     fn llm_stream(
         &mut self,
         prompt: &str,
+        tags: bool,
         sink: &mut dyn EventSink,
     ) -> Result<LlmAnswer, HostError>;
 }
@@ -465,6 +469,47 @@ impl Walk<'_> {
     }
 }
 
+/// Does the answer of an `llm_stream` node whose `next` is this reach an
+/// `execute_tags` node before another LLM call or the end? Then its tags
+/// are applied, so the model is told about them and they are kept out of
+/// the streamed `content`.
+fn tags_follow(tree: &super::model::Tree, next: Option<&str>) -> bool {
+    let mut queue: Vec<&str> = next.into_iter().collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = queue.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        match tree.nodes.get(id).map(|d| &d.node) {
+            Some(Node::ExecuteTags { .. }) => return true,
+            Some(Node::LlmStream { .. }) | None => {}
+            Some(node) => queue.extend(node.edges().into_iter().filter_map(|(_, t)| t)),
+        }
+    }
+    false
+}
+
+/// The sink an `llm_stream` node streams through when tags follow: its
+/// `content` passes through a [`tags::StreamStripper`].
+struct TagFilter<'s> {
+    inner: &'s mut dyn EventSink,
+    stripper: tags::StreamStripper,
+}
+
+impl EventSink for TagFilter<'_> {
+    fn emit(&mut self, event: &Event) {
+        match event {
+            Event::Content { data } => {
+                let data = self.stripper.push(data);
+                if !data.is_empty() {
+                    self.inner.emit(&Event::Content { data });
+                }
+            }
+            other => self.inner.emit(other),
+        }
+    }
+}
+
 /// Walk `engine`'s tree for one utterance.
 pub fn walk(
     engine: &Engine,
@@ -617,7 +662,22 @@ pub fn walk(
                         "dry run: skipped the LLM at node '{current}' (prompt '{prompt}')"
                     ));
                 } else {
-                    match host.llm_stream(prompt, sink) {
+                    let tags = tags_follow(tree, next.as_deref());
+                    let answer = if tags {
+                        let mut filtered = TagFilter {
+                            inner: sink,
+                            stripper: tags::StreamStripper::new(),
+                        };
+                        let answer = host.llm_stream(prompt, true, &mut filtered);
+                        let rest = filtered.stripper.finish();
+                        if !rest.is_empty() {
+                            sink.emit(&Event::Content { data: rest });
+                        }
+                        answer
+                    } else {
+                        host.llm_stream(prompt, false, sink)
+                    };
+                    match answer {
                         Ok(answer) => {
                             if !answer.text.trim().is_empty() {
                                 w.said_any = true;
@@ -680,6 +740,13 @@ pub fn walk(
                         .push(format!("dry run: event '{event}' not published"));
                 } else {
                     engine.publish(&published);
+                    // The turn's own stream carries it too (a companion
+                    // app on `/api/chat/stream` sees it in order).
+                    sink.emit(&Event::Published {
+                        event: published.event.clone(),
+                        data: published.data.clone(),
+                        conversation_id: published.conversation_id,
+                    });
                 }
                 w.out.events.push(published);
                 next.clone()
@@ -791,6 +858,7 @@ mod tests {
         fn llm_stream(
             &mut self,
             prompt: &str,
+            _tags: bool,
             sink: &mut dyn EventSink,
         ) -> Result<LlmAnswer, HostError> {
             self.prompts.push(prompt.into());
@@ -895,6 +963,15 @@ mod tests {
     fn entry_classify_action_set_state_phase_transition_publish_end() {
         let s = setup(&all_kinds(), true, 50);
         let events = s.engine.subscribe();
+        /// The voice loop's feedback seam, as a light would see it.
+        struct Lights(std::sync::Mutex<Vec<String>>);
+        impl crate::tree::engine::Feedback for Lights {
+            fn published(&self, event: &Published) {
+                self.0.lock().unwrap().push(event.event.clone());
+            }
+        }
+        let lights = std::sync::Arc::new(Lights(Default::default()));
+        s.engine.add_feedback(lights.clone());
         let (r, sink, host) = go(&s, "what time is it", "idle", false);
         let out = r.unwrap();
         assert_eq!(
@@ -927,6 +1004,17 @@ mod tests {
         let published = events.try_recv().unwrap();
         assert_eq!(published.event, "answered");
         assert_eq!(published.data, json!({"said": "what time is it"}));
+        assert_eq!(*lights.0.lock().unwrap(), ["answered"]);
+        // …and the turn's own stream carries it, before the answer's end.
+        assert!(
+            sink.events.contains(&Event::Published {
+                event: "answered".into(),
+                data: json!({"said": "what time is it"}),
+                conversation_id: None,
+            }),
+            "{:?}",
+            sink.events
+        );
         // R-SSE: thinking for the action, one content sentence.
         assert_eq!(
             sink.events[0],

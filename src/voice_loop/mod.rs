@@ -486,6 +486,15 @@ impl VoiceLoop {
                     tracing::info!(after_vad_ms = ms_since(vad_end) as u64, "speaking");
                 }
                 // The microphone: barge-in by voice, or read and discard.
+                // A recording is not read while answering: what follows in
+                // it is the next request, not sound made meanwhile.
+                if !source.is_live() {
+                    std::thread::sleep(Duration::from_millis(10));
+                    if worker.is_finished() && (barge.is_some() || !speaker.is_speaking()) {
+                        break;
+                    }
+                    continue;
+                }
                 match source.read(&mut buf, Duration::from_millis(10)) {
                     Ok(n) if voice_barge && barge.is_none() => {
                         for event in endpointer.push(&buf[..n]) {
@@ -671,7 +680,11 @@ impl VoiceLoop {
                 self.speaker.stop();
                 break;
             }
-            let _ = self.source.read(&mut buf, Duration::from_millis(10));
+            if self.source.is_live() {
+                let _ = self.source.read(&mut buf, Duration::from_millis(10));
+            } else {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 
@@ -763,7 +776,10 @@ impl VoiceLoop {
         let level = self
             .device_state("volume")
             .and_then(|v| v.trim().parse::<f32>().ok())
-            .map(|v| (v / 100.0).clamp(0.0, 1.0))
+            // A 0 stored by an older build is the floor, never silence.
+            .map(|v| {
+                (v / 100.0).clamp(crate::tree::actions::device::MIN_VOLUME as f32 / 100.0, 1.0)
+            })
             .unwrap_or(1.0);
         self.speaker.set_volume(level * self.volume);
     }

@@ -28,6 +28,11 @@ pub struct Volume {
 /// Volume when none was ever set.
 pub const DEFAULT_VOLUME: i64 = 50;
 
+/// The lowest volume a voice command reaches: a device turned down to
+/// nothing would answer the next question in silence with nothing saying
+/// why. Silence is an explicit mute, never the end of "quieter".
+pub const MIN_VOLUME: i64 = 10;
+
 fn store_err(e: crate::store::StoreError) -> ActionError {
     ActionError::DeviceState(e.to_string())
 }
@@ -144,10 +149,10 @@ impl Action for Volume {
             .unwrap_or(DEFAULT_VOLUME);
         let level = said_level(&call.text)
             .unwrap_or(current + self.step)
-            .clamp(0, 100);
+            .clamp(MIN_VOLUME, 100);
         Ok(ActionOutput::said(match level {
             100 => "Volume is at maximum.".to_string(),
-            0 => "Volume is off.".to_string(),
+            MIN_VOLUME => format!("Volume is at its lowest, {MIN_VOLUME} percent."),
             l => format!("Volume {l} percent."),
         })
         .with_device(keys::VOLUME, level.to_string()))
@@ -203,6 +208,27 @@ mod tests {
         );
         let set = up.run(&call("set the volume to 30"), &env).unwrap();
         assert_eq!(changed(&set, keys::VOLUME).as_deref(), Some("30"));
+    }
+
+    #[test]
+    fn volume_stops_at_a_floor_and_says_so() {
+        let (_d, env) = env();
+        let down = Volume { step: -10 };
+        // Five "turn it down" from the default never reach silence.
+        let mut out = down.run(&call("turn it down"), &env).unwrap();
+        for _ in 0..5 {
+            out = down.run(&after("turn it down", &out), &env).unwrap();
+        }
+        assert_eq!(changed(&out, keys::VOLUME).as_deref(), Some("10"));
+        assert_eq!(out.say, "Volume is at its lowest, 10 percent.");
+        // A level said below the floor stops there too.
+        for text in ["set the volume to 0", "volume to five"] {
+            let out = down.run(&call(text), &env).unwrap();
+            assert_eq!(changed(&out, keys::VOLUME).as_deref(), Some("10"), "{text}");
+            assert!(out.say.contains("lowest"), "{text}: {}", out.say);
+        }
+        let out = down.run(&call("volume to 20"), &env).unwrap();
+        assert_eq!(out.say, "Volume 20 percent.");
     }
 
     #[test]

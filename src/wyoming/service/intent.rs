@@ -35,7 +35,12 @@ const OTHER: &str = "other";
 struct NoLlm;
 
 impl Host for NoLlm {
-    fn llm_stream(&mut self, _prompt: &str, _: &mut dyn EventSink) -> Result<LlmAnswer, HostError> {
+    fn llm_stream(
+        &mut self,
+        _prompt: &str,
+        _tags: bool,
+        _: &mut dyn EventSink,
+    ) -> Result<LlmAnswer, HostError> {
         Err(HostError::NoLlm("recognition runs without an LLM".into()))
     }
 }
