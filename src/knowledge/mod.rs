@@ -23,6 +23,7 @@ pub mod context;
 pub mod eval;
 pub mod ingest;
 pub mod loader;
+pub mod pdf;
 pub mod rerank;
 pub mod retrieve;
 pub mod splitter;
@@ -83,6 +84,14 @@ pub struct KnowledgeConfig {
     /// Where `earshot ingest --plan` writes the analysis for review; empty
     /// = `<state_dir>/knowledge-plan.json`.
     pub plan_file: String,
+    /// The program that reads PDFs (poppler's pdftotext, Debian
+    /// `poppler-utils`); see `knowledge::pdf` for why.
+    pub pdf_program: String,
+    /// A PDF taking longer than this to read is refused (a PDF bomb).
+    pub pdf_timeout_s: u64,
+    /// Memory the PDF reader may take per file, MB (a decompression bomb
+    /// fails here instead of taking the device's memory).
+    pub pdf_memory_mb: u64,
 }
 
 impl Default for KnowledgeConfig {
@@ -103,11 +112,24 @@ impl Default for KnowledgeConfig {
             reranker_model: "reranker.onnx".into(),
             reranker_tokenizer: "reranker-tokenizer.json".into(),
             plan_file: String::new(),
+            pdf_program: pdf::PROGRAM.into(),
+            pdf_timeout_s: 120,
+            pdf_memory_mb: 1024,
         }
     }
 }
 
 impl KnowledgeConfig {
+    /// How the PDF reader may run.
+    pub fn pdf_limits(&self) -> pdf::PdfLimits {
+        pdf::PdfLimits {
+            program: self.pdf_program.clone(),
+            timeout: std::time::Duration::from_secs(self.pdf_timeout_s.max(1)),
+            memory_mb: self.pdf_memory_mb.max(64),
+            max_text_mb: self.max_file_mb.saturating_mul(4).max(16),
+        }
+    }
+
     /// The plan file for this config.
     pub fn plan_path(&self, paths: &Paths) -> std::path::PathBuf {
         if self.plan_file.trim().is_empty() {

@@ -71,6 +71,8 @@ pub struct Candidate {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
+    /// The PDF page the chunk starts on (None for txt/md).
+    pub page: Option<u32>,
     pub tier: u8,
     /// Cosine similarity to the query.
     pub vector: f32,
@@ -92,6 +94,8 @@ pub struct Passage {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
+    /// The PDF page the passage starts on (None for txt/md), for citations.
+    pub page: Option<u32>,
     pub tier: u8,
     pub score: f32,
     pub rerank: f32,
@@ -623,6 +627,7 @@ pub fn rerank<R: Into<RowWithScore>>(
             path: r.row.path,
             title: r.row.title,
             section: r.row.section,
+            page: r.row.page,
             tier: r.row.tier,
             vector,
             bm25,
@@ -717,6 +722,7 @@ pub fn merge_adjacent(candidates: Vec<Candidate>) -> Vec<Passage> {
                 path: c.path,
                 title: c.title,
                 section: c.section,
+                page: c.page,
                 tier: c.tier,
                 score: c.score,
                 rerank: c.rerank,
@@ -742,6 +748,7 @@ mod tests {
             path: format!("/d{doc}"),
             title: format!("D{doc}"),
             section: None,
+            page: None,
             tier,
             vector: 0.5,
             bm25: 0.1,
