@@ -194,6 +194,12 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
         return Err(LoadError::Damaged(first));
     }
     let text = String::from_utf8_lossy(&out);
+    if text.trim_matches(|c: char| c.is_whitespace() || c == '\u{c}').is_empty() {
+        // No text, and poppler complained: a damaged file, not a scan.
+        if let Some(line) = err.lines().map(str::trim).find(|l| l.contains("Error")) {
+            return Err(LoadError::Damaged(line.to_string()));
+        }
+    }
     let mut pages: Vec<String> = text.split('\u{c}').map(str::to_string).collect();
     // pdftotext ends every page, the last one too, with a form feed.
     if pages.len() > 1 && pages.last().is_some_and(|p| p.trim().is_empty()) {

@@ -44,6 +44,9 @@ pub trait Reranker: Send + Sync {
     fn score(&self, query: &str, candidates: &[RerankInput<'_>]) -> Result<Vec<f32>>;
 }
 
+/// Where the fusion's calibration came from, for `doctor` and the notes.
+pub const FUSION_CALIBRATION: &str = "logistic fit on the repository's labelled corpus (tests/data/knowledge, 19 questions)";
+
 /// Logistic intercept, cosine weight and BM25 weight (see the module doc).
 pub const FUSION_BIAS: f32 = -15.0;
 pub const FUSION_COSINE: f32 = 7.5;
