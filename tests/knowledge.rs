@@ -549,7 +549,10 @@ fn eval_retrieval_reports_precision_recall_latency_spread_and_diversity() {
         s["recall"].as_f64().unwrap(),
         s["f1"].as_f64().unwrap(),
     );
-    assert!(p >= 0.8 && r >= 0.9, "precision {p} recall {r}");
+    // Issue 19: the cut now reads P(the chunk comes from a document that
+    // answers), so more chunks of the right documents pass it: recall
+    // stays, precision over chunks fell from 0.87 to about 0.6.
+    assert!(p >= 0.5 && r >= 0.9, "precision {p} recall {r}");
     assert!((f1 - 2.0 * p * r / (p + r)).abs() < 1e-9);
     assert!(s["latency_p50_ms"].as_f64().unwrap() > 0.0);
     let spread: f64 = s["tier_spread"]
@@ -960,14 +963,22 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
         retrieval["query"],
         "how often to descale the espresso machine"
     );
-    let chunk = &retrieval["chunks"][0];
-    assert!(
-        chunk["source"]
-            .as_str()
-            .unwrap()
-            .ends_with("tier1_espresso_machine.md"),
-        "{row:#}"
-    );
+    // The manual's descaling section is among the first two passages (the
+    // issue-19 fusion orders the owner's review of the same machine,
+    // which also speaks of descaling, first on this question).
+    let chunk = retrieval["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(2)
+        .find(|c| {
+            c["source"]
+                .as_str()
+                .unwrap()
+                .ends_with("tier1_espresso_machine.md")
+                && c["section"].as_str().unwrap_or("").contains("Descaling")
+        })
+        .unwrap_or_else(|| panic!("{row:#}"));
     assert!(
         chunk["score"].as_f64().is_some()
             && chunk["rerank"].as_f64().is_some()
@@ -1513,7 +1524,10 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
         &[],
     );
     let top = &r["passages"][0];
-    assert!(top["path"].as_str().unwrap().ends_with("gropdf-gzip.pdf"), "{r:#}");
+    assert!(
+        top["path"].as_str().unwrap().ends_with("gropdf-gzip.pdf"),
+        "{r:#}"
+    );
     assert!(top["page"].as_u64().is_some(), "{top}");
     assert!(top["section"].as_str().is_some(), "{top}");
     let r = search(dir.path(), "how are trigger cycles detected", &[]);
@@ -1521,12 +1535,21 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["path"].as_str().unwrap().ends_with("enscript-triggers.pdf"))
+        .find(|p| {
+            p["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("enscript-triggers.pdf")
+        })
         .unwrap_or_else(|| panic!("{r:#}"));
     let page = hit["page"].as_u64().unwrap();
     assert!(page > 1, "the body past page 1 is indexed: {hit}");
     assert!(
-        hit["text"].as_str().unwrap().to_lowercase().contains("cycle"),
+        hit["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("cycle"),
         "{hit}"
     );
     let cites = r["context"]["text"].as_str().unwrap();
@@ -1542,8 +1565,11 @@ fn stream_bomb(mb: usize) -> Vec<u8> {
         z.write_all(&line).unwrap();
     }
     let stream = z.finish().unwrap();
-    let mut content = format!("<< /Length {} /Filter /FlateDecode >>\nstream\n", stream.len())
-        .into_bytes();
+    let mut content = format!(
+        "<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        stream.len()
+    )
+    .into_bytes();
     content.extend(&stream);
     content.extend(b"\nendstream");
     pdf_of(vec![
@@ -1600,7 +1626,11 @@ fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
         docs.join("boiler.pdf"),
     )
     .unwrap();
-    std::fs::copy(data("knowledge/bad/encrypted.pdf"), docs.join("encrypted.pdf")).unwrap();
+    std::fs::copy(
+        data("knowledge/bad/encrypted.pdf"),
+        docs.join("encrypted.pdf"),
+    )
+    .unwrap();
     std::fs::copy(
         data("knowledge/bad/scan-reportlab.pdf"),
         docs.join("scan.pdf"),
@@ -1610,7 +1640,10 @@ fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
     put("truncated.pdf", &good[..good.len() / 3]);
     put("bomb-stream.pdf", &stream_bomb(400));
     put("bomb-deep.pdf", &recursion_bomb());
-    put("program.txt", &std::fs::read(common::earshot_bin()).unwrap()[..64 * 1024]);
+    put(
+        "program.txt",
+        &std::fs::read(common::earshot_bin()).unwrap()[..64 * 1024],
+    );
     put(
         "latin1.txt",
         b"Caf\xe9 menu\n\nThe cr\xe8me br\xfbl\xe9e is served cold, with a caramelised top.\n",
@@ -1695,8 +1728,6 @@ fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
     assert_eq!(top["page"], 1);
     // doctor counts what was indexed and what yielded no text.
     let store = open_store(dir.path());
-    let stats = store
-        .with_conn(earshot::knowledge::store::stats)
-        .unwrap();
+    let stats = store.with_conn(earshot::knowledge::store::stats).unwrap();
     assert_eq!((stats.documents, stats.no_text), (3, 1), "{stats:?}");
 }

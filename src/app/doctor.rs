@@ -873,7 +873,10 @@ fn knowledge(config: &Config) -> Vec<Check> {
             Err(e) => Check::new(
                 "reranker",
                 Status::Warn,
-                format!("cannot read {}: {e}; reranking by the calibrated fusion", model.display()),
+                format!(
+                    "cannot read {}: {e}; reranking by the calibrated fusion",
+                    model.display()
+                ),
                 "check the file's permissions",
             ),
         }

@@ -288,10 +288,8 @@ impl Ingest<'_> {
             Ok(l) => l,
             Err(e) => {
                 if mode == Mode::Apply {
-                    let no_text = matches!(
-                        e,
-                        loader::LoadError::NoTextLayer | loader::LoadError::Empty
-                    );
+                    let no_text =
+                        matches!(e, loader::LoadError::NoTextLayer | loader::LoadError::Empty);
                     // Best effort: `doctor`'s count, never a reason to stop.
                     let _ = self.store.with_conn(|c| {
                         kstore::record_skipped(c, &canonical, &e.to_string(), no_text)

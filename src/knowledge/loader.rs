@@ -357,9 +357,15 @@ mod tests {
         );
         assert_eq!(decode(b"plain").unwrap(), ("plain".to_string(), None));
         // Binary renamed .txt: NULs, or high bytes that are mostly C1 controls.
-        assert!(matches!(decode(b"\x7fELF\x02\x01\x00\x00"), Err(LoadError::NotText(_))));
+        assert!(matches!(
+            decode(b"\x7fELF\x02\x01\x00\x00"),
+            Err(LoadError::NotText(_))
+        ));
         let noise: Vec<u8> = (0..400u32).map(|i| 0x80 + (i % 32) as u8).collect();
         assert!(matches!(decode(&noise), Err(LoadError::NotText(_))));
-        assert!(matches!(decode(&[0xFF, 0xFE, 0x41]), Err(LoadError::NotText(_))));
+        assert!(matches!(
+            decode(&[0xFF, 0xFE, 0x41]),
+            Err(LoadError::NotText(_))
+        ));
     }
 }

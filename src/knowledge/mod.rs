@@ -58,7 +58,8 @@ pub struct KnowledgeConfig {
     pub rerank_top_n: usize,
     /// Reranked chunks scoring below this are dropped (seed: 0.3).
     pub min_score: f32,
-    /// Most chunks taken from one document (seed: 2).
+    /// Most chunks taken from one document (seed: 2; 3 since issue 19: a
+    /// question about one long manual then gets its three best passages).
     pub max_per_source: usize,
     /// Added to a tier-1 chunk's score when ordering (seed: "boost tier 1").
     pub tier1_boost: f32,
@@ -101,7 +102,7 @@ impl Default for KnowledgeConfig {
             vector_top_k: 30,
             rerank_top_n: 7,
             min_score: 0.3,
-            max_per_source: 2,
+            max_per_source: 3,
             tier1_boost: 0.1,
             rewrite_query: false,
             analyse_with_llm: true,

@@ -194,7 +194,10 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
         return Err(LoadError::Damaged(first));
     }
     let text = String::from_utf8_lossy(&out);
-    if text.trim_matches(|c: char| c.is_whitespace() || c == '\u{c}').is_empty() {
+    if text
+        .trim_matches(|c: char| c.is_whitespace() || c == '\u{c}')
+        .is_empty()
+    {
         // No text, and poppler complained: a damaged file, not a scan.
         if let Some(line) = err.lines().map(str::trim).find(|l| l.contains("Error")) {
             return Err(LoadError::Damaged(line.to_string()));

@@ -99,7 +99,9 @@ fn all_caps(line: &str) -> bool {
         && !line.chars().any(|c| c.is_lowercase())
         && !line.starts_with('-')
         && !line.ends_with(['.', ',', ';'])
-        && !line.contains(['=', '(', ')', '[', ']', '{', '}', '<', '>', '/', '\\', '|', '$', '"'])
+        && !line.contains([
+            '=', '(', ')', '[', ']', '{', '}', '<', '>', '/', '\\', '|', '$', '"',
+        ])
 }
 
 /// How many heading lines a text has (the heuristic strategy picks
@@ -287,7 +289,10 @@ mod tests {
         assert_eq!(heading("NO."), None);
         assert_eq!(heading("FOO=BAR"), None);
         assert_eq!(heading("--USER"), None);
-        assert_eq!(heading("THIS IS A VERY LONG SHOUTED SENTENCE OF MANY WORDS"), None);
+        assert_eq!(
+            heading("THIS IS A VERY LONG SHOUTED SENTENCE OF MANY WORDS"),
+            None
+        );
         assert_eq!(count_headings(DOC), 5);
     }
 
@@ -319,13 +324,19 @@ mod tests {
             .iter()
             .map(|p| (p.section.clone().unwrap_or_default(), p.page))
             .collect();
-        assert_eq!(got, vec![("NAME".to_string(), 1), ("OPTIONS".to_string(), 1)]);
+        assert_eq!(
+            got,
+            vec![("NAME".to_string(), 1), ("OPTIONS".to_string(), 1)]
+        );
         let long = "word ".repeat(30);
         let text = format!("{long}one\n\n{long}two\n\u{c}\n{long}three starts here\n\u{c}\nand ends on page three\n\n{long}four\n");
         let small = split(&text, Strategy::Paragraph, 200);
         let pages: Vec<u32> = small.iter().map(|p| p.page).collect();
         assert_eq!(pages, vec![1, 1, 2, 3], "{small:?}");
-        let three = small.iter().find(|p| p.text.contains("three starts")).unwrap();
+        let three = small
+            .iter()
+            .find(|p| p.text.contains("three starts"))
+            .unwrap();
         assert_eq!(three.page, 2);
         // A chunk is cited by the page it starts on.
         assert!(three.text.contains("ends on page three"));

@@ -149,7 +149,12 @@ fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRow> {
 
 /// Remember a file the ingest could not index (`no_text`: it yielded no
 /// text: a scan, an empty file), for `doctor`; replaces an earlier row.
-pub fn record_skipped(c: &Connection, path: &str, reason: &str, no_text: bool) -> rusqlite::Result<()> {
+pub fn record_skipped(
+    c: &Connection,
+    path: &str,
+    reason: &str,
+    no_text: bool,
+) -> rusqlite::Result<()> {
     c.execute(
         "INSERT INTO knowledge_skipped (path, reason, no_text, at) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT(path) DO UPDATE SET reason = excluded.reason, no_text = excluded.no_text, at = excluded.at",
