@@ -1729,4 +1729,32 @@ fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
     let store = open_store(dir.path());
     let stats = store.with_conn(earshot::knowledge::store::stats).unwrap();
     assert_eq!((stats.documents, stats.no_text), (3, 1), "{stats:?}");
+    let (_, out, err) = es(
+        dir.path(),
+        &["--config", config.to_str().unwrap(), "doctor", "--json"],
+        &[],
+    );
+    let doctor = json_of(&out);
+    let check = |name: &str| -> Value {
+        doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check: {out}\n{err}"))
+            .clone()
+    };
+    assert_eq!(check("PDF reader")["status"], "ok");
+    let reranker = check("reranker")["detail"].as_str().unwrap().to_string();
+    assert!(
+        reranker.contains("calibrated fusion") && reranker.contains("questions-A"),
+        "{reranker}"
+    );
+    let kb = check("knowledge base");
+    let detail = kb["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("3 documents") && detail.contains("1 files yielded no text"),
+        "{detail}"
+    );
+    assert_eq!(kb["status"], "warn");
 }
