@@ -86,7 +86,7 @@ pub struct Candidate {
     /// The reranker's order among the kept (the fusion: P(holds the
     /// answer); a cross-encoder: its score).
     pub relevance: f32,
-    /// rerank + tier-1 boost: the order used after reranking.
+    /// relevance + tier-1 boost: the order used after reranking.
     pub score: f32,
     #[serde(skip)]
     pub text: String,
