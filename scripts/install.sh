@@ -74,6 +74,7 @@ if [[ $deps -eq 1 && $staged -eq 0 ]] && command -v apt-get >/dev/null; then
   # Runtime only: ALSA, espeak-ng (last-resort voice), curl/python3 for the
   # model fetchers, sqlite3 for recovering a damaged database.
   apt_install libasound2 espeak-ng curl python3 ca-certificates sqlite3
+  apt_install poppler-utils   # pdftotext reads PDFs for the knowledge base (issue 19)
 else
   log "skipping Debian packages (--no-deps, --root, or no apt-get)"
 fi

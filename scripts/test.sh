@@ -15,6 +15,8 @@ echo "== Wyoming peers (virtualenvs)"
 "$here/venv-wyoming-satellite.sh"
 # Issue 15: a real CalDAV server (Radicale) for tests/calendar.rs.
 "$here/venv-radicale.sh"
+# Issue 19: poppler's pdftotext reads PDFs in the knowledge tests.
+"$here/knowledge-tools.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -387,7 +387,7 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
     );
     assert!(context.contains("every 200 cups"));
     assert!(context.contains("cite each fact with its number"));
-    // Tier 1 is listed before tier 2; each kept chunk scored ≥ 0.3; ≤ 2 per source.
+    // Tier 1 is listed before tier 2; each kept chunk scored ≥ 0.3; ≤ 3 per source (max_per_source).
     if let (Some(t1), Some(t2)) = (context.find("Tier 1"), context.find("Tier 2")) {
         assert!(t1 < t2);
     }
@@ -398,7 +398,7 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
             .entry(p["document_id"].as_i64().unwrap())
             .or_insert(0) += p["chunk_ids"].as_array().unwrap().len();
     }
-    assert!(per_source.values().all(|&n| n <= 2), "{per_source:?}");
+    assert!(per_source.values().all(|&n| n <= 3), "{per_source:?}");
     // Every dropped candidate really was under the cut.
     let kept: Vec<i64> = passages
         .iter()
@@ -549,7 +549,10 @@ fn eval_retrieval_reports_precision_recall_latency_spread_and_diversity() {
         s["recall"].as_f64().unwrap(),
         s["f1"].as_f64().unwrap(),
     );
-    assert!(p >= 0.8 && r >= 0.9, "precision {p} recall {r}");
+    // Issue 19: the cut now reads P(the chunk comes from a document that
+    // answers), so more chunks of the right documents pass it: recall
+    // stays, precision over chunks fell from 0.87 to about 0.6.
+    assert!(p >= 0.5 && r >= 0.9, "precision {p} recall {r}");
     assert!((f1 - 2.0 * p * r / (p + r)).abs() < 1e-9);
     assert!(s["latency_p50_ms"].as_f64().unwrap() > 0.0);
     let spread: f64 = s["tier_spread"]
@@ -960,14 +963,21 @@ fn agent_cites_search_knowledge_and_the_turn_flows_through_log_feedback_review_e
         retrieval["query"],
         "how often to descale the espresso machine"
     );
-    let chunk = &retrieval["chunks"][0];
-    assert!(
-        chunk["source"]
-            .as_str()
-            .unwrap()
-            .ends_with("tier1_espresso_machine.md"),
-        "{row:#}"
-    );
+    // The manual is among the first two passages (the issue-19 fusion
+    // orders the owner's review of the same machine, which also speaks
+    // of descaling, first on this question).
+    let chunk = retrieval["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(2)
+        .find(|c| {
+            c["source"]
+                .as_str()
+                .unwrap()
+                .ends_with("tier1_espresso_machine.md")
+        })
+        .unwrap_or_else(|| panic!("{row:#}"));
     assert!(
         chunk["score"].as_f64().is_some()
             && chunk["rerank"].as_f64().is_some()
@@ -1412,4 +1422,339 @@ fn ingest_on_a_full_disk_names_the_disk_not_a_turn() {
         count(dir.path(), "SELECT COUNT(*) FROM knowledge_documents"),
         0
     );
+}
+
+// ------------------------------------------------- PDFs and bad input (issue 19)
+
+/// Lower-case words with their counts.
+fn word_counts(text: &str) -> std::collections::HashMap<String, usize> {
+    let mut out = std::collections::HashMap::new();
+    for w in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *out.entry(w.to_lowercase()).or_insert(0) += 1;
+    }
+    out
+}
+
+/// poppler's own text of a PDF, the reference.
+fn pdftotext(path: &Path) -> String {
+    let out = std::process::Command::new("pdftotext")
+        .args(["-enc", "UTF-8"])
+        .arg(path)
+        .arg("-")
+        .output()
+        .expect("pdftotext is installed by scripts/knowledge-tools.sh");
+    assert!(out.status.success(), "{}", path.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn pdfs_from_six_producers_keep_98_percent_of_pdftotext_words_and_their_pages() {
+    use earshot::knowledge::{loader, splitter};
+    let dir = data("knowledge/pdfs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 7, "{files:?}");
+    let limits = earshot::knowledge::KnowledgeConfig::default().pdf_limits();
+    for pdf in files {
+        let reference = pdftotext(&pdf);
+        let pages = reference.trim_end_matches('\u{c}').matches('\u{c}').count() as u32 + 1;
+        let loaded = loader::load(&pdf, loader::Kind::Pdf, 20, &limits)
+            .unwrap_or_else(|e| panic!("{}: {e}", pdf.display()));
+        // What is indexed: the chunks' text.
+        let pieces = splitter::split(&loaded.text, splitter::Strategy::Section, 700);
+        let ours: String = pieces.iter().map(|p| format!("{}\n", p.text)).collect();
+        let (want, got) = (word_counts(&reference), word_counts(&ours));
+        let total: usize = want.values().sum();
+        let kept: usize = want
+            .iter()
+            .map(|(w, n)| (*n).min(got.get(w).copied().unwrap_or(0)))
+            .sum();
+        let share = kept as f64 / total as f64;
+        assert!(
+            share >= 0.98,
+            "{}: {kept} of {total} words ({:.1} %)",
+            pdf.display(),
+            share * 100.0
+        );
+        // Pages: in order, within the document, and the last page reached.
+        let seen: Vec<u32> = pieces.iter().map(|p| p.page).collect();
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert!(seen.iter().all(|p| (1..=pages).contains(p)), "{seen:?}");
+        if pages > 2 {
+            assert!(
+                *seen.last().unwrap() >= pages - 1,
+                "{}: {pages} pages, chunks reach {seen:?}",
+                pdf.display()
+            );
+        }
+    }
+}
+
+/// The enscript (ghostscript) PDF the issue found as one header-only chunk:
+/// its body is searchable, the passage cites its page, and a man page's
+/// sections name the citation.
+#[test]
+fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for name in ["enscript-triggers.pdf", "gropdf-gzip.pdf"] {
+        std::fs::copy(data(&format!("knowledge/pdfs/{name}")), docs.join(name)).unwrap();
+    }
+    let (code, out, err) = es(
+        dir.path(),
+        &["ingest", docs.to_str().unwrap(), "--json"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report = json_of(&out);
+    for f in report["files"].as_array().unwrap() {
+        assert!(f["chunks"].as_u64().unwrap() > 10, "{f}");
+    }
+    let r = search(
+        dir.path(),
+        "what does gzip do with the original file's name and timestamp",
+        &[],
+    );
+    let top = &r["passages"][0];
+    assert!(
+        top["path"].as_str().unwrap().ends_with("gropdf-gzip.pdf"),
+        "{r:#}"
+    );
+    assert!(top["page"].as_u64().is_some(), "{top}");
+    assert!(top["section"].as_str().is_some(), "{top}");
+    let r = search(dir.path(), "how are trigger cycles detected", &[]);
+    let hit = r["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("enscript-triggers.pdf")
+        })
+        .unwrap_or_else(|| panic!("{r:#}"));
+    let page = hit["page"].as_u64().unwrap();
+    assert!(page > 1, "the body past page 1 is indexed: {hit}");
+    assert!(
+        hit["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("cycle"),
+        "{hit}"
+    );
+    let cites = r["context"]["text"].as_str().unwrap();
+    assert!(cites.contains(", p. "), "citations carry the page: {cites}");
+}
+
+/// A PDF whose one content stream inflates to `mb` MB of text operators.
+fn stream_bomb(mb: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let line = b"BT /F1 12 Tf 72 700 Td (bomb) Tj ET\n".repeat(28_000);
+    for _ in 0..mb {
+        z.write_all(&line).unwrap();
+    }
+    let stream = z.finish().unwrap();
+    let mut content = format!(
+        "<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        stream.len()
+    )
+    .into_bytes();
+    content.extend(&stream);
+    content.extend(b"\nendstream");
+    pdf_of(vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>".to_vec(),
+        content,
+    ])
+}
+
+/// A PDF with an object nested 100 000 arrays deep.
+fn recursion_bomb() -> Vec<u8> {
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    pdf_of(vec![
+        format!("<< /Type /Catalog /Pages 2 0 R /Deep {deep} >>").into_bytes(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>".to_vec(),
+    ])
+}
+
+fn pdf_of(objects: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend(o);
+        out.extend(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for off in offsets {
+        out.extend(format!("{off:010} 00000 n \n").as_bytes());
+    }
+    out.extend(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+#[test]
+fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let put = |name: &str, bytes: &[u8]| std::fs::write(docs.join(name), bytes).unwrap();
+    std::fs::copy(
+        data("knowledge/pdfs/handmade-three-lines.pdf"),
+        docs.join("boiler.pdf"),
+    )
+    .unwrap();
+    std::fs::copy(
+        data("knowledge/bad/encrypted.pdf"),
+        docs.join("encrypted.pdf"),
+    )
+    .unwrap();
+    std::fs::copy(
+        data("knowledge/bad/scan-reportlab.pdf"),
+        docs.join("scan.pdf"),
+    )
+    .unwrap();
+    let good = std::fs::read(data("knowledge/pdfs/gropdf-gzip.pdf")).unwrap();
+    put("truncated.pdf", &good[..good.len() / 3]);
+    put("bomb-stream.pdf", &stream_bomb(400));
+    put("bomb-deep.pdf", &recursion_bomb());
+    put(
+        "program.txt",
+        &std::fs::read(common::earshot_bin()).unwrap()[..64 * 1024],
+    );
+    put(
+        "latin1.txt",
+        b"Caf\xe9 menu\n\nThe cr\xe8me br\xfbl\xe9e is served cold, with a caramelised top.\n",
+    );
+    let mut utf16 = vec![0xFF, 0xFE];
+    utf16.extend(
+        "Kettle notes\n\nDescale the kettle every month with citric acid.\n"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes()),
+    );
+    put("utf16.txt", &utf16);
+    // 1 GB, sparse: refused from its size alone.
+    std::fs::File::create(docs.join("huge.txt"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::write(
+        dir.path().join("earshot.toml"),
+        "[knowledge]\npdf_timeout_s = 20\npdf_memory_mb = 256\n",
+    )
+    .unwrap();
+    let config = dir.path().join("earshot.toml");
+    let started = std::time::Instant::now();
+    let (code, out, err) = es(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "ingest",
+            docs.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 1, "failures make the exit code 1: {out}\n{err}");
+    assert!(took.as_secs() < 60, "bounded in time: {took:?}");
+    let report = json_of(&out);
+    let file = |name: &str| -> Value {
+        report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} not reported: {report:#}"))
+            .clone()
+    };
+    for name in ["boiler.pdf", "latin1.txt", "utf16.txt"] {
+        assert_eq!(file(name)["status"], "indexed", "{name}: {report:#}");
+    }
+    assert!(file("latin1.txt")["note"]
+        .as_str()
+        .unwrap()
+        .contains("latin-1"));
+    for (name, words) in [
+        ("encrypted.pdf", "encrypted"),
+        ("scan.pdf", "no text layer; OCR is not supported"),
+        ("truncated.pdf", "damaged or truncated"),
+        ("bomb-stream.pdf", "PDF bomb"),
+        ("bomb-deep.pdf", "damaged"),
+        ("program.txt", "not a text file"),
+        ("huge.txt", "too large (1024 MB"),
+    ] {
+        let f = file(name);
+        assert_eq!(f["status"], "failed", "{name}: {f}");
+        let e = f["error"].as_str().unwrap();
+        assert!(e.contains(words), "{name}: {e}");
+        assert!(!e.contains('\n'), "{name}: {e}");
+    }
+    // The decoded texts are searchable as written.
+    let r = search(dir.path(), "how is the crème brûlée served", &[]);
+    assert!(
+        r["passages"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("crème brûlée"),
+        "{r:#}"
+    );
+    let r = search(dir.path(), "what pressure should my boiler be at", &[]);
+    let top = &r["passages"][0];
+    assert!(top["text"].as_str().unwrap().contains("1.5 bar"), "{r:#}");
+    assert_eq!(top["page"], 1);
+    // doctor counts what was indexed and what yielded no text.
+    let store = open_store(dir.path());
+    let stats = store.with_conn(earshot::knowledge::store::stats).unwrap();
+    assert_eq!((stats.documents, stats.no_text), (3, 1), "{stats:?}");
+    let (_, out, err) = es(
+        dir.path(),
+        &["--config", config.to_str().unwrap(), "doctor", "--json"],
+        &[],
+    );
+    let doctor = json_of(&out);
+    let check = |name: &str| -> Value {
+        doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check: {out}\n{err}"))
+            .clone()
+    };
+    assert_eq!(check("PDF reader")["status"], "ok");
+    let reranker = check("reranker")["detail"].as_str().unwrap().to_string();
+    assert!(
+        reranker.contains("calibrated fusion") && reranker.contains("questions-A"),
+        "{reranker}"
+    );
+    let kb = check("knowledge base");
+    let detail = kb["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("3 documents") && detail.contains("1 files yielded no text"),
+        "{detail}"
+    );
+    assert_eq!(kb["status"], "warn");
 }

@@ -120,6 +120,7 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     if let Some(check) = notion_todos(config) {
         out.push(check);
     }
+    out.extend(knowledge(config));
     out
 }
 
@@ -865,6 +866,86 @@ fn database(config: &Config) -> Check {
             "stop earshot and check the file's permissions and disk",
         ),
     }
+}
+
+// ---- knowledge base (issue 19) ------------------------------------------
+
+/// The knowledge base: the PDF reader, the reranker in use (model and
+/// sha256, or the calibrated fusion and where its calibration came from),
+/// and how many documents, chunks and text-less files it holds.
+fn knowledge(config: &Config) -> Vec<Check> {
+    let k = &config.knowledge;
+    let pdf = match crate::knowledge::pdf::check(&k.pdf_program) {
+        Ok(version) => Check::ok("PDF reader", format!("{} ({version})", k.pdf_program)),
+        Err(why) => Check::new(
+            "PDF reader",
+            Status::Warn,
+            why,
+            "apt-get install poppler-utils (or scripts/knowledge-tools.sh)",
+        ),
+    };
+    let (model, _) = crate::knowledge::rerank::cross_encoder_paths(k, &config.paths());
+    let reranker = if model.is_file() {
+        match sha256_file(&model) {
+            Ok(sha) => Check::ok(
+                "reranker",
+                format!("cross-encoder {} (sha256 {sha})", model.display()),
+            ),
+            Err(e) => Check::new(
+                "reranker",
+                Status::Warn,
+                format!(
+                    "cannot read {}: {e}; reranking by the calibrated fusion",
+                    model.display()
+                ),
+                "check the file's permissions",
+            ),
+        }
+    } else {
+        Check::ok(
+            "reranker",
+            format!(
+                "calibrated fusion, no cross-encoder model ({} is absent): {}",
+                model.display(),
+                crate::knowledge::rerank::FUSION_CALIBRATION
+            ),
+        )
+    };
+    let path = config.database_path();
+    let contents = if !path.exists() {
+        Check::ok("knowledge base", "empty (nothing ingested yet)")
+    } else {
+        match crate::store::Store::open(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                s.with_conn(crate::knowledge::store::stats)
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok(st) => {
+                let detail = format!(
+                    "{} documents, {} chunks; {} files yielded no text, {} others failed",
+                    st.documents, st.chunks, st.no_text, st.failed
+                );
+                if st.no_text + st.failed > 0 {
+                    Check::new(
+                        "knowledge base",
+                        Status::Warn,
+                        detail,
+                        "see which: earshot ingest FOLDER --apply (one line per file); scans need OCR first",
+                    )
+                } else {
+                    Check::ok("knowledge base", detail)
+                }
+            }
+            Err(e) => Check::new(
+                "knowledge base",
+                Status::Warn,
+                e,
+                "see the database check above",
+            ),
+        }
+    };
+    vec![pdf, reranker, contents]
 }
 
 // ---- button ---------------------------------------------------------------

@@ -106,8 +106,13 @@ pub fn run(config_path: Option<&Path>, args: IngestArgs) -> Result<bool> {
                             )
                         })
                         .unwrap_or_default();
+                    let note = f
+                        .note
+                        .as_deref()
+                        .map(|n| format!("; {n}"))
+                        .unwrap_or_default();
                     println!(
-                        "{:<10} {} — {} chunks{a}",
+                        "{:<10} {} — {} chunks{a}{note}",
                         f.status,
                         f.path.display(),
                         f.chunks

@@ -14,6 +14,8 @@ pub struct Citation {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
+    /// The PDF page the passage starts on.
+    pub page: Option<u32>,
     pub tier: u8,
     pub chunk_ids: Vec<i64>,
 }
@@ -71,8 +73,9 @@ pub fn build(passages: &[Passage]) -> Context {
             .as_deref()
             .map(|s| format!(", {s}"))
             .unwrap_or_default();
+        let page = p.page.map(|n| format!(", p. {n}")).unwrap_or_default();
         text.push_str(&format!(
-            "[{n}] {} ({name}{section})\n{}\n\n",
+            "[{n}] {} ({name}{section}{page})\n{}\n\n",
             p.title,
             p.text.trim()
         ));
@@ -81,6 +84,7 @@ pub fn build(passages: &[Passage]) -> Context {
             path: p.path.clone(),
             title: p.title.clone(),
             section: p.section.clone(),
+            page: p.page,
             tier: p.tier,
             chunk_ids: p.chunk_ids.clone(),
         });
@@ -100,6 +104,7 @@ mod tests {
             path: format!("/k/doc{id}.md"),
             title: format!("Doc {id}"),
             section: Some("2 Care".into()),
+            page: Some(4),
             tier,
             score,
             rerank: score,
@@ -114,7 +119,7 @@ mod tests {
         assert_eq!(ns, vec![(1, 3), (2, 2), (3, 1)]);
         let t1 = c.text.find("Tier 1").unwrap();
         let t3 = c.text.find("Tier 3").unwrap();
-        assert!(t1 < c.text.find("[1] Doc 3 (doc3.md, 2 Care)").unwrap());
+        assert!(t1 < c.text.find("[1] Doc 3 (doc3.md, 2 Care, p. 4)").unwrap());
         assert!(t3 < c.text.find("[3] Doc 1").unwrap());
         assert!(c.text.ends_with(HOW_TO_CITE));
         assert_eq!(build(&[]).text, NOTHING_FOUND);

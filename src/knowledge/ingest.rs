@@ -48,6 +48,10 @@ pub struct FileReport {
     pub chunks: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub analysis: Option<Analysis>,
+    /// Something the user should know about a file that was read, e.g.
+    /// "decoded as latin-1 (not UTF-8)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub ms: f64,
 }
 
@@ -59,6 +63,7 @@ impl FileReport {
             error: Some(error.into()),
             chunks: 0,
             analysis: None,
+            note: None,
             ms: since.elapsed().as_secs_f64() * 1000.0,
         }
     }
@@ -273,14 +278,25 @@ impl Ingest<'_> {
                         error: None,
                         chunks: old.chunk_count as usize,
                         analysis: None,
+                        note: None,
                         ms: started.elapsed().as_secs_f64() * 1000.0,
                     };
                 }
             }
         }
-        let loaded = match loader::load(path, kind, limit) {
+        let loaded = match loader::load(path, kind, limit, &self.knowledge.pdf_limits()) {
             Ok(l) => l,
-            Err(e) => return FileReport::failed(path, e.to_string(), started),
+            Err(e) => {
+                if mode == Mode::Apply {
+                    let no_text =
+                        matches!(e, loader::LoadError::NoTextLayer | loader::LoadError::Empty);
+                    // Best effort: `doctor`'s count, never a reason to stop.
+                    let _ = self.store.with_conn(|c| {
+                        kstore::record_skipped(c, &canonical, &e.to_string(), no_text)
+                    });
+                }
+                return FileReport::failed(path, e.to_string(), started);
+            }
         };
         let analysis = match reviewed_entry {
             Some(entry) => Analysis {
@@ -303,6 +319,7 @@ impl Ingest<'_> {
                 error: None,
                 chunks: 0,
                 analysis: Some(analysis),
+                note: None,
                 ms: started.elapsed().as_secs_f64() * 1000.0,
             };
         }
@@ -374,6 +391,9 @@ impl Ingest<'_> {
             error: None,
             chunks: pieces.len(),
             analysis: Some(analysis),
+            note: loaded
+                .encoding
+                .map(|e| format!("decoded as {e} (not UTF-8)")),
             ms: started.elapsed().as_secs_f64() * 1000.0,
         }
     }

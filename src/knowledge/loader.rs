@@ -1,18 +1,20 @@
 //! Documents → text, one at a time, never more than one document in memory.
 //!
-//! txt and md are read as UTF-8 text (junk with a text extension is
-//! refused, not indexed as mojibake); pdf goes through `pdf-extract`, a
-//! pure-Rust extractor over `lopdf`: no C library to cross-compile for the
-//! Pi, it decodes font encodings and ToUnicode maps (lopdf's own
-//! `extract_text` does not), and it is maintained. It can panic on damaged
-//! files, so it runs under `catch_unwind` and a panic becomes a per-file
-//! error. The size limit is checked from the file's metadata before a byte
-//! is read, so a 200 MB file costs nothing.
+//! txt and md are read as text: UTF-8 (a BOM dropped), UTF-16 with its BOM,
+//! or else Latin-1 when the bytes are not UTF-8 but look like text; junk
+//! with a text extension (NUL bytes, control characters) is refused, not
+//! indexed as mojibake. pdf goes through poppler's `pdftotext`, bounded in
+//! memory, time and output ([`super::pdf`] says why it and not a crate);
+//! its pages are kept, joined by a form-feed line, so chunks know their
+//! page. The size limit is checked from the file's metadata before a byte
+//! is read, so a 1 GB file costs nothing.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+use super::pdf::PdfLimits;
 
 /// The kinds of files the knowledge base reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -56,8 +58,11 @@ pub enum LoadError {
     Empty,
     #[error("not a text file ({0}); save it as UTF-8 text or give it its real extension")]
     NotText(String),
-    #[error("the PDF has no text layer (a scan?); run OCR on it first (e.g. ocrmypdf) and ingest the result")]
+    #[error("no text layer; OCR is not supported (a scanned PDF? run OCR on it first, e.g. ocrmypdf, and ingest the result)")]
     NoTextLayer,
+    /// A program the reader needs is missing or unusable (the message has the fix).
+    #[error("{0}")]
+    Tool(String),
     #[error("the PDF is encrypted; decrypt it first (e.g. qpdf --decrypt in.pdf out.pdf)")]
     Encrypted,
     #[error("the PDF is damaged or truncated ({0}); re-export or re-download it")]
@@ -69,8 +74,12 @@ pub enum LoadError {
 pub struct Loaded {
     pub path: PathBuf,
     pub kind: Kind,
+    /// The text; a PDF's pages are separated by a line holding only a
+    /// form feed ([`PAGE_BREAK`]).
     pub text: String,
     pub bytes: u64,
+    /// How the bytes were decoded when not UTF-8 ("latin-1", "utf-16le"…).
+    pub encoding: Option<&'static str>,
     /// sha256 of the file's bytes, hex.
     pub hash: String,
 }
@@ -113,17 +122,32 @@ pub fn check_size(path: &Path, max_mb: u64) -> Result<u64, LoadError> {
     Ok(size)
 }
 
+/// The line that separates two pages of a PDF's text.
+pub const PAGE_BREAK: &str = "\u{c}";
+
 /// Read one document: size check, bytes, hash, text.
-pub fn load(path: &Path, kind: Kind, max_mb: u64) -> Result<Loaded, LoadError> {
+pub fn load(path: &Path, kind: Kind, max_mb: u64, pdf: &PdfLimits) -> Result<Loaded, LoadError> {
     check_size(path, max_mb)?;
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(e.to_string()))?;
-    let hash = hex::encode(Sha256::digest(&bytes));
-    let text = match kind {
-        Kind::Txt | Kind::Md => decode_text(&bytes)?,
-        Kind::Pdf => pdf_text(&bytes)?,
+    let (text, bytes, hash, encoding) = match kind {
+        Kind::Txt | Kind::Md => {
+            let raw = std::fs::read(path).map_err(|e| LoadError::Io(e.to_string()))?;
+            let hash = hex::encode(Sha256::digest(&raw));
+            let (text, encoding) = decode(&raw)?;
+            (normalise(&text), raw.len() as u64, hash, encoding)
+        }
+        Kind::Pdf => {
+            // The child process reads the file; only its hash is streamed here.
+            let (bytes, hash) = fingerprint(path)?;
+            let pages = super::pdf::pages(path, pdf)?;
+            let text = pages
+                .iter()
+                .map(|p| normalise(p))
+                .collect::<Vec<_>>()
+                .join(&format!("{PAGE_BREAK}\n"));
+            (text, bytes, hash, None)
+        }
     };
-    let text = normalise(&text);
-    if text.trim().is_empty() {
+    if text.replace(PAGE_BREAK, "").trim().is_empty() {
         return Err(match kind {
             Kind::Pdf => LoadError::NoTextLayer,
             _ => LoadError::Empty,
@@ -133,13 +157,14 @@ pub fn load(path: &Path, kind: Kind, max_mb: u64) -> Result<Loaded, LoadError> {
         path: path.to_path_buf(),
         kind,
         text,
-        bytes: bytes.len() as u64,
+        bytes,
         hash,
+        encoding,
     })
 }
 
-/// UTF-8 (a BOM is dropped) with few control characters; anything else is
-/// junk under a text name.
+/// UTF-8 text (a BOM is dropped) with few control characters; anything
+/// else is junk under a text name.
 pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.contains(&0) {
@@ -147,6 +172,57 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|e| LoadError::NotText(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    check_controls(text)?;
+    Ok(text.to_string())
+}
+
+/// Text in the encodings a device's documents come in: UTF-8, UTF-16 with
+/// a BOM (Windows' "Unicode"), else Latin-1 when the bytes are not UTF-8
+/// but hold no NUL and few control characters. Returns the text and the
+/// encoding when it was not UTF-8.
+pub fn decode(bytes: &[u8]) -> Result<(String, Option<&'static str>), LoadError> {
+    let utf16 = |rest: &[u8], le: bool, name: &'static str| {
+        if rest.len() % 2 != 0 {
+            return Err(LoadError::NotText(format!(
+                "{name} with an odd number of bytes (truncated?)"
+            )));
+        }
+        let units = rest.chunks_exact(2).map(|c| {
+            if le {
+                u16::from_le_bytes([c[0], c[1]])
+            } else {
+                u16::from_be_bytes([c[0], c[1]])
+            }
+        });
+        let text: String = char::decode_utf16(units)
+            .collect::<Result<_, _>>()
+            .map_err(|_| LoadError::NotText(format!("invalid {name}")))?;
+        if text.contains('\0') {
+            return Err(LoadError::NotText("it contains NUL characters".into()));
+        }
+        check_controls(&text)?;
+        Ok((text, Some(name)))
+    };
+    if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
+        return utf16(rest, true, "utf-16le");
+    }
+    if let Some(rest) = bytes.strip_prefix(b"\xFE\xFF") {
+        return utf16(rest, false, "utf-16be");
+    }
+    match decode_text(bytes) {
+        Ok(text) => Ok((text, None)),
+        Err(LoadError::NotText(why)) if why.starts_with("invalid UTF-8") => {
+            // Latin-1: every byte is a character. C1 controls (0x80–0x9F)
+            // count as controls, so binary still fails the check below.
+            let text: String = bytes.iter().map(|&b| b as char).collect();
+            check_controls(&text).map_err(|_| LoadError::NotText(why))?;
+            Ok((text, Some("latin-1")))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn check_controls(text: &str) -> Result<(), LoadError> {
     let controls = text
         .chars()
         .filter(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
@@ -157,42 +233,7 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
             "{controls} control characters in {total}"
         )));
     }
-    Ok(text.to_string())
-}
-
-/// Text of a PDF through pdf-extract, its panics contained.
-pub fn pdf_text(bytes: &[u8]) -> Result<String, LoadError> {
-    if !bytes.starts_with(b"%PDF") {
-        return Err(LoadError::Damaged("no %PDF header".into()));
-    }
-    let looks_encrypted = contains(bytes, b"/Encrypt");
-    let result = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(bytes));
-    match result {
-        Err(_) => Err(if looks_encrypted {
-            LoadError::Encrypted
-        } else {
-            LoadError::Damaged("the PDF reader could not parse it".into())
-        }),
-        Ok(Err(e)) => Err(if looks_encrypted {
-            LoadError::Encrypted
-        } else {
-            LoadError::Damaged(one_line(&e.to_string()))
-        }),
-        Ok(Ok(text)) if text.trim().is_empty() => Err(if looks_encrypted {
-            LoadError::Encrypted
-        } else {
-            LoadError::NoTextLayer
-        }),
-        Ok(Ok(text)) => Ok(text),
-    }
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    Ok(())
 }
 
 /// Unix newlines, no trailing spaces, at most one blank line in a row, no
@@ -300,11 +341,31 @@ mod tests {
     }
 
     #[test]
-    fn non_pdf_bytes_are_damaged_not_a_panic() {
-        assert!(matches!(pdf_text(b"hello"), Err(LoadError::Damaged(_))));
+    fn utf16_and_latin1_are_decoded_binary_is_not() {
+        let mut le = vec![0xFF, 0xFE];
+        le.extend("Café au lait".encode_utf16().flat_map(|u| u.to_le_bytes()));
+        assert_eq!(
+            decode(&le).unwrap(),
+            ("Café au lait".to_string(), Some("utf-16le"))
+        );
+        let mut be = vec![0xFE, 0xFF];
+        be.extend("Grüße".encode_utf16().flat_map(|u| u.to_be_bytes()));
+        assert_eq!(decode(&be).unwrap().0, "Grüße");
+        assert_eq!(
+            decode(b"Caf\xe9 cr\xe8me br\xfbl\xe9e").unwrap(),
+            ("Café crème brûlée".to_string(), Some("latin-1"))
+        );
+        assert_eq!(decode(b"plain").unwrap(), ("plain".to_string(), None));
+        // Binary renamed .txt: NULs, or high bytes that are mostly C1 controls.
         assert!(matches!(
-            pdf_text(b"%PDF-1.4\n1 0 obj << /Type /Catalog"),
-            Err(LoadError::Damaged(_))
+            decode(b"\x7fELF\x02\x01\x00\x00"),
+            Err(LoadError::NotText(_))
+        ));
+        let noise: Vec<u8> = (0..400u32).map(|i| 0x80 + (i % 32) as u8).collect();
+        assert!(matches!(decode(&noise), Err(LoadError::NotText(_))));
+        assert!(matches!(
+            decode(&[0xFF, 0xFE, 0x41]),
+            Err(LoadError::NotText(_))
         ));
     }
 }

@@ -23,6 +23,7 @@ pub mod context;
 pub mod eval;
 pub mod ingest;
 pub mod loader;
+pub mod pdf;
 pub mod rerank;
 pub mod retrieve;
 pub mod splitter;
@@ -57,7 +58,8 @@ pub struct KnowledgeConfig {
     pub rerank_top_n: usize,
     /// Reranked chunks scoring below this are dropped (seed: 0.3).
     pub min_score: f32,
-    /// Most chunks taken from one document (seed: 2).
+    /// Most chunks taken from one document (seed: 2; 3 since issue 19: a
+    /// question about one long manual then gets its three best passages).
     pub max_per_source: usize,
     /// Added to a tier-1 chunk's score when ordering (seed: "boost tier 1").
     pub tier1_boost: f32,
@@ -83,6 +85,14 @@ pub struct KnowledgeConfig {
     /// Where `earshot ingest --plan` writes the analysis for review; empty
     /// = `<state_dir>/knowledge-plan.json`.
     pub plan_file: String,
+    /// The program that reads PDFs (poppler's pdftotext, Debian
+    /// `poppler-utils`); see `knowledge::pdf` for why.
+    pub pdf_program: String,
+    /// A PDF taking longer than this to read is refused (a PDF bomb).
+    pub pdf_timeout_s: u64,
+    /// Memory the PDF reader may take per file, MB (a decompression bomb
+    /// fails here instead of taking the device's memory).
+    pub pdf_memory_mb: u64,
 }
 
 impl Default for KnowledgeConfig {
@@ -92,7 +102,7 @@ impl Default for KnowledgeConfig {
             vector_top_k: 30,
             rerank_top_n: 7,
             min_score: 0.3,
-            max_per_source: 2,
+            max_per_source: 3,
             tier1_boost: 0.1,
             rewrite_query: false,
             analyse_with_llm: true,
@@ -103,11 +113,24 @@ impl Default for KnowledgeConfig {
             reranker_model: "reranker.onnx".into(),
             reranker_tokenizer: "reranker-tokenizer.json".into(),
             plan_file: String::new(),
+            pdf_program: pdf::PROGRAM.into(),
+            pdf_timeout_s: 120,
+            pdf_memory_mb: 1024,
         }
     }
 }
 
 impl KnowledgeConfig {
+    /// How the PDF reader may run.
+    pub fn pdf_limits(&self) -> pdf::PdfLimits {
+        pdf::PdfLimits {
+            program: self.pdf_program.clone(),
+            timeout: std::time::Duration::from_secs(self.pdf_timeout_s.max(1)),
+            memory_mb: self.pdf_memory_mb.max(64),
+            max_text_mb: self.max_file_mb.saturating_mul(4).max(16),
+        }
+    }
+
     /// The plan file for this config.
     pub fn plan_path(&self, paths: &Paths) -> std::path::PathBuf {
         if self.plan_file.trim().is_empty() {

@@ -71,14 +71,22 @@ pub struct Candidate {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
+    /// The PDF page the chunk starts on (None for txt/md).
+    pub page: Option<u32>,
     pub tier: u8,
     /// Cosine similarity to the query.
     pub vector: f32,
     /// Normalised BM25.
     pub bm25: f32,
+    /// Share of the question's words (stemmed, stop words left out) found
+    /// in the chunk and its section.
+    pub coverage: f32,
     /// The reranker's score in [0, 1] (the 0.3 cut applies to this).
     pub rerank: f32,
-    /// rerank + tier-1 boost: the order used after reranking.
+    /// The reranker's order among the kept (the fusion: P(holds the
+    /// answer); a cross-encoder: its score).
+    pub relevance: f32,
+    /// relevance + tier-1 boost: the order used after reranking.
     pub score: f32,
     #[serde(skip)]
     pub text: String,
@@ -92,6 +100,8 @@ pub struct Passage {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
+    /// The PDF page the passage starts on (None for txt/md), for citations.
+    pub page: Option<u32>,
     pub tier: u8,
     pub score: f32,
     pub rerank: f32,
@@ -271,7 +281,7 @@ pub fn search(
         t.step("rerank", s, scored.len(), None);
         (scored, false)
     };
-    candidates.sort_by(|a, b| b.rerank.total_cmp(&a.rerank));
+    candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     let all = candidates.clone();
 
     if !exact_hit {
@@ -600,6 +610,16 @@ pub fn rerank<R: Into<RowWithScore>>(
         .iter()
         .map(|r| bm.get(&r.row.id).copied().unwrap_or(0.0))
         .collect();
+    let coverages: HashMap<i64, f32> = rows
+        .iter()
+        .map(|r| {
+            let section = r.row.section.as_deref().unwrap_or("");
+            (
+                r.row.id,
+                super::rerank::coverage(query, &format!("{section}\n{}", r.row.text)),
+            )
+        })
+        .collect();
     let scores = {
         let inputs: Vec<RerankInput<'_>> = rows
             .iter()
@@ -608,26 +628,35 @@ pub fn rerank<R: Into<RowWithScore>>(
                 text: &r.row.text,
                 vector: *v,
                 bm25: *b,
+                coverage: coverages.get(&r.row.id).copied().unwrap_or(0.0),
             })
             .collect();
-        kb.reranker.score(query, &inputs)?
+        let cut = kb.reranker.score(query, &inputs)?;
+        let order = kb
+            .reranker
+            .order(query, &inputs)?
+            .unwrap_or_else(|| cut.clone());
+        (cut, order)
     };
     Ok(rows
         .into_iter()
         .zip(vectors.into_iter().zip(bm25s))
-        .zip(scores)
-        .map(|((r, (vector, bm25)), rerank)| Candidate {
+        .zip(scores.0.into_iter().zip(scores.1))
+        .map(|((r, (vector, bm25)), (rerank, relevance))| Candidate {
             chunk_id: r.row.id,
             document_id: r.row.document_id,
             ordinal: r.row.ordinal,
             path: r.row.path,
             title: r.row.title,
             section: r.row.section,
+            page: r.row.page,
             tier: r.row.tier,
             vector,
             bm25,
+            coverage: coverages.get(&r.row.id).copied().unwrap_or(0.0),
             rerank,
-            score: rerank,
+            relevance,
+            score: relevance,
             text: r.row.text,
         })
         .collect())
@@ -662,7 +691,7 @@ pub fn drop_below(candidates: Vec<Candidate>, min: f32) -> Vec<Candidate> {
 /// Tier-1 (practical) chunks get `boost` added to their ordering score.
 pub fn boost_tier1(mut candidates: Vec<Candidate>, boost: f32) -> Vec<Candidate> {
     for c in &mut candidates {
-        c.score = c.rerank + if c.tier == 1 { boost } else { 0.0 };
+        c.score = c.relevance + if c.tier == 1 { boost } else { 0.0 };
     }
     candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
     candidates
@@ -717,6 +746,7 @@ pub fn merge_adjacent(candidates: Vec<Candidate>) -> Vec<Passage> {
                 path: c.path,
                 title: c.title,
                 section: c.section,
+                page: c.page,
                 tier: c.tier,
                 score: c.score,
                 rerank: c.rerank,
@@ -742,10 +772,13 @@ mod tests {
             path: format!("/d{doc}"),
             title: format!("D{doc}"),
             section: None,
+            page: None,
             tier,
             vector: 0.5,
             bm25: 0.1,
+            coverage: 0.5,
             rerank,
+            relevance: rerank,
             score: rerank,
             text: format!("chunk {id}"),
         }

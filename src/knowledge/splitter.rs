@@ -42,6 +42,10 @@ impl Strategy {
 pub struct Piece {
     pub section: Option<String>,
     pub text: String,
+    /// The page the chunk starts on (1-based): the number of page-break
+    /// lines ([`super::loader::PAGE_BREAK`]) before it, plus one. The
+    /// ingest keeps it for PDFs only.
+    pub page: u32,
 }
 
 static MD_HEADING: LazyLock<Regex> =
@@ -74,7 +78,30 @@ pub fn heading(line: &str) -> Option<(usize, String)> {
     if let Some(c) = NUMBERED.captures(line) {
         return Some((1 + c[1].matches('.').count(), line.to_string()));
     }
+    if all_caps(line) {
+        return Some((1, line.trim_end_matches(':').to_string()));
+    }
     None
+}
+
+/// An ALL-CAPS line as man pages and plain-text manuals title their
+/// sections ("OPTIONS", "EXIT STATUS", "SAFETY INSTRUCTIONS:"): mostly
+/// capital letters, no lower-case one, a few words, no sentence end and
+/// none of the characters of code or option lines.
+fn all_caps(line: &str) -> bool {
+    let words = line.split_whitespace().count();
+    let letters = line.chars().filter(|c| c.is_alphabetic()).count();
+    let visible = line.chars().filter(|c| !c.is_whitespace()).count();
+    (3..=60).contains(&line.chars().count())
+        && (1..=6).contains(&words)
+        && letters >= 3
+        && letters * 10 >= visible * 7
+        && !line.chars().any(|c| c.is_lowercase())
+        && !line.starts_with('-')
+        && !line.ends_with(['.', ',', ';'])
+        && !line.contains([
+            '=', '(', ')', '[', ']', '{', '}', '<', '>', '/', '\\', '|', '$', '"',
+        ])
 }
 
 /// How many heading lines a text has (the heuristic strategy picks
@@ -87,6 +114,7 @@ pub fn count_headings(text: &str) -> usize {
 struct Para {
     section: Option<String>,
     text: String,
+    page: u32,
     /// Starts a new section (a chunk must not cross it under `Section`).
     starts_section: bool,
 }
@@ -96,6 +124,9 @@ fn paragraphs(text: &str) -> Vec<Para> {
     let mut path: Vec<(usize, String)> = Vec::new();
     let mut current = String::new();
     let mut new_section = false;
+    let mut page: u32 = 1;
+    // The page the paragraph in `current` started on.
+    let mut para_page: u32 = 1;
     let label = |path: &Vec<(usize, String)>| {
         (!path.is_empty()).then(|| {
             path.iter()
@@ -107,12 +138,14 @@ fn paragraphs(text: &str) -> Vec<Para> {
     let flush = |current: &mut String,
                  out: &mut Vec<Para>,
                  path: &Vec<(usize, String)>,
-                 new_section: &mut bool| {
+                 new_section: &mut bool,
+                 page: u32| {
         let t = current.trim();
         if !t.is_empty() {
             out.push(Para {
                 section: label(path),
                 text: t.to_string(),
+                page,
                 starts_section: *new_section,
             });
             *new_section = false;
@@ -122,13 +155,26 @@ fn paragraphs(text: &str) -> Vec<Para> {
     // Whether `current` holds more than a heading line.
     let mut has_body = false;
     for line in text.lines() {
+        if line == super::loader::PAGE_BREAK {
+            // A page break ends a paragraph (so a chunk's page is where its
+            // text starts); the packing below joins them again.
+            if has_body {
+                flush(&mut current, &mut out, &path, &mut new_section, para_page);
+            }
+            page += 1;
+            continue;
+        }
+        if current.is_empty() {
+            para_page = page;
+        }
         if let Some((depth, title)) = heading(line) {
             if has_body {
-                flush(&mut current, &mut out, &path, &mut new_section);
+                flush(&mut current, &mut out, &path, &mut new_section, para_page);
             } else {
                 // A heading with nothing under it before the next one.
                 current.clear();
             }
+            para_page = page;
             path.retain(|(d, _)| *d < depth);
             path.push((depth, title));
             new_section = true;
@@ -142,7 +188,7 @@ fn paragraphs(text: &str) -> Vec<Para> {
         if line.trim().is_empty() {
             // A heading alone is not a paragraph: keep it with the next one.
             if has_body {
-                flush(&mut current, &mut out, &path, &mut new_section);
+                flush(&mut current, &mut out, &path, &mut new_section, para_page);
             }
             continue;
         }
@@ -150,7 +196,7 @@ fn paragraphs(text: &str) -> Vec<Para> {
         current.push('\n');
         has_body = true;
     }
-    flush(&mut current, &mut out, &path, &mut new_section);
+    flush(&mut current, &mut out, &path, &mut new_section, para_page);
     out
 }
 
@@ -206,6 +252,7 @@ pub fn split(text: &str, strategy: Strategy, target: usize) -> Vec<Piece> {
                     current = Some(Piece {
                         section: para.section.clone(),
                         text: part,
+                        page: para.page,
                     });
                 }
             }
@@ -234,6 +281,18 @@ mod tests {
         assert_eq!(heading("Section 4.2 Filters").map(|h| h.0), Some(3));
         assert_eq!(heading("It costs 3 Euros. Then more."), None);
         assert_eq!(heading("2024 was a year."), None);
+        // Man pages and plain-text manuals: ALL-CAPS lines are sections.
+        assert_eq!(heading("OPTIONS"), Some((1, "OPTIONS".into())));
+        assert_eq!(heading("EXIT STATUS"), Some((1, "EXIT STATUS".into())));
+        assert_eq!(heading("SAFETY NOTES:"), Some((1, "SAFETY NOTES".into())));
+        assert_eq!(heading("JOURNALCTL(1)   journalctl   JOURNALCTL(1)"), None);
+        assert_eq!(heading("NO."), None);
+        assert_eq!(heading("FOO=BAR"), None);
+        assert_eq!(heading("--USER"), None);
+        assert_eq!(
+            heading("THIS IS A VERY LONG SHOUTED SENTENCE OF MANY WORDS"),
+            None
+        );
         assert_eq!(count_headings(DOC), 5);
     }
 
@@ -255,6 +314,35 @@ mod tests {
         );
         assert!(pieces[1].text.contains("Plug it in.") && pieces[1].text.contains("Turn it on."));
         assert!(pieces[2].text.starts_with("2.1 Filters"));
+    }
+
+    #[test]
+    fn pages_are_counted_across_breaks_and_man_sections_kept() {
+        let text = "NAME\n    tool - does things\n\nOPTIONS\n    -a  all of them\n\u{c}\n    -b  both\n\n    -c  the third,\n    continued\n\u{c}\n    on the next page\n";
+        let pieces = split(text, Strategy::Section, 200);
+        let got: Vec<_> = pieces
+            .iter()
+            .map(|p| (p.section.clone().unwrap_or_default(), p.page))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("NAME".to_string(), 1), ("OPTIONS".to_string(), 1)]
+        );
+        let long = "word ".repeat(30);
+        let text = format!("{long}one\n\n{long}two\n\u{c}\n{long}three starts here\n\u{c}\nand ends on page three\n\n{long}four\n");
+        let small = split(&text, Strategy::Paragraph, 200);
+        let pages: Vec<u32> = small.iter().map(|p| p.page).collect();
+        assert_eq!(pages, vec![1, 1, 2, 3], "{small:?}");
+        let three = small
+            .iter()
+            .find(|p| p.text.contains("three starts"))
+            .unwrap();
+        assert_eq!(three.page, 2);
+        // A chunk is cited by the page it starts on.
+        assert!(three.text.contains("ends on page three"));
+        let four = small.iter().find(|p| p.text.contains("four")).unwrap();
+        assert_eq!(four.page, 3);
+        assert!(small.iter().all(|p| !p.text.contains('\u{c}')));
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct ChunkRow {
     pub title: String,
     pub tier: u8,
     pub tags: Vec<String>,
+    /// The PDF page the chunk starts on (None for txt/md).
+    pub page: Option<u32>,
 }
 
 fn tags_of(json: &str) -> Vec<String> {
@@ -111,11 +113,13 @@ pub fn replace_document(store: &Store, doc: &NewDocument<'_>) -> crate::store::R
             ],
         )?;
         let doc_id = tx.last_insert_rowid();
+        tx.execute("DELETE FROM knowledge_skipped WHERE path = ?1", [doc.path])?;
+        let paged = doc.kind == "pdf";
         tx.execute("INSERT OR IGNORE INTO users (id) VALUES (?1)", [doc.user_id])?;
         for (ordinal, (piece, embedding)) in doc.pieces.iter().zip(doc.embeddings).enumerate() {
             tx.execute(
-                "INSERT INTO knowledge_chunks (document_id, ordinal, section, text) VALUES (?1, ?2, ?3, ?4)",
-                params![doc_id, ordinal as i64, piece.section, piece.text],
+                "INSERT INTO knowledge_chunks (document_id, ordinal, section, text, page) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![doc_id, ordinal as i64, piece.section, piece.text, paged.then_some(piece.page)],
             )?;
             let chunk_id = tx.last_insert_rowid();
             vector::put_in(tx, COLLECTION, doc.user_id, chunk_id, doc.model, embedding)?;
@@ -125,7 +129,7 @@ pub fn replace_document(store: &Store, doc: &NewDocument<'_>) -> crate::store::R
 }
 
 const CHUNK_SELECT: &str =
-    "SELECT c.id, c.document_id, c.ordinal, c.section, c.text, d.path, d.title, d.tier, d.tags_json
+    "SELECT c.id, c.document_id, c.ordinal, c.section, c.text, d.path, d.title, d.tier, d.tags_json, c.page
      FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id";
 
 fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRow> {
@@ -139,6 +143,45 @@ fn chunk_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRow> {
         title: r.get(6)?,
         tier: r.get(7)?,
         tags: tags_of(&r.get::<_, String>(8)?),
+        page: r.get(9)?,
+    })
+}
+
+/// Remember a file the ingest could not index (`no_text`: it yielded no
+/// text: a scan, an empty file), for `doctor`; replaces an earlier row.
+pub fn record_skipped(
+    c: &Connection,
+    path: &str,
+    reason: &str,
+    no_text: bool,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO knowledge_skipped (path, reason, no_text, at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(path) DO UPDATE SET reason = excluded.reason, no_text = excluded.no_text, at = excluded.at",
+        params![path, reason, no_text as i64, crate::store::now()],
+    )?;
+    Ok(())
+}
+
+/// What the knowledge base holds, for `doctor`.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Stats {
+    pub documents: i64,
+    pub chunks: i64,
+    /// Files whose last ingest yielded no text (scans, empty files).
+    pub no_text: i64,
+    /// Files whose last ingest failed for another reason.
+    pub failed: i64,
+}
+
+/// Count documents, chunks and the files that were not indexed.
+pub fn stats(c: &Connection) -> rusqlite::Result<Stats> {
+    let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0));
+    Ok(Stats {
+        documents: count("SELECT COUNT(*) FROM knowledge_documents")?,
+        chunks: count("SELECT COUNT(*) FROM knowledge_chunks")?,
+        no_text: count("SELECT COUNT(*) FROM knowledge_skipped WHERE no_text = 1")?,
+        failed: count("SELECT COUNT(*) FROM knowledge_skipped WHERE no_text = 0")?,
     })
 }
 
@@ -228,6 +271,7 @@ mod tests {
         Piece {
             section: None,
             text: text.into(),
+            page: 1,
         }
     }
 
