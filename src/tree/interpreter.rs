@@ -853,15 +853,18 @@ mod tests {
     struct FakeLlm {
         reply: String,
         prompts: Vec<String>,
+        /// The `tags` flag of each call.
+        tags: Vec<bool>,
     }
     impl Host for FakeLlm {
         fn llm_stream(
             &mut self,
             prompt: &str,
-            _tags: bool,
+            tags: bool,
             sink: &mut dyn EventSink,
         ) -> Result<LlmAnswer, HostError> {
             self.prompts.push(prompt.into());
+            self.tags.push(tags);
             sink.emit(&Event::Content {
                 data: self.reply.clone(),
             });
@@ -912,6 +915,7 @@ mod tests {
         let mut host = FakeLlm {
             reply: "From the LLM [[todo.add: buy milk]].".into(),
             prompts: vec![],
+            tags: vec![],
         };
         let input = WalkInput {
             text: text.into(),
@@ -1055,6 +1059,10 @@ mod tests {
         let (r, sink, host) = go(&s, "explain photosynthesis", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"]);
+        // Its answer reaches execute_tags: the host is told, and the
+        // streamed content never shows the tag.
+        assert_eq!(host.tags, [true]);
+        assert_eq!(sink.content(), "From the LLM.");
         assert_eq!(out.path.last().map(String::as_str), Some("done"));
         assert!(
             out.path.contains(&"changed".to_string()),
