@@ -20,8 +20,10 @@ use anyhow::Result;
 
 use crate::agent::{Services, TurnSettings};
 use crate::config::Config;
+use crate::llm::failover::{Failover, Member};
+use crate::llm::local::LocalModel;
 use crate::llm::openai::OpenAiClient;
-use crate::llm::ChatModel;
+use crate::llm::{ChatModel, LlmConfig, Source};
 use crate::memory::{Memory, Recall};
 use crate::nlu::router::Router;
 use crate::nlu::{Classifier, Embedder};
@@ -37,7 +39,7 @@ use crate::tree::actions::ActionEnv;
 pub fn build(config: &Config) -> Result<Services> {
     let paths = config.paths();
     let store = Store::open(&paths.database_path())?;
-    let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
+    let llm = build_llm(&config.llm, &paths).model;
     // On-device understanding is optional: without ONNX Runtime or the
     // model the router asks the LLM instead (logged once here).
     let embedder = match crate::nlu::load_embedder(&config.nlu, &paths) {
@@ -53,6 +55,51 @@ pub fn build(config: &Config) -> Result<Services> {
             .ok()
     });
     Ok(assemble(config, store, llm, embedder, route_classifier))
+}
+
+/// The language models of `[llm] order` (issue 20), built once.
+pub struct Llms {
+    /// What the turn, the router and the memory worker ask.
+    pub model: Arc<dyn ChatModel>,
+    /// The chain itself (doctor: which member answers).
+    pub chain: Arc<Failover>,
+    /// The on-device model when `local` is in the order (bench: its pid and
+    /// memory).
+    pub local: Option<Arc<LocalModel>>,
+}
+
+/// Build the models of `llm.order`: the remote client, the on-device model
+/// (its load starts in the background when its files are there, so start-up
+/// never waits for it), chained in order.
+pub fn build_llm(cfg: &LlmConfig, paths: &Paths) -> Llms {
+    let mut members = Vec::new();
+    let mut local = None;
+    for source in &cfg.order {
+        match source {
+            Source::Remote => members.push(Member {
+                source: *source,
+                model: Arc::new(OpenAiClient::new(cfg)),
+            }),
+            Source::Local => {
+                let model = LocalModel::new(&cfg.local, paths);
+                model.start_in_background();
+                local = Some(model.clone());
+                members.push(Member {
+                    source: *source,
+                    model,
+                });
+            }
+        }
+    }
+    let chain = Arc::new(Failover::new(
+        members,
+        crate::agent::prompts::no_tools(),
+    ));
+    Llms {
+        model: chain.clone(),
+        chain,
+        local,
+    }
 }
 
 /// Wire the parts together over a given store, LLM and embedder (tests
