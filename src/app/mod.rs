@@ -231,6 +231,10 @@ pub fn speech(config: &Config) -> crate::api::speech::Speech {
     crate::api::speech::Speech::new(stt, tts(config))
 }
 
+/// `wyoming serve` stops an unused on-device LLM after this long (when
+/// `llm.local.idle_release_secs` is 0); it loads again on the next request.
+pub const WYOMING_LLM_IDLE_RELEASE_SECS: u64 = 300;
+
 /// `earshot wyoming serve`'s service: the agent, whisper and the voices,
 /// loaded once (seconds: call before announcing readiness).
 pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Service> {
@@ -246,8 +250,14 @@ pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Servi
     let make_tts = |tts: &crate::tts::TtsConfig| {
         crate::tts::Tts::from_config(tts, &paths, &config.llm.api_key, &config.wyoming)
     };
+    // Issue 20: a Wyoming service mostly transcribes and speaks; its
+    // on-device LLM gives its memory back when unused for a while.
+    let mut config_llm = config.clone();
+    if config_llm.llm.local.idle_release_secs == 0 {
+        config_llm.llm.local.idle_release_secs = WYOMING_LLM_IDLE_RELEASE_SECS;
+    }
     Ok(crate::wyoming::service::Service::new(
-        build(config)?,
+        build(&config_llm)?,
         stt,
         &settings,
         &make_tts,
