@@ -21,6 +21,14 @@ use earshot::paths::Paths;
 
 const GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// One real model at a time: two llama-servers on two busy cores make
+/// each other (and the timings) slow.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The models dir, checked: a missing file fails with the fix.
 fn models() -> PathBuf {
     let dir = models_dir();
@@ -57,9 +65,11 @@ fn done(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn with_no_key_an_open_question_is_answered_on_device_silently() {
+    let _one = serial();
     models();
     let dir = tempfile::tempdir().unwrap();
-    let out = chat(dir.path(), "mode = \"graph\"\n", "What is the capital of France?");
+    // The default config (tree mode), as on a fresh clone.
+    let out = chat(dir.path(), "", "What is the capital of France?");
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "", "no warning on stderr");
     let d = done(&out);
@@ -68,16 +78,21 @@ fn with_no_key_an_open_question_is_answered_on_device_silently() {
     assert!(answer.contains("Paris"), "{answer}");
     // The turn log names the model too.
     let log = run(earshot(dir.path()).args(["log", "--json"]));
-    assert!(stdout(&log).contains(&format!("local/{GGUF}")), "{}", stdout(&log));
+    assert!(
+        stdout(&log).contains(&format!("local/{GGUF}")),
+        "{}",
+        stdout(&log)
+    );
 }
 
 #[test]
 fn a_failing_remote_hands_over_to_the_local_model() {
+    let _one = serial();
     models();
     let server = TestServer::start(|_| Reply::json(500, r#"{"error":{"message":"down"}}"#));
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        "mode = \"graph\"\n[llm]\nbase_url = \"{}/v1\"\napi_key = \"gsk_test_secret_value_123\"\nmax_retries = 0\n",
+        "mode = \"graph\"\n[llm]\nbase_url = \"{}/v1\"\napi_key = \"gsk_test_secret_value_123\"\nretry_backoff_ms = 50\n",
         server.url()
     );
     let out = chat(dir.path(), &config, "Why is the sky blue?");
@@ -89,13 +104,41 @@ fn a_failing_remote_hands_over_to_the_local_model() {
 
 #[test]
 fn a_device_command_with_only_the_local_model_is_declined_plainly() {
+    let _one = serial();
     models();
     let dir = tempfile::tempdir().unwrap();
-    let out = chat(dir.path(), "mode = \"graph\"\n", "turn on the kitchen lights");
+    let out = chat(
+        dir.path(),
+        "mode = \"graph\"\n",
+        "turn on the kitchen lights",
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let answer = done(&out)["response"].as_str().unwrap().to_string();
     assert!(answer.starts_with("I can't do that yet."), "{answer}");
     assert!(answer.contains("timers"), "{answer}");
+}
+
+#[test]
+fn summaries_and_memory_extraction_run_on_device_with_no_key() {
+    let _one = serial();
+    models();
+    let dir = tempfile::tempdir().unwrap();
+    let out = chat(
+        dir.path(),
+        "mode = \"graph\"\n",
+        "I have a cat called Miso. What do cats like to eat?",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(earshot(dir.path())
+        .env("EARSHOT_LLM_ORDER", "remote,local")
+        .args(["memory", "process", "--json"]));
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|_| panic!("{}\n{}", stdout(&out), stderr(&out)));
+    assert!(report["done"].as_u64().unwrap() >= 1, "{report}");
+    assert_eq!(report["retry_later"], 0, "{report}");
+    assert_eq!(report["pending"], 0, "{report}");
+    let notes = report["notes"].to_string();
+    assert!(!notes.contains("no LLM"), "{notes}");
 }
 
 fn model(cfg: LocalConfig) -> (tempfile::TempDir, Arc<LocalModel>) {
@@ -128,6 +171,7 @@ fn is_gone_or_reaped(pid: u32) -> bool {
 
 #[test]
 fn a_child_killed_mid_answer_is_a_bounded_error_and_restarts() {
+    let _one = serial();
     let (_state, m) = model(LocalConfig::default());
     m.ensure_running().unwrap();
     let pid = m.pid().unwrap();
@@ -150,7 +194,9 @@ fn a_child_killed_mid_answer_is_a_bounded_error_and_restarts() {
     assert_eq!(m.pid(), None);
     assert!(is_gone_or_reaped(pid), "zombie child");
     // The next request starts a new child and answers.
-    let r = m.chat(&ask("Say hello.", 8), &mut |_| {}, &CancelToken::new()).unwrap();
+    let r = m
+        .chat(&ask("Say hello.", 8), &mut |_| {}, &CancelToken::new())
+        .unwrap();
     assert!(!r.content.is_empty());
     assert_eq!(m.starts(), 2);
     m.stop();
@@ -158,6 +204,7 @@ fn a_child_killed_mid_answer_is_a_bounded_error_and_restarts() {
 
 #[test]
 fn runaway_answers_stop_at_the_cap_and_big_prompts_still_fit() {
+    let _one = serial();
     let (_state, m) = model(LocalConfig {
         max_tokens: 12,
         context_size: 512,
@@ -174,10 +221,15 @@ fn runaway_answers_stop_at_the_cap_and_big_prompts_still_fit() {
     assert!(tokens <= 13, "{tokens} tokens");
     assert_eq!(r.finish_reason.as_deref(), Some("length"));
     // Far larger than the 512-token window: history and the front are cut.
-    let mut req = ask(&format!("{} What is two plus two?", "blah ".repeat(4000)), 12);
+    let mut req = ask(
+        &format!("{} What is two plus two?", "blah ".repeat(4000)),
+        12,
+    );
     for _ in 0..20 {
-        req.messages.insert(1, ChatMessage::user("old question ".repeat(40)));
-        req.messages.insert(2, ChatMessage::assistant("old answer ".repeat(40)));
+        req.messages
+            .insert(1, ChatMessage::user("old question ".repeat(40)));
+        req.messages
+            .insert(2, ChatMessage::assistant("old answer ".repeat(40)));
     }
     let r = m.chat(&req, &mut |_| {}, &CancelToken::new());
     assert!(r.is_ok(), "{r:?}");
@@ -186,6 +238,7 @@ fn runaway_answers_stop_at_the_cap_and_big_prompts_still_fit() {
 
 #[test]
 fn two_requests_at_once_both_finish() {
+    let _one = serial();
     let (_state, m) = model(LocalConfig::default());
     let m2 = m.clone();
     let other = std::thread::spawn(move || {
@@ -240,16 +293,25 @@ fn a_child_that_hangs_mid_answer_is_killed_within_its_read_timeout() {
     let pid = m.pid().unwrap();
     let started = Instant::now();
     let mut said = String::new();
-    let r = m.chat(&ask("hi", 8), &mut |t| said.push_str(t), &CancelToken::new());
+    let r = m.chat(
+        &ask("hi", 8),
+        &mut |t| said.push_str(t),
+        &CancelToken::new(),
+    );
     assert_eq!(said, "Hello");
     assert_eq!(r, Err(LlmError::Timeout));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(m.pid(), None, "the hung child was stopped");
     assert!(is_gone_or_reaped(pid), "zombie child");
 }
 
 #[test]
 fn the_child_dies_with_earshot() {
+    let _one = serial();
     models();
     // A one-shot chat exits; its llama-server must not outlive it.
     let dir = tempfile::tempdir().unwrap();
@@ -263,11 +325,7 @@ fn the_child_dies_with_earshot() {
             .unwrap()
             .filter_map(|e| e.ok())
             .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
-            .any(|env| {
-                String::from_utf8_lossy(&env)
-                    .split('\0')
-                    .any(|v| v == mark)
-            });
+            .any(|env| String::from_utf8_lossy(&env).split('\0').any(|v| v == mark));
         if !alive {
             break;
         }

@@ -83,7 +83,12 @@ mod tests {
 
     #[test]
     fn every_prompt_carries_the_style_rules() {
-        for p in [simple(), persona(), agent(&["calculator".into()]), no_tools()] {
+        for p in [
+            simple(),
+            persona(),
+            agent(&["calculator".into()]),
+            no_tools(),
+        ] {
             assert!(p.contains(STYLE_RULES));
         }
         assert!(

@@ -908,8 +908,8 @@ fn local_llm(config: &Config) -> Vec<Check> {
             Err(e) => Check::new("llm (local)", Status::Warn, e.to_string(), fix),
             Ok(()) => {
                 let path = config.paths().model_path(&cfg.local.model_file);
-                let pinned = (cfg.local.model_file == LOCAL_GGUF_SHA256.0)
-                    .then_some(LOCAL_GGUF_SHA256.1);
+                let pinned =
+                    (cfg.local.model_file == LOCAL_GGUF_SHA256.0).then_some(LOCAL_GGUF_SHA256.1);
                 match (pinned, sha256_file(&path)) {
                     (Some(want), Ok(got)) if got != want => Check::new(
                         "llm (local)",

@@ -91,10 +91,7 @@ pub fn build_llm(cfg: &LlmConfig, paths: &Paths) -> Llms {
             }
         }
     }
-    let chain = Arc::new(Failover::new(
-        members,
-        crate::agent::prompts::no_tools(),
-    ));
+    let chain = Arc::new(Failover::new(members, crate::agent::prompts::no_tools()));
     Llms {
         model: chain.clone(),
         chain,

@@ -28,7 +28,11 @@ use crate::llm::{ChatMessage, ChatModel, ChatRequest};
 #[derive(Debug, clap::Args)]
 pub struct BenchLlmArgs {
     /// Open questions, one a line (`#` comments).
-    #[arg(long, value_name = "FILE", default_value = "tests/data/llm_questions.txt")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "tests/data/llm_questions.txt"
+    )]
     pub questions: PathBuf,
     /// Only the side-by-side figures.
     #[arg(long)]
@@ -54,16 +58,43 @@ struct Timing {
 
 const HISTORY: &[(&str, &str)] = &[
     ("Good morning.", "Good morning! How can I help you today?"),
-    ("What's a quick breakfast idea?", "Try oats with banana and a spoon of peanut butter. It takes five minutes."),
-    ("Is coffee bad for me?", "For most people a few cups a day is fine. Too much late in the day can hurt your sleep."),
-    ("How long should I walk each day?", "About thirty minutes of brisk walking most days is a good target."),
-    ("What's the capital of Spain?", "The capital of Spain is Madrid."),
-    ("Tell me a fun fact.", "Octopuses have three hearts and blue blood."),
-    ("How do I keep basil alive?", "Give it lots of sun, water when the top of the soil is dry, and pinch off the flowers."),
-    ("What rhymes with cat?", "Hat, bat, mat and sat all rhyme with cat."),
+    (
+        "What's a quick breakfast idea?",
+        "Try oats with banana and a spoon of peanut butter. It takes five minutes.",
+    ),
+    (
+        "Is coffee bad for me?",
+        "For most people a few cups a day is fine. Too much late in the day can hurt your sleep.",
+    ),
+    (
+        "How long should I walk each day?",
+        "About thirty minutes of brisk walking most days is a good target.",
+    ),
+    (
+        "What's the capital of Spain?",
+        "The capital of Spain is Madrid.",
+    ),
+    (
+        "Tell me a fun fact.",
+        "Octopuses have three hearts and blue blood.",
+    ),
+    (
+        "How do I keep basil alive?",
+        "Give it lots of sun, water when the top of the soil is dry, and pinch off the flowers.",
+    ),
+    (
+        "What rhymes with cat?",
+        "Hat, bat, mat and sat all rhyme with cat.",
+    ),
     ("Thanks, that's helpful.", "You're welcome! Anything else?"),
-    ("What's the tallest tree species?", "The coast redwood is the tallest, reaching over one hundred metres."),
-    ("Why do we yawn?", "Nobody knows for sure; it may help cool the brain or signal tiredness."),
+    (
+        "What's the tallest tree species?",
+        "The coast redwood is the tallest, reaching over one hundred metres.",
+    ),
+    (
+        "Why do we yawn?",
+        "Nobody knows for sure; it may help cool the brain or signal tiredness.",
+    ),
 ];
 
 const MEMORY_BLOCK: &str = "Relevant context from your past conversations:\n- The user is vegetarian (created 2026-11-20)\n- The user's sister is called Anna (created 2026-11-28)\n- The user likes short answers (created 2026-12-01)";
@@ -119,7 +150,11 @@ fn earshot_turn(model: &LocalModel, req: &ChatRequest) -> Result<(Timing, String
     let mut times = Vec::new();
     let started = Instant::now();
     let response = model
-        .chat(req, &mut |_| times.push(Instant::now()), &CancelToken::new())
+        .chat(
+            req,
+            &mut |_| times.push(Instant::now()),
+            &CancelToken::new(),
+        )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((timing(started, &times), response.content))
 }
@@ -183,8 +218,15 @@ impl Drop for Plain {
     }
 }
 
-fn start_plain(program: &Path, model: &Path, threads: usize, ctx: usize) -> Result<(Plain, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+fn start_plain(
+    program: &Path,
+    model: &Path,
+    threads: usize,
+    ctx: usize,
+) -> Result<(Plain, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let child = Command::new(program)
         .arg("-m")
         .arg(model)
@@ -251,7 +293,10 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
         // Alternate which side goes first so neither always meets a warm CPU.
         let order: [usize; 2] = if run % 2 == 0 { [0, 1] } else { [1, 0] };
         for side in order {
-            let first = request(voice_messages(run, 9, "What's a good vegetarian dinner for tonight?"), args.tokens);
+            let first = request(
+                voice_messages(run, 9, "What's a good vegetarian dinner for tonight?"),
+                args.tokens,
+            );
             let (t1, answer) = if side == 0 {
                 earshot_turn(&model, &first)?
             } else {
@@ -306,9 +351,18 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
             "voice prompt (no-tools system prompt + Now line, 9 turns + memory block; then turn 10), {} threads, context {}, {} tokens, median of {runs}",
             threads, local_cfg.context_size, args.tokens
         );
-        println!("{:<28} {:>10} {:>10} {:>14} {:>10}", "", "1st tok ms", "tok/s", "turn-2 1st ms", "RSS MB");
-        println!("{:<28} {:>10.0} {:>10.1} {:>14.0} {:>10}", "earshot (llm/local.rs)", e_first, e_tps, e_first2, e_rss);
-        println!("{:<28} {:>10.0} {:>10.1} {:>14.0} {:>10}", "llama-server (plain)", p_first, p_tps, p_first2, p_rss);
+        println!(
+            "{:<28} {:>10} {:>10} {:>14} {:>10}",
+            "", "1st tok ms", "tok/s", "turn-2 1st ms", "RSS MB"
+        );
+        println!(
+            "{:<28} {:>10.0} {:>10.1} {:>14.0} {:>10}",
+            "earshot (llm/local.rs)", e_first, e_tps, e_first2, e_rss
+        );
+        println!(
+            "{:<28} {:>10.0} {:>10.1} {:>14.0} {:>10}",
+            "llama-server (plain)", p_first, p_tps, p_first2, p_rss
+        );
         println!(
             "first token {:.2}x the server's (target <= 1.1), tokens/s {:.2}x (target >= 0.9), turn 2 first token {:.2}x turn 1 (target <= 0.5); earshot itself {own_rss} MB",
             e_first / p_first.max(1e-9),
@@ -345,7 +399,12 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
                     json!({"n": i + 1, "question": q, "answer": answer, "first_token_ms": t.first_ms, "total_ms": ms, "tokens": t.tokens})
                 );
             } else {
-                println!("{:>2}. {q}\n    {answer}\n    ({:.0} ms first token, {:.0} ms total)", i + 1, t.first_ms, ms);
+                println!(
+                    "{:>2}. {q}\n    {answer}\n    ({:.0} ms first token, {:.0} ms total)",
+                    i + 1,
+                    t.first_ms,
+                    ms
+                );
             }
         }
     }

@@ -263,7 +263,9 @@ mod tests {
         }));
         let local = Fake::new(Ok("local"));
         let c = chain(remote.clone(), local.clone());
-        let r = c.chat(&request(false), &mut |_| {}, &CancelToken::new()).unwrap();
+        let r = c
+            .chat(&request(false), &mut |_| {}, &CancelToken::new())
+            .unwrap();
         assert_eq!(r.model, "m-local");
         assert_eq!(remote.seen.lock().unwrap().len(), 1);
     }
@@ -277,12 +279,16 @@ mod tests {
         let local = Fake::new(Ok("local"));
         let c = chain(remote.clone(), local.clone());
         assert_eq!(c.first_usable(), Some(Source::Local));
-        assert!(c.chat(&request(false), &mut |_| {}, &CancelToken::new()).is_ok());
+        assert!(c
+            .chat(&request(false), &mut |_| {}, &CancelToken::new())
+            .is_ok());
         assert!(remote.seen.lock().unwrap().is_empty());
 
         let half = Arc::new(Fake {
             emit_then_fail: true,
-            ..Arc::try_unwrap(Fake::new(Err(LlmError::Timeout))).ok().unwrap()
+            ..Arc::try_unwrap(Fake::new(Err(LlmError::Timeout)))
+                .ok()
+                .unwrap()
         });
         let local = Fake::new(Ok("local"));
         let c = chain(half, local.clone());
@@ -305,7 +311,8 @@ mod tests {
         });
         let c = chain(remote, local.clone());
         assert!(!c.can_use_tools());
-        c.chat(&request(true), &mut |_| {}, &CancelToken::new()).unwrap();
+        c.chat(&request(true), &mut |_| {}, &CancelToken::new())
+            .unwrap();
         let seen = local.seen.lock().unwrap();
         assert!(seen[0].tools.is_empty());
         assert_eq!(

@@ -170,7 +170,9 @@ impl LocalModel {
                 Ok(Some(status)) => {
                     tracing::info!(%status, "the on-device model's server had stopped; restarting it")
                 }
-                Err(e) => tracing::info!(error = %e, "the on-device model's server is gone; restarting it"),
+                Err(e) => {
+                    tracing::info!(error = %e, "the on-device model's server is gone; restarting it")
+                }
             }
             state.child = None;
         }
@@ -198,8 +200,9 @@ impl LocalModel {
             .stdout(log)
             .stderr(log2);
         let started = Instant::now();
-        let mut child = spawn_tied(cmd)
-            .map_err(|e| LlmError::Local(format!("cannot start {}: {e}", self.program.display())))?;
+        let mut child = spawn_tied(cmd).map_err(|e| {
+            LlmError::Local(format!("cannot start {}: {e}", self.program.display()))
+        })?;
         state.starts += 1;
         let base = format!("http://127.0.0.1:{port}");
         let agent = crate::http::HttpSettings {
@@ -287,7 +290,11 @@ impl LocalModel {
             r.messages
                 .retain(|m| m.role != "tool" && m.tool_calls.is_empty());
         }
-        fit_to_window(&mut r.messages, self.cfg.context_size, r.max_completion_tokens as usize);
+        fit_to_window(
+            &mut r.messages,
+            self.cfg.context_size,
+            r.max_completion_tokens as usize,
+        );
         r
     }
 }
@@ -416,7 +423,9 @@ fn is_executable(path: &Path) -> bool {
 }
 
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn last_log_line(path: &Path) -> Option<String> {
@@ -491,7 +500,9 @@ fn release_when_idle(model: Weak<LocalModel>, secs: u64) {
         .spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
             let Some(model) = model.upgrade() else { return };
-            let Ok(_busy) = model.gate.try_lock() else { continue };
+            let Ok(_busy) = model.gate.try_lock() else {
+                continue;
+            };
             let idle = {
                 let state = model.lock_state();
                 state.child.is_some()
@@ -500,7 +511,10 @@ fn release_when_idle(model: Weak<LocalModel>, secs: u64) {
                         .is_some_and(|t| t.elapsed() >= Duration::from_secs(secs))
             };
             if idle {
-                tracing::info!(secs, "on-device model unused; stopping it to release its memory");
+                tracing::info!(
+                    secs,
+                    "on-device model unused; stopping it to release its memory"
+                );
                 model.stop();
             }
         });
@@ -520,11 +534,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = model_in(dir.path(), LocalConfig::default());
         let e = m.check_files().unwrap_err().to_string();
-        assert!(e.contains("is missing") && e.contains("fetch-models.sh"), "{e}");
-        std::fs::write(dir.path().join(&LocalConfig::default().model_file), b"<html>").unwrap();
+        assert!(
+            e.contains("is missing") && e.contains("fetch-models.sh"),
+            "{e}"
+        );
+        std::fs::write(
+            dir.path().join(&LocalConfig::default().model_file),
+            b"<html>",
+        )
+        .unwrap();
         let e = m.check_files().unwrap_err().to_string();
         assert!(e.contains("not a GGUF file"), "{e}");
-        std::fs::write(dir.path().join(&LocalConfig::default().model_file), b"GGUF....").unwrap();
+        std::fs::write(
+            dir.path().join(&LocalConfig::default().model_file),
+            b"GGUF....",
+        )
+        .unwrap();
         let e = m.check_files().unwrap_err().to_string();
         assert!(e.contains("llama-server is missing"), "{e}");
         let m = model_in(
@@ -534,7 +559,11 @@ mod tests {
                 ..LocalConfig::default()
             },
         );
-        assert!(m.check_files().unwrap_err().to_string().contains("backend = \"server\""));
+        assert!(m
+            .check_files()
+            .unwrap_err()
+            .to_string()
+            .contains("backend = \"server\""));
         assert!(!m.can_use_tools());
     }
 
@@ -543,7 +572,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("m.gguf"), b"GGUF").unwrap();
         let prog = dir.path().join("fake-server");
-        std::fs::write(&prog, "#!/bin/sh\necho 'gguf_init: bad magic' >&2\nexit 3\n").unwrap();
+        std::fs::write(
+            &prog,
+            "#!/bin/sh\necho 'gguf_init: bad magic' >&2\nexit 3\n",
+        )
+        .unwrap();
         std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let m = model_in(
@@ -582,17 +615,28 @@ mod tests {
     fn the_oldest_history_goes_first_and_the_question_survives() {
         let mut ms = vec![ChatMessage::system("sys")];
         for i in 0..40 {
-            ms.push(ChatMessage::user(format!("old question {i} {}", "x".repeat(300))));
+            ms.push(ChatMessage::user(format!(
+                "old question {i} {}",
+                "x".repeat(300)
+            )));
             ms.push(ChatMessage::assistant("y".repeat(300)));
         }
-        ms.push(ChatMessage::user(format!("{} what is the capital of France?", "m".repeat(20_000))));
+        ms.push(ChatMessage::user(format!(
+            "{} what is the capital of France?",
+            "m".repeat(20_000)
+        )));
         fit_to_window(&mut ms, 2048, 160);
         assert_eq!(ms[0].role, "system");
         assert_eq!(ms.len(), 2, "all history dropped");
         let last = ms[1].content.as_deref().unwrap();
         assert!(last.ends_with("what is the capital of France?"));
         assert!(last.len() / 3 < 2048);
-        let mut short = vec![ChatMessage::system("s"), ChatMessage::user("q"), ChatMessage::assistant("a"), ChatMessage::user("q2")];
+        let mut short = vec![
+            ChatMessage::system("s"),
+            ChatMessage::user("q"),
+            ChatMessage::assistant("a"),
+            ChatMessage::user("q2"),
+        ];
         fit_to_window(&mut short, 2048, 160);
         assert_eq!(short.len(), 4, "a prompt that fits is left alone");
     }

@@ -231,6 +231,7 @@ impl LlmError {
                 | LlmError::RateLimited { .. }
                 | LlmError::Server { .. }
                 | LlmError::InReply { .. }
+                | LlmError::Local(_)
         )
     }
 
