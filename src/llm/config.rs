@@ -94,6 +94,12 @@ pub struct LocalConfig {
     pub read_timeout_secs: u64,
     /// The whole answer, at most (seconds).
     pub total_timeout_secs: u64,
+    /// Sampling temperature for the small model (SmolLM2's card suggests
+    /// 0.2; at 0.7 it invents more).
+    pub temperature: f32,
+    /// A spoken (streamed) answer stops after this many sentences: the
+    /// small model ignores "2 or 3 short sentences" (0 = no cap).
+    pub max_sentences: usize,
     /// Stop the child after this long unused, releasing its memory; it
     /// loads again on the next request (0 = never).
     pub idle_release_secs: u64,
@@ -111,6 +117,8 @@ impl Default for LocalConfig {
             load_timeout_secs: 30,
             read_timeout_secs: 15,
             total_timeout_secs: 45,
+            temperature: 0.2,
+            max_sentences: 3,
             idle_release_secs: 0,
         }
     }

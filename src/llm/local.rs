@@ -284,6 +284,7 @@ impl LocalModel {
     fn local_request(&self, request: &ChatRequest) -> ChatRequest {
         let mut r = request.clone();
         r.model = self.label.clone();
+        r.temperature = self.cfg.temperature;
         r.max_completion_tokens = r.max_completion_tokens.min(self.cfg.max_tokens).max(1);
         if !r.tools.is_empty() {
             r.tools.clear();
@@ -323,23 +324,56 @@ impl ChatModel for LocalModel {
             std::thread::sleep(Duration::from_millis(20));
         };
         let local = self.local_request(request);
+        let cap = if local.stream {
+            self.cfg.max_sentences
+        } else {
+            0
+        };
         // A child that died between turns is restarted here, once.
         for attempt in 0..2 {
             let base = self.ensure_running()?;
             let mut emitted = false;
+            let started = Instant::now();
+            let mut first_token_ms = None;
+            let mut limit = SentenceCap::new(cap);
+            // Our own flag, so the sentence cap can stop the stream; the
+            // caller's cancellation is passed on by a small watcher.
+            let inner = CancelToken::new();
+            let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            watch_cancel(cancel.clone(), inner.clone(), watching.clone());
             let result = self.client(&base).chat(
                 &local,
                 &mut |t| {
                     emitted = true;
-                    on_token(t)
+                    first_token_ms.get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
+                    let (shown, full) = limit.push(t);
+                    if !shown.is_empty() {
+                        on_token(shown);
+                    }
+                    if full {
+                        inner.cancel();
+                    }
                 },
-                cancel,
+                &inner,
             );
+            watching.store(false, std::sync::atomic::Ordering::SeqCst);
             self.lock_state().last_used = Some(Instant::now());
             match result {
                 Ok(mut response) => {
                     response.model = self.label.clone();
+                    if cap > 0 {
+                        response.content = limit.kept().to_string();
+                    }
                     return Ok(response);
+                }
+                Err(LlmError::Cancelled) if limit.is_full() && !cancel.is_cancelled() => {
+                    return Ok(ChatResponse {
+                        content: limit.kept().to_string(),
+                        tool_calls: Vec::new(),
+                        finish_reason: Some("sentences".into()),
+                        model: self.label.clone(),
+                        first_token_ms,
+                    });
                 }
                 Err(LlmError::Cancelled) => return Err(LlmError::Cancelled),
                 Err(e) => {
@@ -415,6 +449,106 @@ pub fn fit_to_window(messages: &mut Vec<super::ChatMessage>, window: usize, answ
             *last = last[start..].to_string();
         }
     }
+}
+
+/// Pass the caller's cancellation on to `inner` until `watching` drops.
+fn watch_cancel(
+    outer: CancelToken,
+    inner: CancelToken,
+    watching: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let _ = std::thread::Builder::new()
+        .name("llm-local-cancel".into())
+        .spawn(move || {
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                if outer.is_cancelled() {
+                    inner.cancel();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+}
+
+/// Keeps a streamed answer to its first `max` sentences: text is passed
+/// on up to the end of the last whole sentence allowed, and `full` says
+/// when to stop the stream. A sentence ends at `.`, `!` or `?` (closing
+/// quotes or brackets included) followed by white space, so "3.5" and a
+/// final "." still waiting for its space do not count.
+pub struct SentenceCap {
+    max: usize,
+    text: String,
+    passed: usize,
+    cut: Option<usize>,
+}
+
+impl SentenceCap {
+    /// `max` = 0: no cap.
+    pub fn new(max: usize) -> SentenceCap {
+        SentenceCap {
+            max,
+            text: String::new(),
+            passed: 0,
+            cut: None,
+        }
+    }
+
+    /// Add a token; returns what to pass on and whether the cap is reached.
+    pub fn push(&mut self, token: &str) -> (&str, bool) {
+        if self.cut.is_some() {
+            return ("", true);
+        }
+        self.text.push_str(token);
+        let end = if self.max == 0 {
+            self.text.len()
+        } else {
+            match nth_sentence_end(&self.text, self.max) {
+                Some(at) => {
+                    self.cut = Some(at);
+                    at
+                }
+                None => self.text.len(),
+            }
+        };
+        let from = self.passed.min(end);
+        self.passed = end.max(self.passed);
+        (&self.text[from..end], self.cut.is_some())
+    }
+
+    /// Whether the cap was reached.
+    pub fn is_full(&self) -> bool {
+        self.cut.is_some()
+    }
+
+    /// The text kept (all of it when the cap was not reached).
+    pub fn kept(&self) -> &str {
+        &self.text[..self.cut.unwrap_or(self.text.len())]
+    }
+}
+
+/// Byte offset just after the `n`th sentence end in `text`.
+fn nth_sentence_end(text: &str, n: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut seen = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if matches!(b[i], b'.' | b'!' | b'?') {
+            let mut j = i + 1;
+            while j < b.len() && matches!(b[j], b'"' | b'\'' | b')' | b'.' | b'!' | b'?') {
+                j += 1;
+            }
+            if j < b.len() && b[j].is_ascii_whitespace() {
+                seen += 1;
+                if seen == n {
+                    return Some(j);
+                }
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    None
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -609,6 +743,34 @@ mod tests {
         assert!(e.to_string().contains("bad magic"), "{e}");
         assert!(e.user_sentence().ends_with('.'));
         assert_eq!(m.pid(), None);
+    }
+
+    #[test]
+    fn a_spoken_answer_stops_after_its_sentences() {
+        let mut cap = SentenceCap::new(2);
+        let mut out = String::new();
+        let mut full = false;
+        for t in [
+            "Water boils at 100",
+            ".5? No",
+            ": at 100 degrees.",
+            " It is",
+            " hot! Then",
+            " more.",
+        ] {
+            let (shown, f) = cap.push(t);
+            out.push_str(shown);
+            full = f;
+            if f {
+                break;
+            }
+        }
+        assert!(full);
+        assert_eq!(out, "Water boils at 100.5? No: at 100 degrees.");
+        assert_eq!(cap.kept(), out);
+        let mut none = SentenceCap::new(0);
+        assert_eq!(none.push("A. B. C. D. ").0, "A. B. C. D. ");
+        assert!(!none.is_full());
     }
 
     #[test]
