@@ -267,6 +267,11 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
     let mut local_cfg = config.llm.local.clone();
     local_cfg.idle_release_secs = 0;
     local_cfg.max_tokens = local_cfg.max_tokens.max(args.tokens);
+    // Side by side: the same request as the plain server gets (greedy, no
+    // sentence cap); the questions below use the configured settings.
+    let product_cfg = local_cfg.clone();
+    local_cfg.temperature = 0.0;
+    local_cfg.max_sentences = 0;
     let threads = if local_cfg.threads == 0 {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     } else {
@@ -371,6 +376,8 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
         );
     }
 
+    model.stop();
+    let model = LocalModel::new(&product_cfg, &paths);
     if !args.no_questions {
         let text = std::fs::read_to_string(&args.questions)
             .with_context(|| format!("cannot read {}", args.questions.display()))?;
@@ -382,13 +389,10 @@ pub fn run(config_path: Option<&Path>, args: BenchLlmArgs) -> Result<bool> {
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
             .enumerate()
         {
-            let req = ChatRequest {
-                temperature: config.llm.temperature,
-                ..request(
-                    vec![ChatMessage::system(system.clone()), ChatMessage::user(q)],
-                    config.llm.local.max_tokens,
-                )
-            };
+            let req = request(
+                vec![ChatMessage::system(system.clone()), ChatMessage::user(q)],
+                config.llm.local.max_tokens,
+            );
             let started = Instant::now();
             let (t, answer) = earshot_turn(&model, &req)?;
             let answer = crate::tts::cleanup::for_speech(&answer);
