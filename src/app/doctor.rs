@@ -990,6 +990,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn llm_routes_say_which_model_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            state_dir: dir.path().to_path_buf(),
+            models_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        // No key and no GGUF: the local check says how to fetch it and no
+        // route has a model.
+        let checks = local_llm(&config);
+        assert_eq!(checks[0].name, "llm (local)");
+        assert_eq!(checks[0].status, Status::Warn);
+        assert!(checks[0].fix.contains("fetch-models.sh"), "{:?}", checks[0]);
+        assert_eq!(checks[1].status, Status::Warn);
+        assert!(checks[1].detail.contains("none"), "{:?}", checks[1]);
+        // A usable remote answers every route, with tools.
+        config.llm.api_key = "gsk_test_key_value".into();
+        config.llm.order = vec![crate::llm::Source::Remote];
+        let checks = local_llm(&config);
+        assert_eq!(checks.len(), 1);
+        assert!(
+            checks[0].detail.contains("context with tools: remote"),
+            "{:?}",
+            checks[0]
+        );
+    }
+
+    #[test]
     fn intent_tree_warns_on_a_broken_examples_file_with_its_line() {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
