@@ -116,6 +116,18 @@ fn a_device_command_with_only_the_local_model_is_declined_plainly() {
     let answer = done(&out)["response"].as_str().unwrap().to_string();
     assert!(answer.starts_with("I can't do that yet."), "{answer}");
     assert!(answer.contains("timers"), "{answer}");
+    // A question only a live tool can answer is not made up.
+    let out = chat(
+        dir.path(),
+        "mode = \"graph\"\n",
+        "what's the weather like tomorrow in Paris",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let answer = done(&out)["response"].as_str().unwrap().to_string();
+    assert!(
+        answer.starts_with("I can't look that up right now"),
+        "{answer}"
+    );
 }
 
 #[test]

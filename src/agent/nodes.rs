@@ -104,6 +104,18 @@ pub fn run(
                 ..Default::default()
             });
         }
+        if needs_live_lookup(&ctx.text) {
+            ctx.record
+                .note("needs a live tool (web search); no tool-capable model is usable");
+            let text = LIVE_LOOKUP_ANSWER.to_string();
+            sink.emit(&Event::Content { data: text.clone() });
+            return Ok(NodeAnswer {
+                text,
+                model: "none".into(),
+                route: route.as_str().into(),
+                ..Default::default()
+            });
+        }
         let system = match route {
             Route::Persona => format!("{}\n{}", prompts::persona(), NO_ACTIONS),
             Route::Simple | Route::Context => prompts::no_tools(),
@@ -133,6 +145,22 @@ pub fn run(
             }
         },
     }
+}
+
+/// Said when a question needs live information and only the on-device
+/// model (no tools) can answer.
+pub const LIVE_LOOKUP_ANSWER: &str = "I can't look that up right now: live information like that needs web search, which needs an online language model. Set GROQ_API_KEY to turn it on.";
+
+/// A question that only a live tool can answer (news, weather, prices,
+/// scores, "search the web"): the small model would invent an answer.
+pub fn needs_live_lookup(text: &str) -> bool {
+    static LIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic)\b",
+        )
+        .expect("static regex")
+    });
+    LIVE.is_match(text)
 }
 
 /// Added to the persona prompt for a model that cannot act.
@@ -187,6 +215,27 @@ mod tests {
             "explain how a rainbow forms",
         ] {
             assert!(!cmd(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn live_questions_are_told_apart_from_what_a_model_knows() {
+        use super::needs_live_lookup as live;
+        for q in [
+            "what's the weather like tomorrow",
+            "search the web for cheap flights",
+            "what are today's headlines",
+            "who won the match last night",
+            "what's the latest news about Mars",
+        ] {
+            assert!(live(q), "{q}");
+        }
+        for q in [
+            "why is the sky blue",
+            "what is the capital of France",
+            "how do bees make honey",
+        ] {
+            assert!(!live(q), "{q}");
         }
     }
 }
