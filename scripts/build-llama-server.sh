@@ -6,7 +6,8 @@
 # LLAMA_USE_PREBUILT_UI=OFF), no OpenSSL, no tests, examples or the unified
 # app. Idempotent: $MODELS_DIR/llama-server.stamp names the sdist it was
 # built from; a matching stamp and a binary that runs `--version` skip the
-# build. The build directory is temporary and removed afterwards.
+# build. $EARSHOT_MODEL_MIRROR/llama-server with a matching stamp is copied
+# instead of building. The build directory is temporary and removed afterwards.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -24,6 +25,18 @@ want="llama-cpp-python $VERSION $SDIST_SHA ${EARSHOT_LLAMA_CMAKE_FLAGS:-}"
 if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
    && "$bin" --version >/dev/null 2>&1; then
   log "llama-server: present (built from llama-cpp-python $VERSION)"
+  exit 0
+fi
+
+# A mirror (or another models dir, as the install test uses) holding a
+# server built from the same sdist with the same flags: copy it.
+mirror=${EARSHOT_MODEL_MIRROR:-}
+if [[ -n "$mirror" && -x "$mirror/llama-server" && -f "$mirror/llama-server.stamp" \
+      && "$(cat "$mirror/llama-server.stamp")" == "$want" ]] \
+   && "$mirror/llama-server" --version >/dev/null 2>&1; then
+  cp "$mirror/llama-server" "$bin.part" && mv -f "$bin.part" "$bin"
+  printf '%s' "$want" >"$stamp"
+  log "llama-server: copied from mirror $mirror"
   exit 0
 fi
 
