@@ -111,9 +111,10 @@ pub fn assemble(
 ) -> Services {
     let paths = config.paths();
     let user_id = config.user_id.as_str();
-    let router_llm = config
-        .router
-        .llm_fallback
+    // Issue 20: with only the on-device model every route answers the same
+    // way (no tools), so asking it to route would cost a model call for
+    // nothing: the router then defaults to `simple` when unsure.
+    let router_llm = (config.router.llm_fallback && llm.can_use_tools())
         .then(|| (llm.clone(), config.llm.model.clone()));
     let router = Router::new(
         &config.router.extra_keywords,
