@@ -345,3 +345,34 @@ fn the_child_dies_with_earshot() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn an_unused_child_is_stopped_to_release_its_memory() {
+    let models = tempfile::tempdir().unwrap();
+    std::fs::write(models.path().join("m.gguf"), b"GGUF fake").unwrap();
+    let prog = models.path().join("idle-server");
+    std::fs::write(&prog, HANGING_SERVER).unwrap();
+    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let m = LocalModel::new(
+        &LocalConfig {
+            model_file: "m.gguf".into(),
+            server_program: "idle-server".into(),
+            idle_release_secs: 1,
+            ..LocalConfig::default()
+        },
+        &Paths::new(state.path(), models.path()),
+    );
+    m.ensure_running().unwrap();
+    let pid = m.pid().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.pid().is_some() {
+        assert!(Instant::now() < deadline, "the idle child was not stopped");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(is_gone_or_reaped(pid), "zombie child");
+    // It loads again when asked.
+    m.ensure_running().unwrap();
+    assert_eq!(m.starts(), 2);
+    m.stop();
+}
