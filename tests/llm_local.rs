@@ -376,3 +376,30 @@ fn an_unused_child_is_stopped_to_release_its_memory() {
     assert_eq!(m.starts(), 2);
     m.stop();
 }
+
+#[test]
+fn a_cut_short_gguf_is_a_bounded_sentence_from_the_real_server() {
+    let real = models();
+    let models = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(real.join(GGUF)).unwrap();
+    std::fs::write(models.path().join(GGUF), &bytes[..1 << 20]).unwrap();
+    std::os::unix::fs::symlink(
+        real.join("llama-server"),
+        models.path().join("llama-server"),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let m = LocalModel::new(
+        &LocalConfig::default(),
+        &Paths::new(state.path(), models.path()),
+    );
+    let started = Instant::now();
+    let e = m
+        .chat(&ask("hi", 8), &mut |_| {}, &CancelToken::new())
+        .unwrap_err();
+    assert!(matches!(e, LlmError::Local(_)), "{e:?}");
+    assert!(e.to_string().contains("exited while loading"), "{e}");
+    assert!(e.user_sentence().contains("earshot doctor"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(m.pid(), None);
+}

@@ -273,7 +273,7 @@ impl LlmError {
             }
             LlmError::Cancelled => "Okay, stopped.".into(),
             LlmError::Local(_) => {
-                "My on-device language model stopped working; it is restarting, so please try again in a moment.".into()
+                "My on-device language model failed. Please try again in a moment; if it keeps failing, run earshot doctor.".into()
             }
         }
     }
