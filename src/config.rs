@@ -169,6 +169,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("TTS_BASE_URL", "tts.cloud_base_url"),
     ("TTS_VOICE", "tts.cloud_voice"),
     ("EARSHOT_CALDAV_URL", "calendar.caldav_url"),
+    // Issue 20: which language models answer, e.g. `remote` or `remote,local`.
+    ("EARSHOT_LLM_ORDER", "llm.order"),
 ];
 
 /// Keys whose values are never printed or logged.

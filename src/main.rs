@@ -210,6 +210,8 @@ enum BenchWhat {
     Stt(earshot::cli::bench_stt::BenchSttArgs),
     /// First complete sentence → first audio queued, through the real speaker.
     Speak(earshot::cli::bench_speak::BenchSpeakArgs),
+    /// The on-device LLM side by side with a plain llama-server, then open questions.
+    Llm(earshot::cli::bench_llm::BenchLlmArgs),
 }
 
 #[derive(Subcommand)]
@@ -318,6 +320,7 @@ fn main() -> ExitCode {
         Command::Bench { what } => match what {
             BenchWhat::Stt(args) => earshot::cli::bench_stt::run(config, args),
             BenchWhat::Speak(args) => earshot::cli::bench_speak::run(config, args),
+            BenchWhat::Llm(args) => earshot::cli::bench_llm::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {

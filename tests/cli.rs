@@ -489,6 +489,8 @@ fn devices_and_config_show_read_the_same_name_tables() {
         "tools.enabled",
         "mode",
         "nlu.scorer",
+        "llm.order",
+        "llm.local.backend",
     ] {
         let family = families
             .iter()

@@ -507,6 +507,8 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
     let mut config = base_config();
     config.state_dir = dir.path().to_path_buf();
     config.llm.base_url = "http://127.0.0.1:9".into();
+    // Issue 20: no on-device LLM either ("no LLM", as before).
+    config.llm.order = vec![earshot::llm::Source::Remote];
     let services = earshot::app::build(&config).unwrap();
     let speaker = Arc::new(
         earshot::tts::speaker::Speaker::start(

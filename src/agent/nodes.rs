@@ -92,6 +92,45 @@ pub fn run(
     route: Route,
     sink: &mut dyn EventSink,
 ) -> Result<NodeAnswer, DispatchError> {
+    // Issue 20: with no model that can call tools (only the on-device one),
+    // a device command is declined plainly and every route answers with
+    // the no-tools prompt.
+    if !ctx.services.llm.can_use_tools() && ctx.services.llm.check_configured().is_ok() {
+        if looks_like_device_command(&ctx.text) {
+            ctx.record
+                .note("looks like a device command; no tool-capable model is usable");
+            let text = format!("I can't do that yet. {}", prompts::DEVICE_CAN);
+            sink.emit(&Event::Content { data: text.clone() });
+            return Ok(NodeAnswer {
+                text,
+                model: "none".into(),
+                route: route.as_str().into(),
+                ..Default::default()
+            });
+        }
+        if needs_live_lookup(&ctx.text) {
+            ctx.record
+                .note("needs a live tool (web search); no tool-capable model is usable");
+            let text = LIVE_LOOKUP_ANSWER.to_string();
+            sink.emit(&Event::Content { data: text.clone() });
+            return Ok(NodeAnswer {
+                text,
+                model: "none".into(),
+                route: route.as_str().into(),
+                ..Default::default()
+            });
+        }
+        let system = match route {
+            Route::Persona => format!("{}\n{}", prompts::persona(), NO_ACTIONS),
+            Route::Simple | Route::Context => prompts::no_tools(),
+        };
+        if route == Route::Context {
+            ctx.record
+                .note("context route answered without tools: no tool-capable model is usable");
+            ctx.record.node = Some("simple".into());
+        }
+        return main_llm(ctx, system, route, sink).map_err(|e| sentence(&mut ctx.record, e));
+    }
     match route {
         Route::Simple => {
             main_llm(ctx, prompts::simple(), route, sink).map_err(|e| sentence(&mut ctx.record, e))
@@ -112,8 +151,95 @@ pub fn run(
     }
 }
 
+/// Said when a question needs live information and only the on-device
+/// model (no tools) can answer.
+pub const LIVE_LOOKUP_ANSWER: &str = "I can't look that up right now: live information like that needs web search, which needs an online language model. Set GROQ_API_KEY to turn it on.";
+
+/// A question that only a live tool can answer (news, weather, prices,
+/// scores, "search the web"): the small model would invent an answer.
+pub fn needs_live_lookup(text: &str) -> bool {
+    static LIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic)\b",
+        )
+        .expect("static regex")
+    });
+    LIVE.is_match(text)
+}
+
+/// Added to the persona prompt for a model that cannot act.
+const NO_ACTIONS: &str = "You cannot act on the device or look anything up: never say you have set, added, sent or will remind anything.";
+
+/// An imperative asking the device to do something (set, add, remind,
+/// turn on, call, play…) rather than a question: without a model that can
+/// call tools the answer is "I can't do that yet", never a claimed action.
+pub fn looks_like_device_command(text: &str) -> bool {
+    static COMMAND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?ix)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:please\s+|can\s+you\s+|could\s+you\s+|would\s+you\s+|i\s+want\s+you\s+to\s+|go\s+ahead\s+and\s+)?
+            (?:turn\s+(?:on|off|up|down)|switch\s+(?:on|off)|set\s+(?:a|an|the|my|up)?\b|remind\s+me|add\b|put\b.*\bon\s+my|call\b|phone\b|text\b|send\b|email\b|message\b|play\b|pause\b|resume\b|skip\b|open\b|close\b|lock\b|unlock\b|dim\b|brighten\b|start\s+(?:a|the|my)\b|stop\s+(?:the|my)\b|book\b|order\b|buy\b|schedule\b|cancel\b|delete\b|remove\b|create\b|wake\s+me|navigate\b|record\b|mute\b|unmute\b|volume\b|increase\b|decrease\b|raise\b|lower\b|water\s+the|feed\s+the)",
+        )
+        .expect("static regex")
+    });
+    COMMAND.is_match(text)
+}
+
 /// Keep the technical error in the turn log; the error says the sentence.
 fn sentence(record: &mut crate::telemetry::TurnRecord, e: LlmError) -> DispatchError {
     record.error = Some(e.to_string());
     DispatchError::Llm(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_device_command as cmd;
+
+    #[test]
+    fn device_commands_are_told_apart_from_open_questions() {
+        for c in [
+            "turn on the kitchen lights",
+            "Please set the thermostat to 20 degrees",
+            "can you call mum",
+            "send a message to Alex",
+            "play some jazz",
+            "add eggs to my shopping list",
+            "remind me to water the plants",
+            "lock the front door",
+            "order a pizza",
+        ] {
+            assert!(cmd(c), "{c}");
+        }
+        for q in [
+            "what is the capital of France",
+            "why is the sky blue",
+            "how do I set up a fish tank",
+            "tell me a joke",
+            "who wrote Pride and Prejudice",
+            "is it healthy to drink coffee every day",
+            "explain how a rainbow forms",
+        ] {
+            assert!(!cmd(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn live_questions_are_told_apart_from_what_a_model_knows() {
+        use super::needs_live_lookup as live;
+        for q in [
+            "what's the weather like tomorrow",
+            "search the web for cheap flights",
+            "what are today's headlines",
+            "who won the match last night",
+            "what's the latest news about Mars",
+        ] {
+            assert!(live(q), "{q}");
+        }
+        for q in [
+            "why is the sky blue",
+            "what is the capital of France",
+            "how do bees make honey",
+        ] {
+            assert!(!live(q), "{q}");
+        }
+    }
 }

@@ -40,6 +40,23 @@ Never invent tool results; if a tool fails or is unavailable, say so in one sent
     )
 }
 
+/// What the device does itself, said after "I can't do that yet" when a
+/// request looks like a device command no tool-capable model can carry out.
+pub const DEVICE_CAN: &str = "I can set timers, alarms and reminders, keep your to-do list and calendar, remember things you tell me, and answer questions.";
+
+/// The on-device model's prompt for every route when no tool-capable model
+/// is usable (issue 20): short, and it says plainly that the model cannot
+/// act on the device or look anything up live.
+pub fn no_tools() -> String {
+    format!(
+        "You are earshot, a friendly, private voice assistant on the user's own device.\n\
+Answer from what you know. You cannot act on the device and cannot look anything up: \
+never say you have set, added, sent, booked or will remind anything. \
+If a question needs live information such as news, weather, prices or a web search, \
+say plainly that you can't look that up right now.\n{STYLE_RULES}"
+    )
+}
+
 /// A system prompt with the "Now:" line (see
 /// [`crate::device::clock::now_line`]) as its last line: after the fixed
 /// instructions, so everything before it is the same from turn to turn.
@@ -66,7 +83,12 @@ mod tests {
 
     #[test]
     fn every_prompt_carries_the_style_rules() {
-        for p in [simple(), persona(), agent(&["calculator".into()])] {
+        for p in [
+            simple(),
+            persona(),
+            agent(&["calculator".into()]),
+            no_tools(),
+        ] {
             assert!(p.contains(STYLE_RULES));
         }
         assert!(

@@ -56,6 +56,17 @@ pub fn families() -> Vec<Family> {
             key: "nlu.scorer",
             entries: crate::nlu::Scorer::TABLE,
         },
+        // Issue 20: the language models and how the on-device one runs.
+        Family {
+            family: "llm",
+            key: "llm.order",
+            entries: crate::llm::Source::TABLE,
+        },
+        Family {
+            family: "local llm backend",
+            key: "llm.local.backend",
+            entries: crate::llm::LocalBackend::TABLE,
+        },
     ]
 }
 

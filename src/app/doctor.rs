@@ -111,6 +111,7 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.extend(models(config));
     out.push(onnxruntime(config));
     out.extend(reachability(config));
+    out.extend(local_llm(config));
     out.push(disk(&config.state_dir));
     out.push(clock());
     out.push(database(config));
@@ -987,9 +988,136 @@ fn button(spec: &ButtonSpec) -> Check {
     }
 }
 
+// ---- the on-device language model (issue 20) --------------------------------
+
+/// sha256 of the GGUF `scripts/fetch-llm.sh` fetches.
+pub const LOCAL_GGUF_SHA256: (&str, &str) = (
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+);
+
+/// `llm (local)`: the GGUF and llama-server are there and load (the child
+/// is started, asked `/health` and stopped); `llm routes`: which model
+/// answers each route now.
+fn local_llm(config: &Config) -> Vec<Check> {
+    use crate::llm::Source;
+    let cfg = &config.llm;
+    let mut out = Vec::new();
+    let local_ok = if cfg.order.contains(&Source::Local) {
+        let model = crate::llm::local::LocalModel::new(&cfg.local, &config.paths());
+        let fix = "run scripts/fetch-models.sh (it fetches the GGUF and builds llama-server into models_dir)";
+        let check = match model.check_files() {
+            Err(e) => Check::new("llm (local)", Status::Warn, e.to_string(), fix),
+            Ok(()) => {
+                let path = config.paths().model_path(&cfg.local.model_file);
+                let pinned =
+                    (cfg.local.model_file == LOCAL_GGUF_SHA256.0).then_some(LOCAL_GGUF_SHA256.1);
+                match (pinned, sha256_file(&path)) {
+                    (Some(want), Ok(got)) if got != want => Check::new(
+                        "llm (local)",
+                        Status::Warn,
+                        format!("{} does not match its pinned sha256", path.display()),
+                        fix,
+                    ),
+                    _ => {
+                        let started = std::time::Instant::now();
+                        match model.ensure_running() {
+                            Ok(_) => {
+                                let rss = model.rss_kib().unwrap_or(0) / 1024;
+                                model.stop();
+                                Check::ok(
+                                    "llm (local)",
+                                    format!(
+                                        "{} loads in llama-server in {} ms ({rss} MB resident)",
+                                        cfg.local.model_file,
+                                        started.elapsed().as_millis()
+                                    ),
+                                )
+                            }
+                            Err(e) => Check::new("llm (local)", Status::Warn, e.to_string(), fix),
+                        }
+                    }
+                }
+            }
+        };
+        let ok = check.status == Status::Ok;
+        out.push(check);
+        ok
+    } else {
+        false
+    };
+    let remote_ok = cfg.order.contains(&Source::Remote) && cfg.is_usable();
+    let first = cfg.order.iter().find(|s| match s {
+        Source::Remote => remote_ok,
+        Source::Local => local_ok,
+    });
+    let order: Vec<&str> = cfg.order.iter().map(|s| s.name()).collect();
+    let (status, detail) = match first {
+        Some(Source::Remote) => (
+            Status::Ok,
+            format!(
+                "simple, persona, summaries, memory: remote ({}); context with tools: remote ({}){}",
+                cfg.model,
+                cfg.agent_model,
+                if local_ok { "; local if it fails" } else { "" }
+            ),
+        ),
+        Some(Source::Local) => (
+            Status::Ok,
+            format!(
+                "simple, persona, summaries, memory: local ({}); context: local without tools (device commands: \"I can't do that yet\")",
+                cfg.local.model_file
+            ),
+        ),
+        None => (
+            Status::Warn,
+            "none: open questions get \"I need a language model\"".to_string(),
+        ),
+    };
+    out.push(Check::new(
+        "llm routes",
+        status,
+        format!("order {}: {detail}", order.join(", ")),
+        if first.is_none() {
+            "set GROQ_API_KEY, or run scripts/fetch-models.sh for the on-device model"
+        } else {
+            ""
+        },
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llm_routes_say_which_model_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            state_dir: dir.path().to_path_buf(),
+            models_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        // No key and no GGUF: the local check says how to fetch it and no
+        // route has a model.
+        let checks = local_llm(&config);
+        assert_eq!(checks[0].name, "llm (local)");
+        assert_eq!(checks[0].status, Status::Warn);
+        assert!(checks[0].fix.contains("fetch-models.sh"), "{:?}", checks[0]);
+        assert_eq!(checks[1].status, Status::Warn);
+        assert!(checks[1].detail.contains("none"), "{:?}", checks[1]);
+        // A usable remote answers every route, with tools.
+        config.llm.api_key = "gsk_test_key_value".into();
+        config.llm.order = vec![crate::llm::Source::Remote];
+        let checks = local_llm(&config);
+        assert_eq!(checks.len(), 1);
+        assert!(
+            checks[0].detail.contains("context with tools: remote"),
+            "{:?}",
+            checks[0]
+        );
+    }
 
     #[test]
     fn intent_tree_warns_on_a_broken_examples_file_with_its_line() {

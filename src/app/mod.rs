@@ -20,8 +20,10 @@ use anyhow::Result;
 
 use crate::agent::{Services, TurnSettings};
 use crate::config::Config;
+use crate::llm::failover::{Failover, Member};
+use crate::llm::local::LocalModel;
 use crate::llm::openai::OpenAiClient;
-use crate::llm::ChatModel;
+use crate::llm::{ChatModel, LlmConfig, Source};
 use crate::memory::{Memory, Recall};
 use crate::nlu::router::Router;
 use crate::nlu::{Classifier, Embedder};
@@ -37,7 +39,7 @@ use crate::tree::actions::ActionEnv;
 pub fn build(config: &Config) -> Result<Services> {
     let paths = config.paths();
     let store = Store::open(&paths.database_path())?;
-    let llm: Arc<dyn ChatModel> = Arc::new(OpenAiClient::new(&config.llm));
+    let llm = build_llm(&config.llm, &paths).model;
     // On-device understanding is optional: without ONNX Runtime or the
     // model the router asks the LLM instead (logged once here).
     let embedder = match crate::nlu::load_embedder(&config.nlu, &paths) {
@@ -55,6 +57,48 @@ pub fn build(config: &Config) -> Result<Services> {
     Ok(assemble(config, store, llm, embedder, route_classifier))
 }
 
+/// The language models of `[llm] order` (issue 20), built once.
+pub struct Llms {
+    /// What the turn, the router and the memory worker ask.
+    pub model: Arc<dyn ChatModel>,
+    /// The chain itself (doctor: which member answers).
+    pub chain: Arc<Failover>,
+    /// The on-device model when `local` is in the order (bench: its pid and
+    /// memory).
+    pub local: Option<Arc<LocalModel>>,
+}
+
+/// Build the models of `llm.order`: the remote client, the on-device model
+/// (its load starts in the background when its files are there, so start-up
+/// never waits for it), chained in order.
+pub fn build_llm(cfg: &LlmConfig, paths: &Paths) -> Llms {
+    let mut members = Vec::new();
+    let mut local = None;
+    for source in &cfg.order {
+        match source {
+            Source::Remote => members.push(Member {
+                source: *source,
+                model: Arc::new(OpenAiClient::new(cfg)),
+            }),
+            Source::Local => {
+                let model = LocalModel::new(&cfg.local, paths);
+                model.start_in_background();
+                local = Some(model.clone());
+                members.push(Member {
+                    source: *source,
+                    model,
+                });
+            }
+        }
+    }
+    let chain = Arc::new(Failover::new(members, crate::agent::prompts::no_tools()));
+    Llms {
+        model: chain.clone(),
+        chain,
+        local,
+    }
+}
+
 /// Wire the parts together over a given store, LLM and embedder (tests
 /// pass their own LLM): memory, the to-do backend, the tools, the
 /// knowledge tool and the intent tree, each built once.
@@ -67,9 +111,10 @@ pub fn assemble(
 ) -> Services {
     let paths = config.paths();
     let user_id = config.user_id.as_str();
-    let router_llm = config
-        .router
-        .llm_fallback
+    // Issue 20: with only the on-device model every route answers the same
+    // way (no tools), so asking it to route would cost a model call for
+    // nothing: the router then defaults to `simple` when unsure.
+    let router_llm = (config.router.llm_fallback && llm.can_use_tools())
         .then(|| (llm.clone(), config.llm.model.clone()));
     let router = Router::new(
         &config.router.extra_keywords,
@@ -184,6 +229,10 @@ pub fn speech(config: &Config) -> crate::api::speech::Speech {
     crate::api::speech::Speech::new(stt, tts(config))
 }
 
+/// `wyoming serve` stops an unused on-device LLM after this long (when
+/// `llm.local.idle_release_secs` is 0); it loads again on the next request.
+pub const WYOMING_LLM_IDLE_RELEASE_SECS: u64 = 300;
+
 /// `earshot wyoming serve`'s service: the agent, whisper and the voices,
 /// loaded once (seconds: call before announcing readiness).
 pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Service> {
@@ -199,8 +248,14 @@ pub fn wyoming_service(config: &Config) -> Result<crate::wyoming::service::Servi
     let make_tts = |tts: &crate::tts::TtsConfig| {
         crate::tts::Tts::from_config(tts, &paths, &config.llm.api_key, &config.wyoming)
     };
+    // Issue 20: a Wyoming service mostly transcribes and speaks; its
+    // on-device LLM gives its memory back when unused for a while.
+    let mut config_llm = config.clone();
+    if config_llm.llm.local.idle_release_secs == 0 {
+        config_llm.llm.local.idle_release_secs = WYOMING_LLM_IDLE_RELEASE_SECS;
+    }
     Ok(crate::wyoming::service::Service::new(
-        build(config)?,
+        build(&config_llm)?,
         stt,
         &settings,
         &make_tts,

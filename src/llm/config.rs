@@ -42,6 +42,110 @@ pub struct LlmConfig {
     pub retry_backoff_ms: u64,
     /// Turns (user + assistant pairs) of history sent with each request.
     pub history_turns: usize,
+    /// Which language models answer, in the order tried (`EARSHOT_LLM_ORDER`,
+    /// comma-separated): `remote` (the endpoint above, when a key or a
+    /// local URL makes it usable) and `local` (the on-device model of
+    /// `[llm.local]`). Either may be left out.
+    #[serde(deserialize_with = "order_from_list_or_text")]
+    pub order: Vec<Source>,
+    /// The on-device model (issue 20).
+    pub local: LocalConfig,
+}
+
+crate::choice! {
+    /// A language model earshot may ask (`llm.order`).
+    pub enum Source("llm.order entry") {
+        Remote = "remote": "the OpenAI-compatible endpoint of [llm] (Groq, a LAN server)",
+        Local = "local": "the on-device model of [llm.local] (llama.cpp's llama-server, a child process)",
+    }
+}
+
+crate::choice! {
+    /// How the on-device model runs (`llm.local.backend`).
+    pub enum LocalBackend("llm.local.backend") {
+        Server = "server": "llama.cpp's llama-server as a supervised child process",
+        InProcess = "in-process": "llama.cpp linked into earshot (not in this build: it clashes with whisper.cpp's ggml)",
+    }
+}
+
+/// `[llm.local]`: the on-device model, found in `models_dir`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocalConfig {
+    /// The GGUF file, in `models_dir` (scripts/fetch-models.sh puts it there).
+    pub model_file: String,
+    /// The llama-server program, in `models_dir` unless absolute.
+    pub server_program: String,
+    /// CPU threads for generation (0 = all cores). 1 by default: ggml's
+    /// threads spin at a barrier after every operation, so with whisper,
+    /// Piper or anything else busy on a core, 2 threads measured 10x slower
+    /// than 1 here (2.4 vs 27 tokens/s).
+    pub threads: usize,
+    /// Context window in tokens; longer prompts lose their oldest history.
+    pub context_size: usize,
+    /// `server` (a child llama-server) or `in-process`.
+    pub backend: LocalBackend,
+    /// Most tokens of one answer (runaway generation stops here).
+    pub max_tokens: u32,
+    /// Longest wait for the model to load and answer its health check.
+    pub load_timeout_secs: u64,
+    /// Longest silence mid-answer before the child counts as hung (it is
+    /// then killed and restarted on the next request).
+    pub read_timeout_secs: u64,
+    /// The whole answer, at most (seconds).
+    pub total_timeout_secs: u64,
+    /// Sampling temperature for the small model (SmolLM2's card suggests
+    /// 0.2; at 0.7 it invents more).
+    pub temperature: f32,
+    /// A spoken (streamed) answer stops after this many sentences: the
+    /// small model ignores "2 or 3 short sentences" (0 = no cap).
+    pub max_sentences: usize,
+    /// Stop the child after this long unused, releasing its memory; it
+    /// loads again on the next request (0 = never).
+    pub idle_release_secs: u64,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            model_file: "SmolLM2-135M-Instruct.Q4_1.gguf".into(),
+            server_program: "llama-server".into(),
+            threads: 1,
+            context_size: 2048,
+            backend: LocalBackend::Server,
+            max_tokens: 160,
+            load_timeout_secs: 30,
+            read_timeout_secs: 15,
+            total_timeout_secs: 45,
+            temperature: 0.2,
+            max_sentences: 3,
+            idle_release_secs: 0,
+        }
+    }
+}
+
+/// `order` as a TOML list or, from `EARSHOT_LLM_ORDER`, comma-separated text.
+fn order_from_list_or_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<Source>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        List(Vec<String>),
+        Text(String),
+    }
+    let names = match Raw::deserialize(d)? {
+        Raw::List(v) => v,
+        Raw::Text(t) => t
+            .split(',')
+            .map(str::to_string)
+            .filter(|s| !s.trim().is_empty())
+            .collect(),
+    };
+    names
+        .iter()
+        .map(|n| n.parse::<Source>().map_err(serde::de::Error::custom))
+        .collect()
 }
 
 impl Default for LlmConfig {
@@ -65,6 +169,8 @@ impl Default for LlmConfig {
             max_retries: 2,
             retry_backoff_ms: 500,
             history_turns: 10,
+            order: vec![Source::Remote, Source::Local],
+            local: LocalConfig::default(),
         }
     }
 }
@@ -110,6 +216,8 @@ impl std::fmt::Debug for LlmConfig {
             .field("max_retries", &self.max_retries)
             .field("retry_backoff_ms", &self.retry_backoff_ms)
             .field("history_turns", &self.history_turns)
+            .field("order", &self.order)
+            .field("local", &self.local)
             .finish()
     }
 }

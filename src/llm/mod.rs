@@ -5,6 +5,8 @@
 //! names), not copies of the client. The seam is [`ChatModel`].
 
 mod config;
+pub mod failover;
+pub mod local;
 pub mod openai;
 pub mod sse;
 pub mod think;
@@ -16,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::cancel::CancelToken;
 
-pub use config::LlmConfig;
+pub use config::{LlmConfig, LocalBackend, LocalConfig, Source};
 
 /// A message in the chat-completions format.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,6 +215,10 @@ pub enum LlmError {
     },
     #[error("cancelled")]
     Cancelled,
+    /// The on-device model could not load or failed mid-answer (its
+    /// server is restarted on the next request).
+    #[error("the on-device language model failed: {0}")]
+    Local(String),
 }
 
 impl LlmError {
@@ -225,6 +231,7 @@ impl LlmError {
                 | LlmError::RateLimited { .. }
                 | LlmError::Server { .. }
                 | LlmError::InReply { .. }
+                | LlmError::Local(_)
         )
     }
 
@@ -265,6 +272,9 @@ impl LlmError {
                 "The language model stopped with an error partway through. Please try again.".into()
             }
             LlmError::Cancelled => "Okay, stopped.".into(),
+            LlmError::Local(_) => {
+                "My on-device language model failed. Please try again in a moment; if it keeps failing, run earshot doctor.".into()
+            }
         }
     }
 }
@@ -292,6 +302,12 @@ pub trait ChatModel: Send + Sync {
     /// Whether this model can be used at all (e.g. a key is configured).
     fn check_configured(&self) -> Result<(), LlmError> {
         Ok(())
+    }
+
+    /// Whether a request with tools can be answered with tool calls (the
+    /// on-device model cannot; the agent then answers without tools).
+    fn can_use_tools(&self) -> bool {
+        true
     }
 }
 
@@ -342,6 +358,7 @@ mod tests {
             },
             LlmError::Server { status: 503 },
             LlmError::Protocol("x".into()),
+            LlmError::Local("crashed".into()),
         ];
         for e in errors {
             let s = e.user_sentence();

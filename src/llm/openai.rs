@@ -376,7 +376,8 @@ impl ChatModel for OpenAiClient {
                     if Instant::now() + wait + Duration::from_millis(100) >= call_deadline {
                         return Err(e);
                     }
-                    tracing::warn!(error = %e, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, "LLM request failed; retrying");
+                    // Info: a retry (or the next model of llm.order) is no user-facing problem.
+                    tracing::info!(error = %e, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, "LLM request failed; retrying");
                     attempt += 1;
                     let until = Instant::now() + wait;
                     while Instant::now() < until {

@@ -52,6 +52,10 @@ pub fn earshot(state_dir: &Path) -> Command {
     cmd.env("EARSHOT_STATE_DIR", state_dir)
         .env("EARSHOT_MODELS_DIR", models_dir())
         .env("EARSHOT_LOG", "warn")
+        // Issue 20: the on-device model only where a test asks for it
+        // (`.env("EARSHOT_LLM_ORDER", "remote,local")`), so the others keep
+        // their "no language model" behaviour and start no llama-server.
+        .env("EARSHOT_LLM_ORDER", "remote")
         .current_dir(state_dir);
     cmd
 }
