@@ -358,7 +358,15 @@ fn launch_device(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> Device {
     } else {
         "cloud-only"
     };
-    std::fs::write(&config, format!("[stt]\norder = \"{order}\"\n")).unwrap();
+    let mut toml = format!("[stt]\norder = \"{order}\"\n");
+    if mic.is_some() {
+        // The lights as a file: one line per state change.
+        toml.push_str(&format!(
+            "[device]\nleds = \"file:{}\"\n",
+            dir.join("leds").display()
+        ));
+    }
+    std::fs::write(&config, toml).unwrap();
     let mut cmd = common::earshot(dir);
     cmd.arg("--config").arg(&config).arg("run");
     if mic.is_none() {
@@ -731,6 +739,29 @@ fn saying_stop_while_a_timer_rings_stops_it_with_no_wake_word_and_no_turn() {
         .query_row("SELECT COUNT(*) FROM turn_log", [], |r| r.get(0))
         .unwrap();
     assert_eq!(turns, 0, "a turn was run for \"stop\"");
+    // The lights followed: ringing, then listening to "stop", thinking
+    // (its transcription), and back to idle; each line a state and a time.
+    let leds = std::fs::read_to_string(dir.path().join("leds")).unwrap();
+    let states: Vec<&str> = leds
+        .lines()
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    for l in leds.lines() {
+        let ts = l.split(' ').nth(1).unwrap_or("");
+        assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{l}");
+    }
+    let after_ring = states
+        .iter()
+        .position(|s| *s == "ringing")
+        .unwrap_or_else(|| panic!("{leds}"));
+    let rest = &states[after_ring..];
+    let listening = rest.iter().position(|s| *s == "listening");
+    let thinking = rest.iter().position(|s| *s == "thinking");
+    assert!(
+        matches!((listening, thinking), (Some(a), Some(b)) if a < b),
+        "{leds}"
+    );
+    assert_eq!(states.last(), Some(&"idle"), "{leds}");
     let rounds_after = log
         .iter()
         .skip_while(|l| !l.contains("while ringing: stopping it"))

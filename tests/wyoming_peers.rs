@@ -537,6 +537,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
         ring: None,
+        lights: None,
     };
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");

@@ -102,6 +102,7 @@ pub fn run(
         config.audio.push_to_talk = false;
     }
     let services = crate::app::build(&config)?;
+    let lights = open_lights(&config.device.leds, &services);
     // Timers: the local speaker's ringer subscribes before the scheduler
     // starts, so it hears the ones missed while earshot was off.
     let ringers = crate::voice_loop::ring::Ringers::new(&services.timers);
@@ -188,6 +189,7 @@ pub fn run(
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
         ring: Some(ringer),
+        lights,
     };
     notifier.ready();
     notifier.status("listening");
@@ -209,6 +211,40 @@ pub fn run(
         summary.reason
     );
     Ok(true)
+}
+
+/// The lights of `[device] leds`, told of the tree's `publish_event`s too.
+/// Lights that can't be opened are logged (one line with the fix): the
+/// device works without them.
+fn open_lights(
+    spec: &str,
+    services: &crate::agent::Services,
+) -> Option<Arc<crate::device::leds::Lights>> {
+    let leds = match crate::device::leds::open(spec) {
+        Ok(Some(leds)) => leds,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::error!("{e}");
+            return None;
+        }
+    };
+    let lights = Arc::new(crate::device::leds::Lights::new(leds));
+    tracing::info!(leds = %lights.describe(), "lights ready");
+    lights.set(crate::device::leds::LedState::Idle);
+    if let Some(tree) = &services.tree {
+        tree.add_feedback(Arc::new(EventLights(lights.clone())));
+    }
+    Some(lights)
+}
+
+/// The lights as the tree's feedback layer: each `publish_event` reaches
+/// them as it happens.
+struct EventLights(Arc<crate::device::leds::Lights>);
+
+impl crate::tree::engine::Feedback for EventLights {
+    fn published(&self, event: &crate::tree::engine::Published) {
+        self.0.event(&event.event);
+    }
 }
 
 /// Start the timers' scheduler (it announces what came due while earshot

@@ -650,6 +650,69 @@ impl GpioLine {
     }
 }
 
+const GPIO_V2_LINE_FLAG_OUTPUT: u64 = 1 << 3;
+const GPIO_V2_LINE_ATTR_ID_OUTPUT_VALUES: u32 = 2;
+
+/// Claim `offset` on `chip` as an output driven high (the reSpeaker HATs'
+/// LED power line); the line stays claimed while the file is open.
+pub(crate) fn output_line(chip: &Path, offset: u32) -> Result<File> {
+    let chip_file = File::options()
+        .read(true)
+        .write(true)
+        .open(chip)
+        .map_err(|e| anyhow!("cannot open GPIO chip {}: {e}", chip.display()))?;
+    let empty_attr = GpioV2LineConfigAttribute {
+        attr: GpioV2LineAttribute {
+            id: 0,
+            padding: 0,
+            value: 0,
+        },
+        mask: 0,
+    };
+    let mut request = GpioV2LineRequest {
+        offsets: [0; GPIO_V2_LINES_MAX],
+        consumer: [0; GPIO_MAX_NAME_SIZE],
+        config: GpioV2LineConfig {
+            flags: GPIO_V2_LINE_FLAG_OUTPUT,
+            num_attrs: 1,
+            padding: [0; 5],
+            attrs: [empty_attr; GPIO_V2_LINE_NUM_ATTRS_MAX],
+        },
+        num_lines: 1,
+        event_buffer_size: 0,
+        padding: [0; 5],
+        fd: -1,
+    };
+    request.offsets[0] = offset;
+    request.consumer[..7].copy_from_slice(b"earshot");
+    request.config.attrs[0] = GpioV2LineConfigAttribute {
+        attr: GpioV2LineAttribute {
+            id: GPIO_V2_LINE_ATTR_ID_OUTPUT_VALUES,
+            padding: 0,
+            value: 1, // line 0 of the request: high
+        },
+        mask: 1,
+    };
+    // SAFETY: the request struct matches the kernel's layout and lives for
+    // the call; the kernel fills `fd`.
+    let rc = unsafe {
+        libc::ioctl(
+            chip_file.as_raw_fd(),
+            GPIO_V2_GET_LINE_IOCTL as _,
+            &mut request as *mut GpioV2LineRequest,
+        )
+    };
+    if rc < 0 || request.fd < 0 {
+        let err = std::io::Error::last_os_error();
+        bail!(
+            "cannot claim GPIO line {offset} on {}: {err}",
+            chip.display()
+        );
+    }
+    // SAFETY: the kernel handed us a new descriptor we now own.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(request.fd) })
+}
+
 impl Button for GpioLine {
     fn next_event(&mut self, timeout: Duration) -> Result<Option<ButtonEvent>> {
         if !wait_readable(self.line.as_raw_fd(), timeout)? {

@@ -2,6 +2,7 @@
 
 pub mod button;
 pub mod clock;
+pub mod leds;
 pub mod notify;
 
 use serde::{Deserialize, Serialize};
@@ -13,12 +14,16 @@ pub struct DeviceConfig {
     /// none | enter | gpio:/dev/gpiochip0:17 | input:/dev/input/eventN:KEY | script:PATH
     /// (the table: [`button::KINDS`]).
     pub button: button::ButtonSpec,
+    /// none | file:PATH | respeaker-2mic | respeaker-4mic (the table:
+    /// [`leds::KINDS`]); what `earshot run` shows on the lights.
+    pub leds: String,
 }
 
 impl Default for DeviceConfig {
     fn default() -> Self {
         Self {
             button: button::ButtonSpec::None,
+            leds: "none".into(),
         }
     }
 }

@@ -51,6 +51,7 @@ use crate::audio::vad::{EndReason, Endpointer, Utterance, VadEvent};
 use crate::audio::{AudioError, AudioSource, SAMPLE_RATE};
 use crate::cancel::CancelToken;
 use crate::device::button::ButtonEvent;
+use crate::device::leds::LedState;
 use crate::events::{Event, EventSink};
 use crate::stt::Stt;
 use crate::tts::speaker::{Speaker, TurnSpeech};
@@ -92,6 +93,8 @@ pub struct VoiceLoop {
     /// Timers, alarms and reminders ringing on this speaker (`None`: the
     /// timers are not available).
     pub ring: Option<ring::Ringer>,
+    /// The device's lights (`[device] leds`; `None`: none).
+    pub lights: Option<std::sync::Arc<crate::device::leds::Lights>>,
 }
 
 /// How the loop ended and what it did.
@@ -163,6 +166,7 @@ impl VoiceLoop {
             }
         }
         self.speaker.stop();
+        self.light(LedState::Idle);
         tracing::info!(turns = summary.turns, reason = %summary.reason, "voice loop stopped");
         Ok(summary)
     }
@@ -209,7 +213,8 @@ impl VoiceLoop {
                 match event {
                     VadEvent::Utterance(u) if !self.push_to_talk => return Heard::Speech(u, None),
                     VadEvent::SpeechStart { at_ms } => {
-                        tracing::debug!(at_ms, "speech started")
+                        tracing::debug!(at_ms, "speech started");
+                        self.light(LedState::Listening);
                     }
                     VadEvent::Discarded { speech_ms, .. } => {
                         tracing::debug!(speech_ms, "too short to be a request; ignored")
@@ -222,6 +227,15 @@ impl VoiceLoop {
             if self.ring_tick(quiet) {
                 echo = true;
             }
+            self.light(if self.ringing() {
+                LedState::Ringing
+            } else if self.endpointer.is_speaking() || awake {
+                LedState::Listening
+            } else if self.speaker.is_speaking() {
+                LedState::Speaking
+            } else {
+                LedState::Idle
+            });
             match self.source.read(&mut buf, TICK) {
                 Ok(n) => {
                     if self.push_to_talk {
@@ -325,6 +339,7 @@ impl VoiceLoop {
         let mut samples: Vec<i16> = Vec::new();
         let mut buf = vec![0i16; (SAMPLE_RATE / 50) as usize];
         tracing::info!("button pressed: listening until release");
+        self.light(LedState::Listening);
         let reason = loop {
             tick();
             if self.shutdown.is_cancelled() {
@@ -381,6 +396,7 @@ impl VoiceLoop {
         if let Some(pressed) = pressed_at {
             timings.insert("push_to_talk_hold".into(), ms_between(pressed, vad_end));
         }
+        self.light(LedState::Thinking);
         let transcript = self.stt.transcribe(&utterance.to_f32());
         timings.insert("stt".into(), ms_since(vad_end));
         let mut stt_facts = serde_json::Map::new();
@@ -438,6 +454,7 @@ impl VoiceLoop {
         let shutdown = &self.shutdown;
         let voice_barge = self.barge_in && !self.push_to_talk;
         let ring = &mut self.ring;
+        let lights = self.lights.clone();
         let (outcome, first_sentence_at, actions) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 let mut speech = DeviceSpeech {
@@ -484,6 +501,9 @@ impl VoiceLoop {
                 {
                     first_audio_logged = true;
                     tracing::info!(after_vad_ms = ms_since(vad_end) as u64, "speaking");
+                    if let Some(lights) = &lights {
+                        lights.set(LedState::Speaking);
+                    }
                 }
                 // The microphone: barge-in by voice, or read and discard.
                 // A recording is not read while answering: what follows in
@@ -691,6 +711,7 @@ impl VoiceLoop {
     /// A device that failed: say so, wait, reopen. False when it can't be.
     fn recover(&mut self, error: &AudioError, tick: &mut dyn FnMut()) -> bool {
         tracing::error!("microphone failed: {error}");
+        self.light(LedState::Error);
         self.speaker.say(error.user_sentence());
         let Some(reopen) = self.reopen.as_mut() else {
             return false;
@@ -735,6 +756,13 @@ impl VoiceLoop {
             .map_err(|e| tracing::warn!("cannot read device state {key}: {e}"))
             .ok()
             .flatten()
+    }
+
+    /// Show `state` on the lights, if any (only changes reach them).
+    fn light(&self, state: LedState) {
+        if let Some(lights) = &self.lights {
+            lights.set(state);
+        }
     }
 
     /// Whether a timer, alarm or reminder is ringing on this speaker.
