@@ -589,35 +589,7 @@ impl GpioLine {
                 chip.display()
             )
         })?;
-        let empty_attr = GpioV2LineConfigAttribute {
-            attr: GpioV2LineAttribute {
-                id: 0,
-                padding: 0,
-                value: 0,
-            },
-            mask: 0,
-        };
-        let mut request = GpioV2LineRequest {
-            offsets: [0; GPIO_V2_LINES_MAX],
-            consumer: [0; GPIO_MAX_NAME_SIZE],
-            config: GpioV2LineConfig {
-                flags: GPIO_V2_LINE_FLAG_INPUT
-                    | GPIO_V2_LINE_FLAG_ACTIVE_LOW
-                    | GPIO_V2_LINE_FLAG_BIAS_PULL_UP
-                    | GPIO_V2_LINE_FLAG_EDGE_RISING
-                    | GPIO_V2_LINE_FLAG_EDGE_FALLING,
-                num_attrs: 1,
-                padding: [0; 5],
-                attrs: [empty_attr; GPIO_V2_LINE_NUM_ATTRS_MAX],
-            },
-            num_lines: 1,
-            event_buffer_size: 0,
-            padding: [0; 5],
-            fd: -1,
-        };
-        request.offsets[0] = offset;
-        request.consumer[..7].copy_from_slice(b"earshot");
-        request.config.attrs[0] = GpioV2LineConfigAttribute {
+        let debounce = GpioV2LineConfigAttribute {
             attr: GpioV2LineAttribute {
                 id: GPIO_V2_LINE_ATTR_ID_DEBOUNCE,
                 padding: 0,
@@ -625,29 +597,71 @@ impl GpioLine {
             },
             mask: 1,
         };
-        // SAFETY: the request struct matches the kernel's layout and lives
-        // for the call; the kernel fills `fd`.
-        let rc = unsafe {
-            libc::ioctl(
-                chip_file.as_raw_fd(),
-                GPIO_V2_GET_LINE_IOCTL as _,
-                &mut request as *mut GpioV2LineRequest,
-            )
-        };
-        if rc < 0 || request.fd < 0 {
-            let err = std::io::Error::last_os_error();
-            bail!(
+        let flags = GPIO_V2_LINE_FLAG_INPUT
+            | GPIO_V2_LINE_FLAG_ACTIVE_LOW
+            | GPIO_V2_LINE_FLAG_BIAS_PULL_UP
+            | GPIO_V2_LINE_FLAG_EDGE_RISING
+            | GPIO_V2_LINE_FLAG_EDGE_FALLING;
+        let line = request_line(&chip_file, offset, flags, debounce).map_err(|err| {
+            anyhow!(
                 "cannot claim GPIO line {offset} on {}: {err}; check the line number (reSpeaker 2-mic HAT: 17) and that nothing else uses it",
                 chip.display()
-            );
-        }
-        // SAFETY: the kernel handed us a new descriptor we now own.
-        let line = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(request.fd) };
+            )
+        })?;
         Ok(GpioLine {
             label: format!("{}:{offset}", chip.display()),
             line,
         })
     }
+}
+
+/// Claim one line of an open GPIO chip with `flags` and one attribute; the
+/// returned file holds the line.
+fn request_line(
+    chip: &File,
+    offset: u32,
+    flags: u64,
+    attr: GpioV2LineConfigAttribute,
+) -> std::io::Result<File> {
+    let empty_attr = GpioV2LineConfigAttribute {
+        attr: GpioV2LineAttribute {
+            id: 0,
+            padding: 0,
+            value: 0,
+        },
+        mask: 0,
+    };
+    let mut request = GpioV2LineRequest {
+        offsets: [0; GPIO_V2_LINES_MAX],
+        consumer: [0; GPIO_MAX_NAME_SIZE],
+        config: GpioV2LineConfig {
+            flags,
+            num_attrs: 1,
+            padding: [0; 5],
+            attrs: [empty_attr; GPIO_V2_LINE_NUM_ATTRS_MAX],
+        },
+        num_lines: 1,
+        event_buffer_size: 0,
+        padding: [0; 5],
+        fd: -1,
+    };
+    request.offsets[0] = offset;
+    request.consumer[..7].copy_from_slice(b"earshot");
+    request.config.attrs[0] = attr;
+    // SAFETY: the request struct matches the kernel's layout and lives for
+    // the call; the kernel fills `fd`.
+    let rc = unsafe {
+        libc::ioctl(
+            chip.as_raw_fd(),
+            GPIO_V2_GET_LINE_IOCTL as _,
+            &mut request as *mut GpioV2LineRequest,
+        )
+    };
+    if rc < 0 || request.fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel handed us a new descriptor we now own.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(request.fd) })
 }
 
 const GPIO_V2_LINE_FLAG_OUTPUT: u64 = 1 << 3;
@@ -661,31 +675,7 @@ pub(crate) fn output_line(chip: &Path, offset: u32) -> Result<File> {
         .write(true)
         .open(chip)
         .map_err(|e| anyhow!("cannot open GPIO chip {}: {e}", chip.display()))?;
-    let empty_attr = GpioV2LineConfigAttribute {
-        attr: GpioV2LineAttribute {
-            id: 0,
-            padding: 0,
-            value: 0,
-        },
-        mask: 0,
-    };
-    let mut request = GpioV2LineRequest {
-        offsets: [0; GPIO_V2_LINES_MAX],
-        consumer: [0; GPIO_MAX_NAME_SIZE],
-        config: GpioV2LineConfig {
-            flags: GPIO_V2_LINE_FLAG_OUTPUT,
-            num_attrs: 1,
-            padding: [0; 5],
-            attrs: [empty_attr; GPIO_V2_LINE_NUM_ATTRS_MAX],
-        },
-        num_lines: 1,
-        event_buffer_size: 0,
-        padding: [0; 5],
-        fd: -1,
-    };
-    request.offsets[0] = offset;
-    request.consumer[..7].copy_from_slice(b"earshot");
-    request.config.attrs[0] = GpioV2LineConfigAttribute {
+    let high = GpioV2LineConfigAttribute {
         attr: GpioV2LineAttribute {
             id: GPIO_V2_LINE_ATTR_ID_OUTPUT_VALUES,
             padding: 0,
@@ -693,24 +683,12 @@ pub(crate) fn output_line(chip: &Path, offset: u32) -> Result<File> {
         },
         mask: 1,
     };
-    // SAFETY: the request struct matches the kernel's layout and lives for
-    // the call; the kernel fills `fd`.
-    let rc = unsafe {
-        libc::ioctl(
-            chip_file.as_raw_fd(),
-            GPIO_V2_GET_LINE_IOCTL as _,
-            &mut request as *mut GpioV2LineRequest,
-        )
-    };
-    if rc < 0 || request.fd < 0 {
-        let err = std::io::Error::last_os_error();
-        bail!(
+    request_line(&chip_file, offset, GPIO_V2_LINE_FLAG_OUTPUT, high).map_err(|err| {
+        anyhow!(
             "cannot claim GPIO line {offset} on {}: {err}",
             chip.display()
-        );
-    }
-    // SAFETY: the kernel handed us a new descriptor we now own.
-    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(request.fd) })
+        )
+    })
 }
 
 impl Button for GpioLine {
