@@ -284,23 +284,30 @@ class H(BaseHTTPRequestHandler):
 HTTPServer(("127.0.0.1", port), H).serve_forever()
 "#;
 
-#[test]
-fn a_child_that_hangs_mid_answer_is_killed_within_its_read_timeout() {
+/// A local model whose "llama-server" is [`HANGING_SERVER`] (and a fake
+/// GGUF), with `cfg`'s limits; the temp dirs live as long as the first value.
+fn hanging_model(cfg: LocalConfig) -> ((tempfile::TempDir, tempfile::TempDir), Arc<LocalModel>) {
     let models = tempfile::tempdir().unwrap();
     std::fs::write(models.path().join("m.gguf"), b"GGUF fake").unwrap();
     let prog = models.path().join("hanging-server");
     std::fs::write(&prog, HANGING_SERVER).unwrap();
     std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let m = LocalModel::new(
-        &LocalConfig {
-            model_file: "m.gguf".into(),
-            server_program: "hanging-server".into(),
-            read_timeout_secs: 1,
-            ..LocalConfig::default()
-        },
-        &Paths::new(state.path(), models.path()),
-    );
+    let cfg = LocalConfig {
+        model_file: "m.gguf".into(),
+        server_program: "hanging-server".into(),
+        ..cfg
+    };
+    let m = LocalModel::new(&cfg, &Paths::new(state.path(), models.path()));
+    ((models, state), m)
+}
+
+#[test]
+fn a_child_that_hangs_mid_answer_is_killed_within_its_read_timeout() {
+    let (_dirs, m) = hanging_model(LocalConfig {
+        read_timeout_secs: 1,
+        ..LocalConfig::default()
+    });
     m.ensure_running().unwrap();
     let pid = m.pid().unwrap();
     let started = Instant::now();
@@ -348,21 +355,10 @@ fn the_child_dies_with_earshot() {
 
 #[test]
 fn an_unused_child_is_stopped_to_release_its_memory() {
-    let models = tempfile::tempdir().unwrap();
-    std::fs::write(models.path().join("m.gguf"), b"GGUF fake").unwrap();
-    let prog = models.path().join("idle-server");
-    std::fs::write(&prog, HANGING_SERVER).unwrap();
-    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let m = LocalModel::new(
-        &LocalConfig {
-            model_file: "m.gguf".into(),
-            server_program: "idle-server".into(),
-            idle_release_secs: 1,
-            ..LocalConfig::default()
-        },
-        &Paths::new(state.path(), models.path()),
-    );
+    let (_dirs, m) = hanging_model(LocalConfig {
+        idle_release_secs: 1,
+        ..LocalConfig::default()
+    });
     m.ensure_running().unwrap();
     let pid = m.pid().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
