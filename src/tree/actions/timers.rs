@@ -450,14 +450,6 @@ impl Action for TimerRemaining {
 }
 
 /// "Which one: rice or pasta?"
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
-}
-
 fn which(found: &[Timer]) -> ActionOutput {
     let names: Vec<String> = found.iter().map(name_of).collect();
     ActionOutput::failed(format!("Which one: {}?", names.join(" or ")))
@@ -570,7 +562,7 @@ impl Action for TimerCancel {
             if let Some(r) = that_day.iter().find(|t| t.repeat.is_some()) {
                 return Ok(ActionOutput::failed(format!(
                     "{} repeats, so I can't cancel just that day. To cancel it for good, say: cancel the {} alarm.",
-                    capitalised(&name_of(r)),
+                    capitalise(&name_of(r)),
                     say_time(r.due.naive_local().time())
                 )));
             }
