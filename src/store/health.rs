@@ -221,8 +221,38 @@ fn within<T>(
     }
 }
 
-/// The header, the schema version and `PRAGMA quick_check`, read-only.
+/// How often a check that failed for a reason other than damage is tried
+/// again, and how long apart: another process creating or migrating the
+/// same file (several CLI commands started at once on a new state dir)
+/// makes FTS5's constructor fail for a moment ("vtable constructor
+/// failed"), which says nothing about the file.
+const TRANSIENT_TRIES: u32 = 10;
+const TRANSIENT_PAUSE: Duration = Duration::from_millis(100);
+
+/// [`quick_check_once`], tried again while it fails for a reason that is
+/// not damage; if that never clears, the file is opened unchecked with a
+/// warning (the writable open reports a real problem itself).
 fn quick_check(db: &Path) -> Result<Verdict, StoreError> {
+    let mut last = None;
+    for attempt in 0..TRANSIENT_TRIES {
+        if attempt > 0 {
+            std::thread::sleep(TRANSIENT_PAUSE);
+        }
+        match quick_check_once(db) {
+            Err(StoreError::Open { reason, .. }) => last = Some(reason),
+            other => return other,
+        }
+    }
+    tracing::warn!(
+        "could not check {} before opening it ({}); opening it unchecked",
+        db.display(),
+        last.unwrap_or_default()
+    );
+    Ok(Verdict::Unchecked)
+}
+
+/// The header, the schema version and `PRAGMA quick_check`, read-only.
+fn quick_check_once(db: &Path) -> Result<Verdict, StoreError> {
     let conn = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
