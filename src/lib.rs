@@ -24,6 +24,7 @@ pub mod cancel;
 pub mod choice;
 pub mod cli;
 pub mod config;
+pub mod cpu;
 pub mod device;
 pub mod events;
 pub mod http;

@@ -43,6 +43,7 @@ const LOWER: &[&str] = &[
     "http",
     "wyoming_proto",
     "choice",
+    "cpu",
 ];
 /// Upper modules: the turn, the front doors and the composition root.
 const UPPER: &[&str] = &[
@@ -62,6 +63,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("wyoming_proto", &[]),
     ("choice", &[]),
     ("onnx", &["paths"]),
+    ("cpu", &[]),
 ];
 /// Who may import `config` (the composition root and the CLI).
 const CONFIG_USERS: &[&str] = &["app", "cli"];

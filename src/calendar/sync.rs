@@ -517,8 +517,11 @@ impl Calendar {
         std::thread::Builder::new()
             .name("calendar-sync".into())
             .spawn(move || {
+                crate::cpu::lower_this_thread();
                 let mut failures = 0u32;
                 while !stop.is_cancelled() {
+                    // Not beside a live turn's STT/TTS (bounded wait).
+                    crate::cpu::wait_until_quiet(Duration::from_secs(10));
                     match calendar.sync() {
                         Ok(report) => {
                             failures = 0;

@@ -200,6 +200,7 @@ pub fn process_pending(services: &dyn WorkerParts) -> Result<DrainReport> {
         .ok_or_else(|| anyhow!("memory is disabled ([memory] enabled = false)"))?;
     let mut report = DrainReport::default();
     while let Some(job) = worker.next()? {
+        crate::cpu::wait_until_quiet(QUIET_WAIT);
         let end = worker.run(&job);
         worker.finish(&job, &end);
         match &end {
@@ -290,7 +291,12 @@ pub fn start_background(services: &dyn WorkerParts) -> Option<BackgroundHandle> 
     })
 }
 
+/// Longest a job waits for a live turn's STT/TTS to end before it runs
+/// anyway (reniced, so it still yields the cores).
+const QUIET_WAIT: Duration = Duration::from_secs(10);
+
 fn worker_loop(worker: Worker, stop: Arc<AtomicBool>, woken: Receiver<()>, poll: Duration) {
+    crate::cpu::lower_this_thread();
     let mut backoff = FIRST_BACKOFF;
     while !stop.load(Ordering::SeqCst) {
         let job = match worker.next() {

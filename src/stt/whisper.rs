@@ -251,6 +251,8 @@ impl WhisperStt {
         })?;
         let model_ctx = ctx.n_audio_ctx().max(1) as u32;
         let eot = ctx.token_eot();
+        // The free-core history starts now, before the first turn.
+        crate::cpu::start_sampling();
         Ok(Self {
             threads: super::threads(cfg),
             cfg: cfg.clone(),
@@ -358,7 +360,10 @@ impl WhisperStt {
             SamplingStrategy::Greedy { best_of: 5 }
         };
         let mut params = FullParams::new(strategy);
-        params.set_n_threads(self.threads as i32);
+        // Never more threads than the cores free right now: ggml's workers
+        // wait for each other after every operation, so one that shares a
+        // core with a busy process stalls the rest (crate::cpu).
+        params.set_n_threads(crate::cpu::threads_for(self.threads) as i32);
         let lang = self.cfg.language.trim();
         params.set_language(Some(if lang.is_empty() { "en" } else { lang }));
         params.set_translate(false);
@@ -637,6 +642,8 @@ impl Transcriber for WhisperStt {
     }
 
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        // Background jobs wait while this runs (crate::cpu).
+        let _live = crate::cpu::LiveWork::begin();
         let started = Instant::now();
         let audio_ms = audio.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
         let mut timings = SttTimings {

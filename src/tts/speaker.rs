@@ -229,6 +229,8 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     if stale(shared) {
         return;
     }
+    // Background jobs wait while an answer is synthesised and played.
+    let _live = crate::cpu::LiveWork::begin();
     let as_is = |clip: &Clip| super::Spoken {
         clip: clip.clone(),
         engine: "clip",
