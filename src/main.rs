@@ -212,6 +212,8 @@ enum BenchWhat {
     Speak(earshot::cli::bench_speak::BenchSpeakArgs),
     /// The on-device LLM side by side with a plain llama-server, then open questions.
     Llm(earshot::cli::bench_llm::BenchLlmArgs),
+    /// End of speech → first answer audio, through a real `earshot run` paced in real time.
+    Latency(earshot::cli::bench_latency::BenchLatencyArgs),
 }
 
 #[derive(Subcommand)]
@@ -321,6 +323,7 @@ fn main() -> ExitCode {
             BenchWhat::Stt(args) => earshot::cli::bench_stt::run(config, args),
             BenchWhat::Speak(args) => earshot::cli::bench_speak::run(config, args),
             BenchWhat::Llm(args) => earshot::cli::bench_llm::run(config, args),
+            BenchWhat::Latency(args) => earshot::cli::bench_latency::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {
