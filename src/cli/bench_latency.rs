@@ -325,7 +325,7 @@ fn speech_end(samples: &[f32]) -> Option<usize> {
         .enumerate()
         .filter(|(_, f)| f.iter().any(|s| s.abs() >= AUDIBLE))
         .map(|(i, f)| i * frame + f.len())
-        .last()
+        .next_back()
 }
 
 fn make_fifo(path: &Path) -> Result<()> {
