@@ -42,6 +42,11 @@ pub struct VadConfig {
     pub max_utterance_ms: u32,
     /// Non-speech kept after the last voiced frame (whisper likes a little).
     pub tail_ms: u32,
+    /// Non-speech after which the audio so far is offered for a
+    /// speculative look (`VadEvent::Pause`): the voice loop transcribes it
+    /// during the hang-over and may end a complete command there (issue
+    /// 21). 0 turns it off; at or above `hangover_ms` it never fires.
+    pub early_ms: u32,
 }
 
 impl Default for VadConfig {
@@ -56,6 +61,7 @@ impl Default for VadConfig {
             min_utterance_ms: 250,
             max_utterance_ms: 15_000,
             tail_ms: 200,
+            early_ms: 210,
         }
     }
 }
@@ -105,6 +111,21 @@ pub enum EndReason {
     MaxLength,
     /// The input ended (file drained, button released) mid-speech.
     EndOfInput,
+    /// Ended at a pause by the listener ([`Endpointer::end_now`]): what
+    /// was said so far is a complete request.
+    Early,
+}
+
+/// What a listener made of the audio at a pause (a speculative
+/// transcript), carried to the utterance when no speech followed, so it is
+/// not computed twice. Opaque here: the audio layer does not know STT.
+#[derive(Clone)]
+pub struct Speculation(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Speculation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Speculation(..)")
+    }
 }
 
 /// One endpointed stretch of speech, 16 kHz mono.
@@ -120,6 +141,9 @@ pub struct Utterance {
     pub reason: EndReason,
     /// Wall-clock moment the end was decided (the loop's "VAD end" stamp).
     pub decided_at: Instant,
+    /// What the listener made of this same speech at a pause
+    /// ([`Endpointer::attach`]), when no voiced frame came after it.
+    pub speculation: Option<Speculation>,
 }
 
 impl Utterance {
@@ -148,6 +172,9 @@ pub enum VadEvent {
     Utterance(Utterance),
     /// Speech started but was shorter than `min_utterance_ms`.
     Discarded { start_ms: u64, speech_ms: u64 },
+    /// `early_ms` of non-speech inside an utterance: the audio so far (as
+    /// the utterance would be if it ended now), once per pause.
+    Pause(Utterance),
 }
 
 /// The endpointer. Not `Send` (webrtc-vad's handle): create it on the
@@ -168,6 +195,8 @@ pub struct Endpointer {
     speaking: Option<Speech>,
     /// Events produced but not yet returned by `listen`.
     queued: VecDeque<VadEvent>,
+    /// A speculation on the speech up to this position (ms).
+    attached: Option<(u64, Speculation)>,
 }
 
 impl std::fmt::Debug for Endpointer {
@@ -187,6 +216,17 @@ struct Speech {
     speech_start_ms: u64,
     last_voiced_end_ms: u64,
     silence_ms: u32,
+    /// This pause was already offered (`VadEvent::Pause`).
+    paused: bool,
+}
+
+/// How many of the speech's samples an utterance keeps: `tail_ms` after
+/// the last voiced frame, the rest of the hang-over dropped.
+fn kept(tail_ms: u32, sp: &Speech) -> usize {
+    let keep_until_ms =
+        (sp.last_voiced_end_ms + u64::from(tail_ms)).min(sp.start_ms + ms(sp.buf.len() as u64));
+    let keep = ((keep_until_ms - sp.start_ms) * u64::from(SAMPLE_RATE) / 1000) as usize;
+    keep.min(sp.buf.len())
 }
 
 /// A 16 kHz webrtc-vad detector at the configured aggressiveness.
@@ -223,6 +263,7 @@ impl Endpointer {
             window: VecDeque::with_capacity(cfg.start_window as usize + 1),
             speaking: None,
             queued: VecDeque::new(),
+            attached: None,
         })
     }
 
@@ -244,6 +285,7 @@ impl Endpointer {
         self.window.clear();
         self.speaking = None;
         self.queued.clear();
+        self.attached = None;
         // A fresh detector, not `Vad::reset`: fvad_reset also puts the
         // sample rate back to 8 kHz, after which no 16 kHz frame is ever
         // speech (the loop went deaf after its first turn).
@@ -299,10 +341,31 @@ impl Endpointer {
             if voiced {
                 sp.silence_ms = 0;
                 sp.last_voiced_end_ms = ms(self.pos);
+                sp.paused = false;
             } else {
                 sp.silence_ms += frame_ms;
             }
             let len_ms = ms(sp.buf.len() as u64);
+            let early = self.cfg.early_ms;
+            if early > 0
+                && !sp.paused
+                && sp.silence_ms >= early
+                && sp.silence_ms < self.cfg.hangover_ms
+                && sp.last_voiced_end_ms.saturating_sub(sp.speech_start_ms)
+                    >= u64::from(self.cfg.min_utterance_ms)
+            {
+                sp.paused = true;
+                let keep = kept(self.cfg.tail_ms, sp);
+                events.push(VadEvent::Pause(Utterance {
+                    samples: sp.buf[..keep].to_vec(),
+                    start_ms: sp.start_ms,
+                    speech_start_ms: sp.speech_start_ms,
+                    speech_end_ms: sp.last_voiced_end_ms,
+                    reason: EndReason::Early,
+                    decided_at: Instant::now(),
+                    speculation: None,
+                }));
+            }
             if sp.silence_ms >= self.cfg.hangover_ms {
                 self.end(EndReason::Silence, events);
             } else if len_ms >= u64::from(self.cfg.max_utterance_ms) {
@@ -338,6 +401,7 @@ impl Endpointer {
                 speech_start_ms: ms(first_voiced),
                 last_voiced_end_ms: ms(self.pos),
                 silence_ms: 0,
+                paused: false,
             });
         }
     }
@@ -354,11 +418,12 @@ impl Endpointer {
             });
             return;
         }
-        // Keep `tail_ms` after the last voiced frame, drop the rest of the hang-over.
-        let keep_until_ms = (sp.last_voiced_end_ms + u64::from(self.cfg.tail_ms))
-            .min(sp.start_ms + ms(sp.buf.len() as u64));
-        let keep = ((keep_until_ms - sp.start_ms) * u64::from(SAMPLE_RATE) / 1000) as usize;
+        let keep = kept(self.cfg.tail_ms, &sp);
         sp.buf.truncate(keep);
+        let speculation = match self.attached.take() {
+            Some((at, s)) if at == sp.last_voiced_end_ms => Some(s),
+            _ => None,
+        };
         events.push(VadEvent::Utterance(Utterance {
             samples: sp.buf,
             start_ms: sp.start_ms,
@@ -366,7 +431,34 @@ impl Endpointer {
             speech_end_ms: sp.last_voiced_end_ms,
             reason,
             decided_at: Instant::now(),
+            speculation,
         }));
+    }
+
+    /// Where the speech in progress last had a voiced frame (ms), if any.
+    pub fn last_voiced_end_ms(&self) -> Option<u64> {
+        self.speaking.as_ref().map(|sp| sp.last_voiced_end_ms)
+    }
+
+    /// Keep `speculation` for the speech up to `speech_end_ms`: the
+    /// utterance carries it if it ends with no voiced frame after that.
+    pub fn attach(&mut self, speech_end_ms: u64, speculation: Speculation) {
+        self.attached = Some((speech_end_ms, speculation));
+    }
+
+    /// End the speech in progress now (the listener judged what was said a
+    /// complete request); `None` when nothing is in progress or no voiced
+    /// frame came since `speech_end_ms` was not the last one.
+    pub fn end_now(&mut self, speech_end_ms: u64) -> Option<Utterance> {
+        if self.last_voiced_end_ms() != Some(speech_end_ms) {
+            return None;
+        }
+        let mut events = Vec::new();
+        self.end(EndReason::Early, &mut events);
+        events.into_iter().find_map(|e| match e {
+            VadEvent::Utterance(u) => Some(u),
+            _ => None,
+        })
     }
 
     /// Read `source` until one utterance is complete (or the source ends,
@@ -496,6 +588,118 @@ mod tests {
             assert_eq!(a.samples, b.samples);
             assert_eq!(a.start_ms, b.start_ms);
         }
+    }
+
+    /// Real speech, a pause of `gap_ms`, the same speech again, silence.
+    fn two_phrases(gap_ms: usize) -> Vec<i16> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let speech = crate::audio::to_i16(&speech);
+        // Only the sounding part, so the gap is what the test says.
+        let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
+        let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
+        let speech = &speech[first..=last];
+        let mut sig = vec![0i16; 8000];
+        sig.extend(speech);
+        sig.extend(vec![0i16; 16 * gap_ms]);
+        sig.extend(speech);
+        sig.extend(vec![0i16; 16_000]);
+        sig
+    }
+
+    #[test]
+    fn a_pause_is_offered_once_and_speech_after_it_drops_the_speculation() {
+        let cfg = VadConfig::default();
+        // A 400 ms gap (past early_ms, short of the hang-over) joins the
+        // last utterance of the first copy to the first of the second.
+        let apart = segment(&two_phrases(2000), &cfg).unwrap().len();
+        let mut ep = Endpointer::new(&cfg).unwrap();
+        let mut utterances = Vec::new();
+        let mut attached_at = Vec::new();
+        for c in two_phrases(400).chunks(1600) {
+            for e in ep.push(c) {
+                match e {
+                    VadEvent::Pause(p) => {
+                        // The listener looks at every pause.
+                        attached_at.push(p.speech_end_ms);
+                        ep.attach(p.speech_end_ms, Speculation(std::sync::Arc::new(1u8)));
+                    }
+                    VadEvent::Utterance(u) => utterances.push(u),
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(
+            utterances.len(),
+            apart - 1,
+            "the short gap does not end one"
+        );
+        // Each utterance carries the look at its own last pause only: one
+        // whose pause was followed by speech carries nothing from it.
+        for u in &utterances {
+            let looked = attached_at.contains(&u.speech_end_ms);
+            assert_eq!(u.speculation.is_some(), looked, "{}", u.speech_end_ms);
+        }
+        // Pauses were offered once each: no two at the same place.
+        let mut unique = attached_at.clone();
+        unique.dedup();
+        assert_eq!(unique, attached_at);
+        // And the joined one had a pause inside it that it does not carry.
+        let joined = utterances
+            .iter()
+            .find(|u| {
+                attached_at
+                    .iter()
+                    .any(|p| *p > u.speech_start_ms && *p < u.speech_end_ms)
+            })
+            .expect("a pause inside an utterance");
+        assert!(joined.speculation.is_some() == attached_at.contains(&joined.speech_end_ms));
+    }
+
+    #[test]
+    fn a_speculation_with_nothing_after_it_rides_on_the_utterance_and_end_now_ends_there() {
+        let cfg = VadConfig::default();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let mut sig = vec![0i16; 8000];
+        sig.extend(crate::audio::to_i16(&speech));
+        sig.extend(vec![0i16; 16_000]);
+        // Carried to the utterance the hang-over ends.
+        let mut ep = Endpointer::new(&cfg).unwrap();
+        let mut carried = None;
+        for c in sig.chunks(1600) {
+            for e in ep.push(c) {
+                match e {
+                    VadEvent::Pause(p) => {
+                        ep.attach(p.speech_end_ms, Speculation(std::sync::Arc::new(7u8)))
+                    }
+                    VadEvent::Utterance(u) => carried = Some(u),
+                    _ => {}
+                }
+            }
+        }
+        let u = carried.expect("an utterance");
+        let value = u.speculation.expect("the speculation rides on it");
+        assert_eq!(value.0.downcast_ref::<u8>(), Some(&7));
+        // Ended at the pause by the listener: the same speech, sooner.
+        let mut ep = Endpointer::new(&cfg).unwrap();
+        let mut early = None;
+        'feed: for c in sig.chunks(160) {
+            for e in ep.push(c) {
+                if let VadEvent::Pause(p) = e {
+                    assert!(ep.end_now(p.speech_end_ms + 30).is_none(), "not its pause");
+                    early = ep.end_now(p.speech_end_ms);
+                    break 'feed;
+                }
+            }
+        }
+        let early = early.expect("ended at the pause");
+        assert_eq!(early.reason, EndReason::Early);
+        assert_eq!(early.speech_end_ms, u.speech_end_ms);
+        assert!(early.samples.len() <= u.samples.len());
+        assert!(!ep.is_speaking());
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct BenchLatencyArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Copy the voice loop's log here (`EARSHOT_LOG=debug` shows each
+    /// speculative transcript).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
 }
 
 /// One measured utterance.
@@ -170,6 +174,21 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     let logs = lines_of(child.0.stderr.take());
     wait_for_line(&logs, "listening", Duration::from_secs(120))
         .context("`earshot run` did not start listening")?;
+    let mut log_file = match &args.log {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create the log file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    // Drained as it comes (with or without a file), so the pipe never fills.
+    std::thread::spawn(move || {
+        for line in logs {
+            if let Some(f) = log_file.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    });
 
     let mut results = Vec::new();
     for (i, (text, samples, end)) in spoken.iter().enumerate() {

@@ -35,6 +35,7 @@
 //! the round and is heard.
 
 pub mod ring;
+pub mod speculate;
 pub mod wake;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -219,6 +220,13 @@ impl VoiceLoop {
                     VadEvent::Discarded { speech_ms, .. } => {
                         tracing::debug!(speech_ms, "too short to be a request; ignored")
                     }
+                    // A pause inside speech, and nothing after it yet: a
+                    // speculative look (speculate.rs).
+                    VadEvent::Pause(snapshot) if !self.push_to_talk && pending.is_empty() => {
+                        if let Some(u) = self.on_pause(snapshot) {
+                            return Heard::Speech(u, None);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -373,6 +381,7 @@ impl VoiceLoop {
             speech_end_ms: ms,
             reason,
             decided_at: Instant::now(),
+            speculation: None,
         })
     }
 
@@ -397,9 +406,19 @@ impl VoiceLoop {
             timings.insert("push_to_talk_hold".into(), ms_between(pressed, vad_end));
         }
         self.light(LedState::Thinking);
-        let transcript = self.stt.transcribe(&utterance.to_f32());
+        // Transcribed at a pause already when nothing was said after it.
+        let speculative = speculate::carried(&utterance);
+        let reused = speculative.is_some();
+        let transcript = match speculative {
+            Some(t) => Ok(t),
+            None => self.stt.transcribe(&utterance.to_f32()),
+        };
         timings.insert("stt".into(), ms_since(vad_end));
         let mut stt_facts = serde_json::Map::new();
+        stt_facts.insert(
+            "endpoint".into(),
+            serde_json::json!({"reason": utterance.reason, "transcript_reused": reused}),
+        );
         if let Ok(t) = &transcript {
             stt_facts.insert(
                 "stt".into(),

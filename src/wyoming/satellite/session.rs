@@ -405,6 +405,9 @@ impl Session {
                         self.label
                     );
                 }
+                // Satellites end on the full hang-over (their STT may be a
+                // service of their own; no speculative look here).
+                VadEvent::Pause(_) => {}
             }
         }
         Ok(())

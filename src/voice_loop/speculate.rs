@@ -1,0 +1,187 @@
+//! Ending a complete command early (issue 21, point 2).
+//!
+//! The endpointer waits `hangover_ms` (700 ms) of silence before it calls
+//! an utterance over, and only then did STT start: most of a device
+//! command's latency was waiting. At a shorter pause (`audio.vad.early_ms`,
+//! [`VadEvent::Pause`](crate::audio::vad::VadEvent::Pause)) the loop now
+//! transcribes the audio so far *during* the hang-over:
+//! - when that transcript is a complete device command (below), and the
+//!   microphone stayed silent while it was computed, the utterance ends
+//!   there, with that transcript: no second STT pass;
+//! - otherwise listening goes on; if the utterance then ends with no voiced
+//!   frame after the pause, the transcript is reused (it is of the same
+//!   speech), so open questions lose the STT time from their latency even
+//!   though they keep the long hang-over;
+//! - if speech resumes, the speculation is dropped with the pause it
+//!   belonged to.
+//!
+//! A wrong action is worse than a slow one, so "complete" is strict: the
+//! device classifier is confident of a device intent, and the sentence
+//! does not end the way a sentence stopped half-way does (a trailing
+//! ellipsis or comma, which whisper writes for speech that trails off, or a
+//! last word that needs a continuation: "put batteries on my", "what time
+//! is it in").
+
+use std::sync::Arc;
+
+use crate::audio::vad::{Speculation, Utterance};
+use crate::stt::Transcript;
+
+/// Lowest device-classifier confidence that ends a command early.
+pub const EARLY_MIN_CONFIDENCE: f32 = 0.80;
+
+/// Words a finished request does not end on.
+const DANGLING: &[&str] = &[
+    "a", "an", "the", "my", "your", "our", "this", "that", "to", "for", "in", "on", "at", "of",
+    "with", "from", "by", "about", "and", "or", "but", "into", "onto", "until", "till", "than",
+    "is", "are", "was", "be", "set", "add", "put", "remind", "me", "it's", "what's", "some",
+    "called", "named", "like", "if", "when", "after", "before",
+];
+
+/// Whether `text` reads as a finished sentence (see the module doc).
+pub fn reads_finished(text: &str) -> bool {
+    let t = text.trim();
+    if t.is_empty() || t.ends_with("...") || t.ends_with('…') || t.ends_with(',') {
+        return false;
+    }
+    if !t.ends_with(['.', '?', '!']) {
+        return false;
+    }
+    let last = t
+        .trim_end_matches(['.', '?', '!'])
+        .split_whitespace()
+        .last()
+        .unwrap_or("")
+        .to_lowercase();
+    !DANGLING.contains(&last.as_str())
+}
+
+/// Whether `text` is a complete device command: finished, and the device
+/// intent `classified` (intent, confidence) is confident and not `other`.
+pub fn is_complete_command(text: &str, classified: Option<(String, f32)>) -> bool {
+    if !reads_finished(text) {
+        return false;
+    }
+    match classified {
+        Some((intent, confidence)) => {
+            !intent.is_empty()
+                && intent != "other"
+                && intent != "none"
+                && confidence >= EARLY_MIN_CONFIDENCE
+        }
+        None => false,
+    }
+}
+
+/// The speculative transcript an utterance carries, if any.
+pub fn carried(utterance: &Utterance) -> Option<Transcript> {
+    utterance
+        .speculation
+        .as_ref()
+        .and_then(|s| s.0.downcast_ref::<Transcript>())
+        .cloned()
+}
+
+impl super::VoiceLoop {
+    /// A pause inside speech: transcribe what was said so far, keep it for
+    /// the utterance, and end the utterance now if it is a complete
+    /// command and nobody spoke meanwhile. Returns the utterance when it
+    /// ended here.
+    pub(super) fn on_pause(&mut self, snapshot: Utterance) -> Option<Utterance> {
+        let transcript = match self.stt.transcribe(&snapshot.to_f32()) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::debug!("speculative transcript failed: {e}");
+                return None;
+            }
+        };
+        if transcript.no_speech || transcript.text.trim().is_empty() {
+            return None;
+        }
+        let classified = self
+            .services
+            .tree
+            .as_ref()
+            .and_then(|tree| tree.shadow_classify(&transcript.text));
+        let complete = is_complete_command(&transcript.text, classified.clone());
+        tracing::debug!(
+            text = %transcript.text,
+            intent = ?classified,
+            complete,
+            stt_ms = transcript.timings.stt_ms,
+            "speculative transcript at a pause"
+        );
+        self.endpointer.attach(
+            snapshot.speech_end_ms,
+            Speculation(Arc::new(transcript) as Arc<dyn std::any::Any + Send + Sync>),
+        );
+        if !complete {
+            return None;
+        }
+        // What the microphone heard while we transcribed: if it holds
+        // speech, the request goes on.
+        let mut buf = vec![0i16; 1600];
+        loop {
+            match self.source.read(&mut buf, std::time::Duration::ZERO) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    for event in self.endpointer.push(&buf[..n]) {
+                        if let crate::audio::vad::VadEvent::Utterance(u) = event {
+                            // The full hang-over passed meanwhile.
+                            return Some(u);
+                        }
+                    }
+                }
+            }
+        }
+        let ended = self.endpointer.end_now(snapshot.speech_end_ms);
+        if ended.is_some() {
+            tracing::info!("a complete command at a pause: answering now");
+        }
+        ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentence_stopped_half_way_is_not_finished() {
+        for unfinished in [
+            "Put batteries on my...",
+            "Put batteries on my",
+            "What time is it in?",
+            "Set a timer for.",
+            "Add milk and",
+            "Remind me to,",
+            "",
+        ] {
+            assert!(!reads_finished(unfinished), "{unfinished:?}");
+        }
+        for finished in [
+            "What time is it?",
+            "Set a timer for five minutes.",
+            "Add batteries to my shopping list.",
+            "Stop!",
+        ] {
+            assert!(reads_finished(finished), "{finished:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_confident_device_intent_is_a_complete_command() {
+        let c = |i: &str, p: f32| Some((i.to_string(), p));
+        assert!(is_complete_command("What time is it?", c("time_now", 0.93)));
+        assert!(!is_complete_command("What time is it?", c("time_now", 0.6)));
+        assert!(!is_complete_command(
+            "Why is the sky blue?",
+            c("other", 0.99)
+        ));
+        assert!(!is_complete_command("What time is it?", None));
+        assert!(!is_complete_command(
+            "What time is it in",
+            c("time_now", 0.95)
+        ));
+    }
+}
