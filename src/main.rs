@@ -243,6 +243,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // At most two malloc arenas: glibc gives every thread that allocates
+    // its own arena (up to 8 per core), and the model runtimes' threads
+    // then keep their peaks apart; `earshot run`'s RSS grew by ~120 MB
+    // more over 20 turns without this (notes/latency.md).
+    // SAFETY: mallopt before any thread exists only sets a malloc option.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     let cli = Cli::parse();
     // Long-running services log progress; one-shot commands only warnings.
     let service = matches!(

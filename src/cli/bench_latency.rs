@@ -61,6 +61,10 @@ pub struct BenchLatencyArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Say the set this many times (memory over many turns: `--rounds 10`
+    /// is 100 turns of the default set).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Copy the voice loop's log here (`EARSHOT_LOG=debug` shows each
     /// speculative transcript).
     #[arg(long, value_name = "FILE")]
@@ -149,6 +153,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     };
     let mic = PacedMic::start(&mic_path);
     let exe = std::env::current_exe().context("cannot find the earshot binary")?;
+    let spawned = Instant::now();
     let mut child = ChildGuard(
         Command::new(exe)
             .arg("--config")
@@ -174,6 +179,9 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     let logs = lines_of(child.0.stderr.take());
     wait_for_line(&logs, "listening", Duration::from_secs(120))
         .context("`earshot run` did not start listening")?;
+    let cold_start_ms = ms(spawned.elapsed());
+    let pid = child.0.id();
+    let rss_after_start = rss_mb(pid, "VmRSS");
     let mut log_file = match &args.log {
         Some(path) => Some(
             std::fs::File::create(path)
@@ -191,7 +199,12 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     });
 
     let mut results = Vec::new();
-    for (i, (text, samples, end)) in spoken.iter().enumerate() {
+    let rounds = args.rounds.max(1);
+    let mut rss_after_round = Vec::new();
+    for (i, (text, samples, end)) in std::iter::once(&spoken[0])
+        .chain((0..rounds).flat_map(|_| spoken[1..].iter()))
+        .enumerate()
+    {
         let warm_up = i == 0;
         let m = measure(&mic, &out_path, &turns, text, samples, *end)?;
         if !warm_up {
@@ -199,9 +212,14 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
                 print_row(&m);
             }
             results.push(m);
+            if results.len() % (spoken.len() - 1) == 0 {
+                rss_after_round.push(rss_mb(pid, "VmRSS"));
+            }
         }
     }
     drop(mic);
+    let rss_peak = rss_mb(pid, "VmHWM");
+    let rss_end = rss_mb(pid, "VmRSS");
     drop(child);
 
     let load = if args.busy_core { "busy" } else { "quiet" };
@@ -226,6 +244,10 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             })).collect::<Vec<_>>(),
             "p50_ms": p50, "p95_ms": p95,
             "by_kind": {"command": by_kind("command"), "open": by_kind("open")},
+            "turns": results.len(),
+            "cold_start_ms": cold_start_ms,
+            "rss_mb": {"after_start": rss_after_start, "peak": rss_peak, "end": rss_end,
+                       "after_each_round": rss_after_round},
         }));
     } else {
         let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
@@ -235,6 +257,13 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             show(p95),
             by_kind("command"),
             by_kind("open")
+        );
+        println!(
+            "{} turns · cold start {cold_start_ms:.0} ms · RSS after start {} MB, peak {} MB, at the end {} MB",
+            results.len(),
+            show(rss_after_start),
+            show(rss_peak),
+            show(rss_end)
         );
     }
     Ok(results.iter().all(|m| m.first_audio_ms.is_some()))
@@ -304,6 +333,14 @@ fn measure(
         transcript: turn["text"].as_str().unwrap_or("").to_string(),
         actions,
     })
+}
+
+/// A memory figure of a process from `/proc/PID/status`, in MB.
+fn rss_mb(pid: u32, key: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 fn print_row(m: &Measured) {
