@@ -61,7 +61,7 @@ impl Default for VadConfig {
             min_utterance_ms: 250,
             max_utterance_ms: 15_000,
             tail_ms: 200,
-            early_ms: 210,
+            early_ms: 300,
         }
     }
 }

@@ -82,6 +82,9 @@ struct Measured {
     first_audio_ms: Option<f64>,
     transcript: String,
     actions: Vec<String>,
+    /// How the voice loop found the end (`early`, `silence`, …) and
+    /// whether it reused the transcript made at a pause.
+    endpoint: Value,
 }
 
 pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
@@ -111,15 +114,29 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         );
     }
     let mut spoken = Vec::new();
-    for text in std::iter::once("Hello there.".to_string()).chain(texts.iter().cloned()) {
-        let clip = tts
-            .synthesize(&text)
-            .map_err(|e| anyhow!("cannot speak {text:?}: {e}"))?
-            .clip
-            .resampled(SAMPLE_RATE);
-        let samples = clip.samples;
-        let end = speech_end(&samples).ok_or_else(|| anyhow!("{text:?} came out silent"))?;
-        spoken.push((text, samples, end));
+    for line in std::iter::once("Hello there.".to_string()).chain(texts.iter().cloned()) {
+        let mut samples = Vec::new();
+        for part in parts(&line) {
+            match part {
+                Part::Words(words) => {
+                    let clip = tts
+                        .synthesize(&words)
+                        .map_err(|e| anyhow!("cannot speak {words:?}: {e}"))?
+                        .clip
+                        .resampled(SAMPLE_RATE);
+                    // Only the sounding part: a pause is what the line says.
+                    let end = speech_end(&clip.samples).unwrap_or(0);
+                    samples.extend_from_slice(&clip.samples[..end]);
+                }
+                Part::Pause(ms) => samples.extend(std::iter::repeat_n(
+                    0.0,
+                    (ms * u64::from(SAMPLE_RATE) / 1000) as usize,
+                )),
+            }
+        }
+        let end = speech_end(&samples).ok_or_else(|| anyhow!("{line:?} came out silent"))?;
+        samples.extend(std::iter::repeat_n(0.0, SAMPLE_RATE as usize / 5));
+        spoken.push((words_of(&line), samples, end));
     }
     drop(tts);
 
@@ -241,6 +258,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
                 "endpoint_ms": m.endpoint_ms, "transcript_ms": m.transcript_ms,
                 "decision_ms": m.decision_ms, "first_audio_ms": m.first_audio_ms,
                 "transcript": m.transcript, "actions": m.actions,
+                "endpoint": m.endpoint,
             })).collect::<Vec<_>>(),
             "p50_ms": p50, "p95_ms": p95,
             "by_kind": {"command": by_kind("command"), "open": by_kind("open")},
@@ -332,6 +350,7 @@ fn measure(
         first_audio_ms,
         transcript: turn["text"].as_str().unwrap_or("").to_string(),
         actions,
+        endpoint: turn["endpoint"].clone(),
     })
 }
 
@@ -360,6 +379,47 @@ fn print_row(m: &Measured) {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// A piece of an utterance line: words to speak, or a pause written
+/// `<pause MS>` ("Add batteries <pause 450> to my list.").
+#[derive(Debug, PartialEq)]
+enum Part {
+    Words(String),
+    Pause(u64),
+}
+
+fn parts(line: &str) -> Vec<Part> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(open) = rest.find("<pause") {
+        let Some(close) = rest[open..].find('>') else {
+            break;
+        };
+        let words = rest[..open].trim();
+        if !words.is_empty() {
+            out.push(Part::Words(words.to_string()));
+        }
+        let ms = rest[open + 6..open + close].trim().parse().unwrap_or(400);
+        out.push(Part::Pause(ms));
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.trim().is_empty() {
+        out.push(Part::Words(rest.trim().to_string()));
+    }
+    out
+}
+
+/// The words of a line, pauses left out.
+fn words_of(line: &str) -> String {
+    parts(line)
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::Words(w) => Some(w),
+            Part::Pause(_) => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// p50 and p95 (nearest rank) of some figures; `None` when there are none.
@@ -776,6 +836,26 @@ mod tests {
         s[8_005] = -0.3;
         assert_eq!(speech_end(&s), Some(8_160));
         assert_eq!(speech_end(&[0.0; 800]), None);
+    }
+
+    #[test]
+    fn a_line_may_hold_pauses() {
+        assert_eq!(
+            parts("Add batteries <pause 450> to my list."),
+            vec![
+                Part::Words("Add batteries".into()),
+                Part::Pause(450),
+                Part::Words("to my list.".into())
+            ]
+        );
+        assert_eq!(
+            parts("What time is it?"),
+            vec![Part::Words("What time is it?".into())]
+        );
+        assert_eq!(
+            words_of("Put <pause 600> batteries on my list."),
+            "Put batteries on my list."
+        );
     }
 
     #[test]

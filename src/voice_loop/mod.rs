@@ -415,10 +415,8 @@ impl VoiceLoop {
         };
         timings.insert("stt".into(), ms_since(vad_end));
         let mut stt_facts = serde_json::Map::new();
-        stt_facts.insert(
-            "endpoint".into(),
-            serde_json::json!({"reason": utterance.reason, "transcript_reused": reused}),
-        );
+        let endpoint = serde_json::json!({"reason": utterance.reason, "transcript_reused": reused});
+        stt_facts.insert("endpoint".into(), endpoint.clone());
         if let Ok(t) = &transcript {
             stt_facts.insert(
                 "stt".into(),
@@ -585,6 +583,7 @@ impl VoiceLoop {
             first_sentence_at,
             done_ms,
             barge,
+            endpoint,
         );
         if barge != Some(Barge::Voice) {
             self.after_speaking();
@@ -603,6 +602,7 @@ impl VoiceLoop {
         first_sentence_at: Option<Instant>,
         done_ms: f64,
         barge: Option<Barge>,
+        endpoint: Value,
     ) {
         let stats = self.speaker.take_stats();
         for e in self.speaker.take_errors() {
@@ -647,6 +647,8 @@ impl VoiceLoop {
             "route": outcome.route,
             "intent": outcome.intent,
             "barge_in": barge.map(|b| format!("{b:?}").to_lowercase()),
+            // How the request's end was found (speculate.rs).
+            "endpoint": endpoint,
             // Stamps in ms after the end of speech was decided (VAD end).
             "after_vad_end_ms": {
                 "stt_done": stage("stt"),
