@@ -181,6 +181,8 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             .env("EARSHOT_STATE_DIR", work.path().join("state"))
             .env("EARSHOT_MODELS_DIR", &models_dir)
             .env("EARSHOT_WAKE_MODE", "always")
+            // The bench waits for the loop's "listening" line.
+            .env("EARSHOT_LOG", child_log_filter())
             .env("ALSA_CONFIG_PATH", &asound)
             .env_remove("EARSHOT_CONFIG")
             .env_remove("GROQ_API_KEY")
@@ -352,6 +354,15 @@ fn measure(
         actions,
         endpoint: turn["endpoint"].clone(),
     })
+}
+
+/// The child's log filter: the caller's, with the voice loop at info at
+/// least (its "listening" line is what the bench waits for).
+fn child_log_filter() -> String {
+    match std::env::var("EARSHOT_LOG").or_else(|_| std::env::var("RUST_LOG")) {
+        Ok(f) if !f.trim().is_empty() => format!("{f},earshot::voice_loop=info"),
+        _ => "info".into(),
+    }
 }
 
 /// A memory figure of a process from `/proc/PID/status`, in MB.

@@ -1,0 +1,85 @@
+//! Fast turns (issue 21): the paced latency benchmark drives a real
+//! `earshot run` (FIFO microphone at real-time pace, paced speaker output,
+//! a stub LLM) and reports each utterance from the end of speech. What is
+//! checked here is behaviour, not speed (this machine is shared): the
+//! request found at a pause keeps every word, a pause in the middle of a
+//! sentence does not cut it, the transcript made during the hang-over is
+//! the one used, and the first answer audio of an open question comes
+//! after the stub's delay (it is the answer, not a tone).
+
+mod common;
+
+use serde_json::Value;
+
+#[test]
+fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("utterances.txt");
+    std::fs::write(
+        &lines,
+        "What time is it?\n\
+         Add batteries <pause 450> to my shopping list.\n\
+         Why is the sky blue?\n",
+    )
+    .unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["bench", "latency", "--json", "--llm-delay-ms", "300"])
+            .arg("--utterances")
+            .arg(&lines),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let report: Value = serde_json::from_str(common::stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", common::stdout(&out)));
+    assert_eq!(report["load"], "quiet");
+    let utterances = report["utterances"].as_array().expect("utterances");
+    assert_eq!(utterances.len(), 3, "{report}");
+    for u in utterances {
+        let first = u["first_audio_ms"].as_f64();
+        assert!(first.is_some_and(|ms| ms > 0.0), "no answer audio: {u}");
+        for key in ["endpoint_ms", "transcript_ms", "decision_ms"] {
+            assert!(u[key].is_number(), "{key} missing: {u}");
+        }
+    }
+
+    let time = &utterances[0];
+    let heard = time["transcript"].as_str().unwrap().to_lowercase();
+    assert!(heard.contains("time"), "{time}");
+    assert_eq!(time["kind"], "command", "{time}");
+    assert_eq!(time["actions"], serde_json::json!(["time_now"]), "{time}");
+    // Transcribed at the pause, during the hang-over: either it ended
+    // there (a complete command) or the same transcript was reused.
+    let endpoint = &time["endpoint"];
+    assert!(
+        endpoint["reason"] == "early" || endpoint["transcript_reused"] == true,
+        "{time}"
+    );
+
+    // The pause inside the sentence does not cut it.
+    let list = &utterances[1];
+    let heard = list["transcript"].as_str().unwrap().to_lowercase();
+    assert!(
+        heard.contains("batter") && heard.contains("shopping list"),
+        "{list}"
+    );
+    assert_eq!(list["actions"], serde_json::json!(["todo_add"]), "{list}");
+
+    // The open question's first audio is the stub's answer: after its delay.
+    let open = &utterances[2];
+    assert_eq!(open["kind"], "open", "{open}");
+    assert!(open["first_audio_ms"].as_f64().unwrap() >= 300.0, "{open}");
+
+    for key in ["p50_ms", "p95_ms"] {
+        assert!(report[key].is_number(), "{key}: {report}");
+    }
+    assert!(
+        report["by_kind"]["command"]["p50_ms"].is_number(),
+        "{report}"
+    );
+    assert!(report["by_kind"]["open"]["p50_ms"].is_number(), "{report}");
+    assert!(
+        report["rss_mb"]["peak"].as_f64().unwrap() > 10.0,
+        "{report}"
+    );
+    assert!(report["cold_start_ms"].as_f64().unwrap() > 0.0, "{report}");
+}
