@@ -95,6 +95,10 @@ enum Command {
         /// Print one JSON line per turn (text, answer, stage timings).
         #[arg(long)]
         json: bool,
+        /// What opens the microphone: wake (the wake word or a press),
+        /// button, or always (every sentence); over EARSHOT_WAKE_MODE and [wake] mode.
+        #[arg(long, value_name = "MODE")]
+        wake: Option<String>,
     },
     /// Speak TEXT with the configured voice (Piper, espeak-ng, cloud).
     Say {
@@ -272,6 +276,7 @@ fn main() -> ExitCode {
             push_to_talk,
             no_barge_in,
             json,
+            wake,
         } => earshot::cli::run::run(
             config,
             earshot::cli::run::RunArgs {
@@ -281,6 +286,7 @@ fn main() -> ExitCode {
                 push_to_talk,
                 no_barge_in,
                 json,
+                wake,
             },
         ),
         Command::Say {

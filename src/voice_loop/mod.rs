@@ -83,7 +83,8 @@ pub struct VoiceLoop {
     pub barge_in: bool,
     /// Print one JSON line per turn on stdout.
     pub json: bool,
-    /// The wake-word service gating the microphone (`None`: no wake word).
+    /// What gates the microphone (`[wake] mode`): the wake word, or the
+    /// button only (`None`: `always`, every sentence is a request).
     pub wake: Option<WakeGate>,
     /// `audio.vad`: the endpointer is rebuilt from it after a device
     /// failure, and it bounds an utterance.
@@ -135,8 +136,20 @@ impl VoiceLoop {
             output = %self.speaker.sink().describe(),
             push_to_talk = self.push_to_talk,
             barge_in = self.barge_in,
+            wake = %self.wake.as_ref().map_or("always (every sentence is a request)".to_string(), |g| g.describe()),
             "listening"
         );
+        if let Some(reason) = self.wake.as_ref().and_then(|g| g.failed()).map(str::to_string) {
+            // One log line and one spoken sentence; then the button only
+            // (never every sentence), with the lights in the error state.
+            tracing::error!("the wake word is unavailable, so only the button starts a request: {reason}");
+            self.light(LedState::Error);
+            self.speaker.say(
+                "My wake word can't be loaded, so only the button starts a request; earshot doctor says why.",
+            );
+            self.wait_speech(tick);
+            self.after_speaking();
+        }
         loop {
             let heard = self.listen(tick, &mut pending, &mut held);
             let (utterance, pressed_at) = match heard {
@@ -180,8 +193,6 @@ impl VoiceLoop {
         held: &mut bool,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
-        // Set when the wake word was heard: the request may start until then.
-        let mut awake_until: Option<Instant> = None;
         // A ring round was queued: the microphone hears it until it ends.
         let mut echo = false;
         if let Some(wake) = self.wake.as_mut() {
@@ -198,6 +209,14 @@ impl VoiceLoop {
                 *held = false;
                 self.stop_ringing();
                 self.after_speaking();
+                continue;
+            }
+            if press && !self.push_to_talk && self.wake.is_some() {
+                // Wake and button mode: a press opens the microphone like
+                // the wake word does (the request is endpointed by VAD).
+                *held = false;
+                tracing::info!("button pressed: listening");
+                self.open_window(pending, false);
                 continue;
             }
             if press {
@@ -222,7 +241,7 @@ impl VoiceLoop {
                     _ => {}
                 }
             }
-            let awake = awake_until.is_some_and(|until| Instant::now() < until);
+            let awake = self.awake();
             let quiet = !self.endpointer.is_speaking() && !awake && pending.is_empty();
             if self.ring_tick(quiet) {
                 echo = true;
@@ -233,6 +252,9 @@ impl VoiceLoop {
                 LedState::Listening
             } else if self.speaker.is_speaking() {
                 LedState::Speaking
+            } else if self.wake.as_ref().is_some_and(|g| g.failed().is_some()) {
+                // The wake word is unavailable: button only, shown.
+                LedState::Error
             } else {
                 LedState::Idle
             });
@@ -255,10 +277,13 @@ impl VoiceLoop {
                             }
                         }
                     }
-                    if self.waiting_for_wake_word(&mut awake_until) {
+                    if self.waiting_for_wake_word(pending) {
                         if let Some(wake) = self.wake.as_mut() {
                             wake.feed(&buf[..n]);
                         }
+                        // A detection in this read opens the window at once,
+                        // with the audio up to here.
+                        self.poll_wake_word(pending);
                         continue;
                     }
                     let events = self.endpointer.push(&buf[..n]);
@@ -288,11 +313,12 @@ impl VoiceLoop {
         }
     }
 
-    /// True while the microphone belongs to the wake-word service: one is
-    /// configured and connected, no detection has opened a window, and no
-    /// utterance is under way. A detection opens the [`WAKE_WINDOW`]; a
-    /// window that ends without speech closes the gate again.
-    fn waiting_for_wake_word(&mut self, awake_until: &mut Option<Instant>) -> bool {
+    /// True while the microphone belongs to the wake word (or, button
+    /// only, to nobody): a gate is there, its detector hears (a Wyoming
+    /// service that is down must not make the device deaf), no detection or
+    /// press has opened a window, and no utterance is under way. A window
+    /// that ends without speech closes the gate again.
+    fn waiting_for_wake_word(&mut self, pending: &mut VecDeque<VadEvent>) -> bool {
         if self.wake.is_none() || self.endpointer.is_speaking() {
             return false;
         }
@@ -300,33 +326,66 @@ impl VoiceLoop {
             // "stop" needs no wake word while something rings.
             return false;
         }
-        if let Some(until) = *awake_until {
+        if let Some(until) = self.wake.as_ref().and_then(|g| g.awake_until) {
             if Instant::now() < until {
                 return false;
             }
             tracing::info!("no request after the wake word; waiting for it again");
-            *awake_until = None;
             self.reset_endpointer();
             if let Some(wake) = self.wake.as_mut() {
+                wake.awake_until = None;
                 wake.rearm();
             }
         }
+        if self.poll_wake_word(pending) {
+            return false;
+        }
+        self.wake
+            .as_ref()
+            .is_some_and(|g| g.needs_detector_or_button())
+    }
+
+    /// A detection waiting: open the window with the audio from just before
+    /// it. True when one was.
+    fn poll_wake_word(&mut self, pending: &mut VecDeque<VadEvent>) -> bool {
         let Some(wake) = self.wake.as_mut() else {
             return false;
         };
-        if let Some(detection) = wake.poll() {
-            tracing::info!(
-                word = %detection.name,
-                heard_at_ms = detection.timestamp_ms,
-                now_ms = wake.position_ms(),
-                "wake word heard: listening"
-            );
-            self.reset_endpointer();
-            *awake_until = Some(Instant::now() + WAKE_WINDOW);
+        let Some(detection) = wake.poll() else {
             return false;
+        };
+        tracing::info!(
+            word = %detection.name,
+            heard_at_ms = detection.timestamp_ms,
+            now_ms = wake.position_ms(),
+            "wake word heard: listening"
+        );
+        self.open_window(pending, true);
+        true
+    }
+
+    /// The wake word or a press: the endpointer takes what follows (for up
+    /// to [`WAKE_WINDOW`] to start speaking); after a detection it first
+    /// gets the audio from just before it (a request in the same breath).
+    fn open_window(&mut self, pending: &mut VecDeque<VadEvent>, with_preroll: bool) {
+        self.reset_endpointer();
+        self.light(LedState::Listening);
+        let Some(wake) = self.wake.as_mut() else {
+            return;
+        };
+        wake.awake_until = Some(Instant::now() + WAKE_WINDOW);
+        let preroll = wake.take_preroll();
+        if with_preroll && !preroll.is_empty() {
+            pending.extend(self.endpointer.push(&preroll));
         }
-        // A service that is down must not make the device deaf.
-        wake.is_connected()
+    }
+
+    /// Whether a detection or a press has opened the microphone.
+    fn awake(&self) -> bool {
+        self.wake
+            .as_ref()
+            .and_then(|g| g.awake_until)
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// A press: whatever the microphone hears until the release (or the
@@ -427,6 +486,30 @@ impl VoiceLoop {
                 return None;
             }
         };
+        let text = match self.wake.as_ref() {
+            Some(gate) if !gate.words().is_empty() => {
+                let stripped = crate::wake::strip::strip(&text, gate.words());
+                if stripped != text.trim() {
+                    tracing::info!("the request without the wake word: {stripped}");
+                }
+                stripped
+            }
+            _ => text,
+        };
+        if text.is_empty() {
+            // Only the wake word, then a pause: the request comes next.
+            tracing::info!("heard only the wake word: listening for the request");
+            self.reset_endpointer();
+            if let Some(gate) = self.wake.as_mut() {
+                gate.awake_until = Some(Instant::now() + WAKE_WINDOW);
+            }
+            self.light(LedState::Listening);
+            return None;
+        }
+        if let Some(gate) = self.wake.as_mut() {
+            // The next request needs the wake word (or a press) again.
+            gate.awake_until = None;
+        }
         if self.ringing() && ring::is_stop_word(&text) {
             // "stop" while something rings only stops the ringing: no turn,
             // no answer, no model (it works with no LLM and no tree).
