@@ -216,6 +216,8 @@ enum BenchWhat {
     Speak(earshot::cli::bench_speak::BenchSpeakArgs),
     /// The on-device LLM side by side with a plain llama-server, then open questions.
     Llm(earshot::cli::bench_llm::BenchLlmArgs),
+    /// The in-process wake word side by side with wyoming-openwakeword.
+    Wake(earshot::cli::bench_wake::BenchWakeArgs),
 }
 
 #[derive(Subcommand)]
@@ -327,6 +329,7 @@ fn main() -> ExitCode {
             BenchWhat::Stt(args) => earshot::cli::bench_stt::run(config, args),
             BenchWhat::Speak(args) => earshot::cli::bench_speak::run(config, args),
             BenchWhat::Llm(args) => earshot::cli::bench_llm::run(config, args),
+            BenchWhat::Wake(args) => earshot::cli::bench_wake::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {

@@ -4,6 +4,7 @@
 pub mod bench_llm;
 pub mod bench_speak;
 pub mod bench_stt;
+pub mod bench_wake;
 pub mod calendar;
 pub mod chat;
 pub mod config_cmd;

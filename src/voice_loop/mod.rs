@@ -9,14 +9,20 @@
 //! away, so the device never answers itself. Nothing here waits on
 //! background work: memory and summaries are jobs the turn enqueued.
 //!
-//! Listening is VAD endpointing by default; a button press starts a
-//! push-to-talk utterance that ends at the release (or `audio.push_to_talk
-//! = true` makes the button the only way in). With a wake-word service
-//! (`wyoming.wake_uri`, [`WakeGate`]) the microphone goes to the service
-//! until it reports a `detection`; only then does the endpointer take the
-//! request that follows (for up to [`WAKE_WINDOW`] to start speaking). The
-//! button works with or without a wake word. While the service is down the
-//! loop listens without a wake word (see [`wake`] for why).
+//! What opens the microphone is `[wake] mode` ([`WakeGate`]). In `wake`
+//! mode (the default) the microphone goes to the wake-word detector
+//! (openWakeWord in-process, or a Wyoming service) until it fires; then
+//! the endpointer takes the request that follows, starting with the
+//! audio from just before the detection (a request in the same breath),
+//! for up to [`WAKE_WINDOW`] to start speaking, and the wake word is taken
+//! out of the transcript (only the wake word: the window stays open for
+//! the request after a pause). A press opens the same window; in `button`
+//! mode only a press does (also when the wake model can't be loaded: the
+//! lights show the error). In `always` mode every sentence is a request
+//! (VAD endpointing) and a press starts a push-to-talk utterance that ends
+//! at the release (`audio.push_to_talk = true` means hold-to-talk in every
+//! mode). While a Wyoming wake service is down the loop listens without a
+//! wake word (see [`crate::wake::wyoming`] for why).
 //!
 //! The tree's device actions act here: `stop` silences the speaker,
 //! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
@@ -139,10 +145,17 @@ impl VoiceLoop {
             wake = %self.wake.as_ref().map_or("always (every sentence is a request)".to_string(), |g| g.describe()),
             "listening"
         );
-        if let Some(reason) = self.wake.as_ref().and_then(|g| g.failed()).map(str::to_string) {
+        if let Some(reason) = self
+            .wake
+            .as_ref()
+            .and_then(|g| g.failed())
+            .map(str::to_string)
+        {
             // One log line and one spoken sentence; then the button only
             // (never every sentence), with the lights in the error state.
-            tracing::error!("the wake word is unavailable, so only the button starts a request: {reason}");
+            tracing::error!(
+                "the wake word is unavailable, so only the button starts a request: {reason}"
+            );
             self.light(LedState::Error);
             self.speaker.say(
                 "My wake word can't be loaded, so only the button starts a request; earshot doctor says why.",

@@ -73,7 +73,11 @@ impl WakeGate {
     /// The gate `[wake]` asks for; `None` in `always` mode. A detector that
     /// cannot be opened gives a button-only gate carrying the reason (the
     /// caller says it out loud and shows the error).
-    pub fn from_config(wake: &WakeConfig, wyoming: &WyomingConfig, paths: &Paths) -> Option<WakeGate> {
+    pub fn from_config(
+        wake: &WakeConfig,
+        wyoming: &WyomingConfig,
+        paths: &Paths,
+    ) -> Option<WakeGate> {
         let mut wake = wake.clone();
         if wake.mode == WakeMode::Wake && !wyoming.wake_uri.trim().is_empty() {
             // A configured wake service is what the owner set up.
@@ -83,9 +87,10 @@ impl WakeGate {
             WakeMode::Always => None,
             WakeMode::Button => Some(WakeGate::button_only(None)),
             WakeMode::Wake => match crate::wake::open(&wake, wyoming, paths) {
-                Ok(Some(detector)) => {
-                    Some(WakeGate::with_detector(detector, wake.effective_words(wyoming)))
-                }
+                Ok(Some(detector)) => Some(WakeGate::with_detector(
+                    detector,
+                    wake.effective_words(wyoming),
+                )),
                 Ok(None) => None,
                 Err(e) => Some(WakeGate::button_only(Some(format!("{e:#}")))),
             },

@@ -12,6 +12,7 @@
 //! sentence is a request (`always`, the behaviour before issue 17).
 //! [`strip`] takes the wake word out of the transcript.
 
+pub mod bench;
 pub mod onnx;
 pub mod strip;
 pub mod wyoming;

@@ -284,6 +284,12 @@ mod models {
             for word in words {
                 let name = word.trim();
                 let Some(file) = word_file(dir, name) else {
+                    if SHIPPED_WORDS.contains(&name) {
+                        bail!(
+                            "the '{name}' wake word model ({name}_v*.onnx) is missing from {}; run scripts/fetch-models.sh (or scripts/fetch-wake.sh)",
+                            dir.display()
+                        );
+                    }
                     let have = available_words(dir);
                     let have = if have.is_empty() {
                         "none; run scripts/fetch-models.sh".to_string()
@@ -398,7 +404,8 @@ mod models {
                     while stream.embeddings.len() > keep {
                         stream.embeddings.pop_front();
                     }
-                    stream.new_embeddings = (stream.new_embeddings + 1).min(stream.embeddings.len());
+                    stream.new_embeddings =
+                        (stream.new_embeddings + 1).min(stream.embeddings.len());
                 }
                 if stream.new_embeddings == 0 {
                     continue;
@@ -412,7 +419,12 @@ mod models {
                         if end < word.window {
                             continue;
                         }
-                        let p = classify(&mut word.session, &stream.embeddings, end - word.window, word.window)?;
+                        let p = classify(
+                            &mut word.session,
+                            &stream.embeddings,
+                            end - word.window,
+                            word.window,
+                        )?;
                         let fired = decision.take(&mut stream.words[i], frame, p);
                         scores.push(Score {
                             word: i,
@@ -438,7 +450,10 @@ mod models {
                 .try_extract_tensor::<f32>()
                 .map_err(|e| anyhow!("melspectrogram output: {e}"))?;
             if values.is_empty() || values.len() % NUM_MELS != 0 {
-                bail!("melspectrogram gave {} values, not rows of 32", values.len());
+                bail!(
+                    "melspectrogram gave {} values, not rows of 32",
+                    values.len()
+                );
             }
             Ok(values
                 .chunks_exact(NUM_MELS)
@@ -659,7 +674,10 @@ mod tests {
         // of silence), not before it and not long after.
         let frame = fired[0].1;
         let end_ms = (frame * 1280 + 1760) * 1000 / 16_000;
-        assert!((3_000..=4_200).contains(&end_ms), "fired at frame {frame} ({end_ms} ms)");
+        assert!(
+            (3_000..=4_200).contains(&end_ms),
+            "fired at frame {frame} ({end_ms} ms)"
+        );
     }
 
     #[test]
@@ -735,15 +753,31 @@ mod tests {
         std::fs::write(dir.path().join("hey_broken_v0.1.onnx"), b"not a model").unwrap();
         let mut p = paths();
         p.models_dir = dir.path().to_path_buf();
-        let err = WakeModels::load(&["hey_broken".into()], &p).unwrap_err().to_string();
-        assert!(err.contains("hey_broken_v0.1.onnx") && err.contains("fetch-wake.sh"), "{err}");
+        let err = WakeModels::load(&["hey_broken".into()], &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("hey_broken_v0.1.onnx") && err.contains("fetch-wake.sh"),
+            "{err}"
+        );
         // The embedding model given as a classifier: the wrong shape.
-        std::fs::copy(models_dir().join(EMBEDDING_FILE), dir.path().join("hey_wrong.onnx")).unwrap();
-        let err = WakeModels::load(&["hey_wrong".into()], &p).unwrap_err().to_string();
+        std::fs::copy(
+            models_dir().join(EMBEDDING_FILE),
+            dir.path().join("hey_wrong.onnx"),
+        )
+        .unwrap();
+        let err = WakeModels::load(&["hey_wrong".into()], &p)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an openWakeWord classifier"), "{err}");
         // The front-end missing.
         std::fs::remove_file(dir.path().join(MEL_FILE)).unwrap();
-        let err = WakeModels::load(&["hey_wrong".into()], &p).unwrap_err().to_string();
-        assert!(err.contains("melspectrogram.onnx") && err.contains("missing"), "{err}");
+        let err = WakeModels::load(&["hey_wrong".into()], &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("melspectrogram.onnx") && err.contains("missing"),
+            "{err}"
+        );
     }
 }

@@ -108,16 +108,28 @@ mod tests {
 
     #[test]
     fn the_wake_word_and_its_punctuation_go() {
-        assert_eq!(strip("Hey Jarvis, what time is it?", &words()), "What time is it?");
-        assert_eq!(strip("Hey, Jarvis. What time is it?", &words()), "What time is it?");
+        assert_eq!(
+            strip("Hey Jarvis, what time is it?", &words()),
+            "What time is it?"
+        );
+        assert_eq!(
+            strip("Hey, Jarvis. What time is it?", &words()),
+            "What time is it?"
+        );
         assert_eq!(strip("hey jarvis set a timer", &words()), "Set a timer");
         assert_eq!(strip("Alexa, stop.", &words()), "Stop.");
     }
 
     #[test]
     fn near_spellings_and_words_before_it_go_too() {
-        assert_eq!(strip("Hey Jervis, what's the weather?", &words()), "What's the weather?");
-        assert_eq!(strip("Okay, hey Jarvis's lights off", &words()), "Lights off");
+        assert_eq!(
+            strip("Hey Jervis, what's the weather?", &words()),
+            "What's the weather?"
+        );
+        assert_eq!(
+            strip("Okay, hey Jarvis's lights off", &words()),
+            "Lights off"
+        );
     }
 
     #[test]
@@ -133,7 +145,10 @@ mod tests {
         let late = "please tell me a story about a robot called Jarvis";
         assert_eq!(strip(late, &words()), late);
         // Short words are not near-misses of a name.
-        assert_eq!(strip("Hey, is it raining?", &words()), "Hey, is it raining?");
+        assert_eq!(
+            strip("Hey, is it raining?", &words()),
+            "Hey, is it raining?"
+        );
     }
 
     #[test]

@@ -426,6 +426,32 @@ fn normalize(name: &str) -> String {
         .collect()
 }
 
+impl super::WakeDetector for WakeGate {
+    fn feed(&mut self, samples: &[i16]) {
+        WakeGate::feed(self, samples)
+    }
+
+    fn poll(&mut self) -> Option<Detection> {
+        WakeGate::poll(self)
+    }
+
+    fn rearm(&mut self) {
+        WakeGate::rearm(self)
+    }
+
+    fn is_listening(&self) -> bool {
+        self.is_connected()
+    }
+
+    fn position_ms(&self) -> u64 {
+        WakeGate::position_ms(self)
+    }
+
+    fn describe(&self) -> String {
+        format!("wyoming {}", self.uri())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,31 +594,5 @@ mod tests {
         let started = Instant::now();
         drop(gate);
         assert!(started.elapsed() < Duration::from_secs(2));
-    }
-}
-
-impl super::WakeDetector for WakeGate {
-    fn feed(&mut self, samples: &[i16]) {
-        WakeGate::feed(self, samples)
-    }
-
-    fn poll(&mut self) -> Option<Detection> {
-        WakeGate::poll(self)
-    }
-
-    fn rearm(&mut self) {
-        WakeGate::rearm(self)
-    }
-
-    fn is_listening(&self) -> bool {
-        self.is_connected()
-    }
-
-    fn position_ms(&self) -> u64 {
-        WakeGate::position_ms(self)
-    }
-
-    fn describe(&self) -> String {
-        format!("wyoming {}", self.uri())
     }
 }
