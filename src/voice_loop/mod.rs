@@ -650,6 +650,14 @@ impl VoiceLoop {
         if outcome.ok {
             *conversation = outcome.conversation_id;
         }
+        if barge.is_none() && outcome.ok {
+            if let Some(gate) = self.wake.as_mut() {
+                if gate.follow_up_after(&outcome.response) {
+                    tracing::info!("follow-up: listening without the wake word");
+                    self.light(LedState::Listening);
+                }
+            }
+        }
         if self.ringing() && (actions.iter().any(|a| a == "stop") || ring::is_stop_word(&text)) {
             self.stop_ringing();
         }

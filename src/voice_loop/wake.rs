@@ -36,6 +36,9 @@ pub struct WakeGate {
     preroll: VecDeque<i16>,
     /// A detection or a press opened the microphone until then.
     pub(crate) awake_until: Option<Instant>,
+    /// `wake.follow_up_ms` / `wake.follow_up_always`.
+    follow_up: Duration,
+    follow_up_always: bool,
 }
 
 impl WakeGate {
@@ -54,6 +57,8 @@ impl WakeGate {
             failed: None,
             preroll: VecDeque::new(),
             awake_until: None,
+            follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
+            follow_up_always: false,
         }
     }
 
@@ -67,6 +72,8 @@ impl WakeGate {
             failed,
             preroll: VecDeque::new(),
             awake_until: None,
+            follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
+            follow_up_always: false,
         }
     }
 
@@ -83,7 +90,7 @@ impl WakeGate {
             // A configured wake service is what the owner set up.
             wake.engine = crate::wake::WakeEngine::Wyoming;
         }
-        match wake.mode {
+        let gate = match wake.mode {
             WakeMode::Always => None,
             WakeMode::Button => Some(WakeGate::button_only(None)),
             WakeMode::Wake => match crate::wake::open(&wake, wyoming, paths) {
@@ -94,7 +101,27 @@ impl WakeGate {
                 Ok(None) => None,
                 Err(e) => Some(WakeGate::button_only(Some(format!("{e:#}")))),
             },
+        };
+        gate.map(|g| g.with_follow_up(wake.follow_up_ms, wake.follow_up_always))
+    }
+
+    /// Follow-up listening: `ms` without the wake word after an answer
+    /// that asks something (or, `always`, after every answer).
+    pub fn with_follow_up(mut self, ms: u64, always: bool) -> WakeGate {
+        self.follow_up = Duration::from_millis(ms);
+        self.follow_up_always = always;
+        self
+    }
+
+    /// After an answer: open the window for a follow-up when the answer
+    /// asks something (or always, when enabled). True when it did.
+    pub(crate) fn follow_up_after(&mut self, answer: &str) -> bool {
+        let asks = answer.trim_end().ends_with('?');
+        if self.follow_up.is_zero() || !(asks || self.follow_up_always) {
+            return false;
         }
+        self.awake_until = Some(Instant::now() + self.follow_up);
+        true
     }
 
     /// `wake` or `button`.
@@ -184,5 +211,40 @@ impl WakeGate {
         if let Some(d) = self.detector.as_mut() {
             d.rearm();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follow_up_listening_opens_after_a_question_or_always_when_enabled() {
+        let mut gate = WakeGate::button_only(None).with_follow_up(5000, false);
+        assert!(!gate.follow_up_after("It's 3:27 PM."));
+        assert_eq!(gate.awake_until, None);
+        assert!(gate.follow_up_after("Delete milk? Say yes or no?"));
+        let until = gate.awake_until.expect("window open");
+        let left = until.saturating_duration_since(Instant::now());
+        assert!(left > Duration::from_secs(4) && left <= Duration::from_secs(5));
+
+        let mut always = WakeGate::button_only(None).with_follow_up(3000, true);
+        assert!(always.follow_up_after("Done."));
+        let mut off = WakeGate::button_only(None).with_follow_up(0, true);
+        assert!(!off.follow_up_after("For how long?"));
+    }
+
+    #[test]
+    fn only_the_last_moments_before_a_detection_are_kept() {
+        let mut gate = WakeGate::button_only(None);
+        gate.feed(&vec![1i16; 16_000 * 3]);
+        gate.feed(&[2i16; 160]);
+        let kept = gate.take_preroll();
+        assert_eq!(kept.len(), PREROLL.as_millis() as usize * 16);
+        assert_eq!(kept.last(), Some(&2));
+        assert!(gate.take_preroll().is_empty());
+        // Button only: the microphone waits for a press.
+        assert!(gate.needs_detector_or_button());
+        assert!(!gate.is_connected());
     }
 }

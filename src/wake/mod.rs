@@ -59,6 +59,11 @@ pub struct WakeConfig {
     pub trigger_frames: u32,
     /// After a detection, the same word cannot fire again for this long.
     pub refractory_ms: u64,
+    /// Follow-up listening: after an answer that asks something (ends in
+    /// "?"), the next request needs no wake word for this long (0 = never).
+    pub follow_up_ms: u64,
+    /// Follow-up listening after every answer, not only questions.
+    pub follow_up_always: bool,
 }
 
 impl Default for WakeConfig {
@@ -70,6 +75,8 @@ impl Default for WakeConfig {
             threshold: 0.5,
             trigger_frames: 1,
             refractory_ms: 2000,
+            follow_up_ms: 5000,
+            follow_up_always: false,
         }
     }
 }
@@ -82,6 +89,9 @@ impl WakeConfig {
         }
         if self.trigger_frames == 0 || self.trigger_frames > 50 {
             return Err("wake.trigger_frames must be between 1 and 50 (default 1)".into());
+        }
+        if self.follow_up_ms > 60_000 {
+            return Err("wake.follow_up_ms must be at most 60000 (default 5000)".into());
         }
         if self.refractory_ms > 60_000 {
             return Err("wake.refractory_ms must be at most 60000 (default 2000)".into());
