@@ -100,6 +100,11 @@ enum Command {
         #[arg(long, value_name = "MODE")]
         wake: Option<String>,
     },
+    /// Mute or unmute the running `earshot run` (on, off, toggle, status; default toggle).
+    Mute {
+        #[arg(value_name = "on|off|toggle|status")]
+        action: Option<String>,
+    },
     /// Speak TEXT with the configured voice (Piper, espeak-ng, cloud).
     Say {
         text: String,
@@ -270,6 +275,7 @@ fn main() -> ExitCode {
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
+        Command::Mute { action } => earshot::cli::mute::run(config, action),
         Command::Wyoming { action } => earshot::cli::wyoming::run(config, action),
         Command::Run {
             input,

@@ -648,3 +648,93 @@ fn pcm(text: &str) -> Vec<i16> {
 fn silence(seconds: f32) -> Vec<i16> {
     vec![0i16; (seconds * 16_000.0) as usize]
 }
+
+/// Issue 17 point 8: `earshot mute` reaches the running loop through the
+/// control socket in the state directory: the capture is closed, the
+/// lights show red (`muted` from the file backend), unmute opens it again;
+/// with no loop running it says so in one line.
+#[test]
+fn mute_reaches_the_running_loop_and_says_when_none_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_raw = dir.path().join("in.raw");
+    let out_raw = dir.path().join("out.raw");
+    std::fs::write(&in_raw, vec![0u8; 16_000 * 2 * 120]).unwrap();
+    let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
+    let leds = dir.path().join("leds.txt");
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!("[device]\nleds = \"file:{}\"\n", leds.display()),
+    )
+    .unwrap();
+    let mute = |action: &str| {
+        common::run(
+            common::earshot(dir.path())
+                .args(["mute", action])
+                .env("EARSHOT_CONFIG", &config),
+        )
+    };
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--no-barge-in"])
+        .env("EARSHOT_CONFIG", &config)
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let ready = common::wait_for(
+        &stderr,
+        "listening input=",
+        Duration::from_secs(300),
+        &mut seen,
+    );
+    assert!(ready.is_some(), "never listened:\n{}", seen.join("\n"));
+    let out = mute("on");
+    assert_eq!(
+        common::stdout(&out).trim(),
+        "muted",
+        "{}",
+        common::stderr(&out)
+    );
+    let muted = common::wait_for(
+        &stderr,
+        "muted: the microphone is off",
+        Duration::from_secs(60),
+        &mut seen,
+    );
+    assert!(muted.is_some(), "{}", seen.join("\n"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&leds)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("muted "))
+    {
+        assert!(Instant::now() < deadline, "no muted line in {leds:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(common::stdout(&mute("status")).trim(), "muted");
+    let out = mute("off");
+    assert_eq!(common::stdout(&out).trim(), "unmuted");
+    let on = common::wait_for(
+        &stderr,
+        "unmuted: the microphone is on",
+        Duration::from_secs(60),
+        &mut seen,
+    );
+    assert!(on.is_some(), "{}", seen.join("\n"));
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    // No loop: one line, exit code 1.
+    let out = mute("on");
+    assert_eq!(out.status.code(), Some(1));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("earshot run is not running") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}

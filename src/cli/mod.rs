@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod knowledge;
 pub mod log;
 pub mod memory;
+pub mod mute;
 pub mod review;
 pub mod route;
 pub mod run;

@@ -2,6 +2,7 @@
 
 pub mod button;
 pub mod clock;
+pub mod control;
 pub mod leds;
 pub mod notify;
 

@@ -163,8 +163,9 @@ impl VoiceLoop {
             self.wait_speech(tick);
             self.after_speaking();
         }
+        let mut mute = Mute::start(&self.services);
         loop {
-            let heard = self.listen(tick, &mut pending, &mut held);
+            let heard = self.listen(tick, &mut pending, &mut held, &mut mute);
             let (utterance, pressed_at) = match heard {
                 Heard::Speech(u, pressed_at) => (u, pressed_at),
                 Heard::Shutdown => {
@@ -204,6 +205,7 @@ impl VoiceLoop {
         tick: &mut dyn FnMut(),
         pending: &mut VecDeque<VadEvent>,
         held: &mut bool,
+        mute: &mut Mute,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
         // A ring round was queued: the microphone hears it until it ends.
@@ -215,6 +217,23 @@ impl VoiceLoop {
             tick();
             if self.shutdown.is_cancelled() {
                 return Heard::Shutdown;
+            }
+            if mute.requested() != mute.applied {
+                self.apply_mute(mute, tick);
+            }
+            if mute.applied {
+                // Nothing is captured; timers still ring (a press stops them).
+                if self.pressed() && self.ringing() {
+                    self.stop_ringing();
+                }
+                self.ring_tick(true);
+                self.light(if self.ringing() {
+                    LedState::Ringing
+                } else {
+                    LedState::Muted
+                });
+                std::thread::sleep(TICK);
+                continue;
             }
             let press = *held || self.pressed();
             if press && self.ringing() {
@@ -390,6 +409,38 @@ impl VoiceLoop {
         let preroll = wake.take_preroll();
         if with_preroll && !preroll.is_empty() {
             pending.extend(self.endpointer.push(&preroll));
+        }
+    }
+
+    /// Mute (`earshot mute`): the capture stream is closed (a live device)
+    /// or no longer read (a file), red lights, said out loud; unmute opens
+    /// it again.
+    fn apply_mute(&mut self, mute: &mut Mute, tick: &mut dyn FnMut()) {
+        mute.applied = mute.requested();
+        if mute.applied {
+            tracing::info!("muted: the microphone is off");
+            if self.reopen.is_some() {
+                // Dropping the source stops its capture stream.
+                self.source = Box::new(MutedSource);
+            }
+            self.light(LedState::Muted);
+            self.speaker.say("Muted.");
+        } else {
+            tracing::info!("unmuted: the microphone is on");
+            if let Some(reopen) = self.reopen.as_mut() {
+                match reopen() {
+                    Ok(source) => self.source = source,
+                    Err(e) => {
+                        if !self.recover(&e, tick) {
+                            return;
+                        }
+                    }
+                }
+            }
+            self.light(LedState::Idle);
+            self.speaker.say("I'm listening again.");
+            self.wait_speech(tick);
+            self.after_speaking();
         }
     }
 
@@ -991,4 +1042,51 @@ fn ms_since(t: Instant) -> f64 {
 
 fn ms_between(a: Instant, b: Instant) -> f64 {
     b.saturating_duration_since(a).as_secs_f64() * 1000.0
+}
+
+/// The mute state of `earshot run`: the control socket that sets it and
+/// what the loop has applied.
+struct Mute {
+    server: Option<crate::device::control::ControlServer>,
+    applied: bool,
+}
+
+impl Mute {
+    /// The control socket in the state directory (beside the database); a
+    /// socket that can't be opened is logged and mute is unavailable.
+    fn start(services: &Services) -> Mute {
+        let server = services.store.path().parent().and_then(|dir| {
+            let path = crate::device::control::socket_path(dir);
+            crate::device::control::ControlServer::start(&path)
+                .map_err(|e| tracing::warn!("earshot mute will not reach this loop: {e:#}"))
+                .ok()
+        });
+        Mute {
+            server,
+            applied: false,
+        }
+    }
+
+    fn requested(&self) -> bool {
+        self.server
+            .as_ref()
+            .is_some_and(|s| s.muted().load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// The input while muted: no device open, nothing captured.
+struct MutedSource;
+
+impl AudioSource for MutedSource {
+    fn read(&mut self, _out: &mut [i16], timeout: Duration) -> Result<usize, AudioError> {
+        std::thread::sleep(timeout.min(TICK));
+        Ok(0)
+    }
+    fn flush(&mut self) {}
+    fn overruns(&self) -> u64 {
+        0
+    }
+    fn describe(&self) -> String {
+        "muted".into()
+    }
 }
