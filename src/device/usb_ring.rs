@@ -134,8 +134,11 @@ mod tests {
 
     use super::*;
 
+    /// One request as sent: (wValue, wIndex, data).
+    type Sent = (u16, u16, Vec<u8>);
+
     #[derive(Clone, Default)]
-    struct Fake(Arc<Mutex<Vec<(u16, u16, Vec<u8>)>>>);
+    struct Fake(Arc<Mutex<Vec<Sent>>>);
 
     impl UsbControl for Fake {
         fn control_out(&mut self, value: u16, index: u16, data: &[u8]) -> Result<(), String> {
