@@ -50,6 +50,8 @@ pub struct Config {
     pub wyoming: crate::wyoming_proto::WyomingConfig,
     pub timers: crate::timers::TimersConfig,
     pub calendar: crate::calendar::CalendarConfig,
+    /// Issue 17: the wake word (`[wake]`).
+    pub wake: crate::wake::WakeConfig,
 }
 
 impl Default for Config {
@@ -74,6 +76,7 @@ impl Default for Config {
             wyoming: Default::default(),
             timers: Default::default(),
             calendar: Default::default(),
+            wake: Default::default(),
         }
     }
 }
@@ -171,6 +174,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("EARSHOT_CALDAV_URL", "calendar.caldav_url"),
     // Issue 20: which language models answer, e.g. `remote` or `remote,local`.
     ("EARSHOT_LLM_ORDER", "llm.order"),
+    // Issue 17: what opens the microphone (wake, button or always).
+    ("EARSHOT_WAKE_MODE", "wake.mode"),
 ];
 
 /// Keys whose values are never printed or logged.
@@ -400,6 +405,7 @@ impl Config {
         }
         self.wyoming.validate().map_err(|e| anyhow!(e))?;
         self.calendar.validate().map_err(|e| anyhow!(e))?;
+        self.wake.validate().map_err(|e| anyhow!(e))?;
         Ok(())
     }
 

@@ -43,5 +43,6 @@ pub mod tools;
 pub mod tree;
 pub mod tts;
 pub mod voice_loop;
+pub mod wake;
 pub mod wyoming;
 pub mod wyoming_proto;

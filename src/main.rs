@@ -95,6 +95,15 @@ enum Command {
         /// Print one JSON line per turn (text, answer, stage timings).
         #[arg(long)]
         json: bool,
+        /// What opens the microphone: wake (the wake word or a press),
+        /// button, or always (every sentence); over EARSHOT_WAKE_MODE and [wake] mode.
+        #[arg(long, value_name = "MODE")]
+        wake: Option<String>,
+    },
+    /// Mute or unmute the running `earshot run` (on, off, toggle, status; default toggle).
+    Mute {
+        #[arg(value_name = "on|off|toggle|status")]
+        action: Option<String>,
     },
     /// Speak TEXT with the configured voice (Piper, espeak-ng, cloud).
     Say {
@@ -214,6 +223,8 @@ enum BenchWhat {
     Llm(earshot::cli::bench_llm::BenchLlmArgs),
     /// End of speech → first answer audio, through a real `earshot run` paced in real time.
     Latency(earshot::cli::bench_latency::BenchLatencyArgs),
+    /// The in-process wake word side by side with wyoming-openwakeword.
+    Wake(earshot::cli::bench_wake::BenchWakeArgs),
 }
 
 #[derive(Subcommand)]
@@ -275,6 +286,7 @@ fn main() -> ExitCode {
         Command::History { id, json } => earshot::cli::history::run(config, id, json).map(|_| true),
         Command::Doctor { json } => earshot::cli::doctor::run(config, json),
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
+        Command::Mute { action } => earshot::cli::mute::run(config, action),
         Command::Wyoming { action } => earshot::cli::wyoming::run(config, action),
         Command::Run {
             input,
@@ -283,6 +295,7 @@ fn main() -> ExitCode {
             push_to_talk,
             no_barge_in,
             json,
+            wake,
         } => earshot::cli::run::run(
             config,
             earshot::cli::run::RunArgs {
@@ -292,6 +305,7 @@ fn main() -> ExitCode {
                 push_to_talk,
                 no_barge_in,
                 json,
+                wake,
             },
         ),
         Command::Say {
@@ -333,6 +347,7 @@ fn main() -> ExitCode {
             BenchWhat::Speak(args) => earshot::cli::bench_speak::run(config, args),
             BenchWhat::Llm(args) => earshot::cli::bench_llm::run(config, args),
             BenchWhat::Latency(args) => earshot::cli::bench_latency::run(config, args),
+            BenchWhat::Wake(args) => earshot::cli::bench_wake::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {

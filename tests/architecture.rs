@@ -37,6 +37,8 @@ const LOWER: &[&str] = &[
     "device",
     "timers",
     "calendar",
+    // issue 17: the wake-word detectors (openWakeWord on ort, Wyoming)
+    "wake",
     // leaves
     "paths",
     "onnx",

@@ -527,3 +527,214 @@ fn no_output_device_is_a_clear_error_and_run_keeps_answering() {
         common::stderr(&out)
     );
 }
+
+/// Issue 17: a fresh install (`[wake] mode = "wake"`, the in-process
+/// openWakeWord) driven through ALSA's file device, read faster than real
+/// time, answers only after "Hey Jarvis": the same request without it is
+/// not even transcribed, the one in the same breath is answered without
+/// the wake word in its text.
+#[test]
+fn run_through_alsa_files_answers_only_after_the_wake_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = silence(1.0);
+    input.extend(pcm("What time is it?"));
+    input.extend(silence(2.5));
+    input.extend(pcm("Hey Jarvis, what time is it?"));
+    input.extend(silence(60.0));
+    let in_raw = dir.path().join("in.raw");
+    let out_raw = dir.path().join("out.raw");
+    std::fs::write(
+        &in_raw,
+        input
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--json", "--no-barge-in"])
+        .env("EARSHOT_WAKE_MODE", "wake")
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .env("EARSHOT_TEST_CLOCK", "15:27")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = common::lines(child.stdout.take().unwrap());
+    let stderr = common::lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let turn = common::wait_for(&stdout, "\"answer\"", Duration::from_secs(300), &mut seen);
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let log: Vec<String> = stderr.try_iter().collect();
+    let turn = turn.unwrap_or_else(|| panic!("no turn; stderr:\n{}", log.join("\n")));
+    assert!(status.success(), "{status:?}");
+    let turn: serde_json::Value = serde_json::from_str(&turn).unwrap();
+    assert_eq!(
+        common::words(turn["text"].as_str().unwrap()),
+        "what time is it",
+        "{turn}"
+    );
+    assert_eq!(turn["intent"], "time_now", "{turn}");
+    // Nothing was transcribed before the wake word: "What time is it?"
+    // without it never reached speech-to-text.
+    let at = |needle: &str| {
+        log.iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in the log:\n{}", log.join("\n")))
+    };
+    let transcribed = log
+        .iter()
+        .position(|l| l.contains("heard: ") && l.contains("engine="))
+        .unwrap_or_else(|| panic!("nothing transcribed:\n{}", log.join("\n")));
+    assert!(at("wake word heard") < transcribed, "{}", log.join("\n"));
+    assert!(log[at("listening input=")].contains("wake=onnx hey_jarvis_v0.1"));
+}
+
+/// The same with `--input FILE.wav` (the mode governs it too), to the end
+/// of the file: exactly two turns — the request in the same breath, and
+/// the one after "Hey Jarvis." and a pause — and none for the request
+/// without the wake word.
+#[test]
+fn run_from_a_wav_answers_after_the_wake_word_in_the_same_breath_or_after_a_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = silence(1.0);
+    input.extend(pcm("What time is it?"));
+    input.extend(silence(2.5));
+    input.extend(pcm("Hey Jarvis, what time is it?"));
+    input.extend(silence(2.5));
+    input.extend(pcm("Hey Jarvis."));
+    input.extend(silence(1.0));
+    input.extend(pcm("Add milk to my shopping list."));
+    input.extend(silence(2.0));
+    let wav = dir.path().join("in.wav");
+    std::fs::write(&wav, earshot::audio::wav::write_16k_mono(&input)).unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["run", "--json", "--wake", "wake", "--input"])
+            .arg(&wav)
+            .arg("--output")
+            .arg(dir.path().join("out.wav"))
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27"),
+    );
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    let turns: Vec<serde_json::Value> = common::stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}\n{log}");
+    assert_eq!(
+        common::words(turns[0]["text"].as_str().unwrap()),
+        "what time is it"
+    );
+    let text = common::words(turns[1]["text"].as_str().unwrap());
+    assert!(
+        text.ends_with("to my shopping list") && !text.contains("jarvis"),
+        "{text}"
+    );
+    assert!(log.contains("heard only the wake word"), "{log}");
+}
+
+fn pcm(text: &str) -> Vec<i16> {
+    earshot::audio::to_i16(&wav_16k(&piper_utterance(text)))
+}
+
+fn silence(seconds: f32) -> Vec<i16> {
+    vec![0i16; (seconds * 16_000.0) as usize]
+}
+
+/// Issue 17 point 8: `earshot mute` reaches the running loop through the
+/// control socket in the state directory: the capture is closed, the
+/// lights show red (`muted` from the file backend), unmute opens it again;
+/// with no loop running it says so in one line.
+#[test]
+fn mute_reaches_the_running_loop_and_says_when_none_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_raw = dir.path().join("in.raw");
+    let out_raw = dir.path().join("out.raw");
+    std::fs::write(&in_raw, vec![0u8; 16_000 * 2 * 120]).unwrap();
+    let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
+    let leds = dir.path().join("leds.txt");
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!("[device]\nleds = \"file:{}\"\n", leds.display()),
+    )
+    .unwrap();
+    let mute = |action: &str| {
+        common::run(
+            common::earshot(dir.path())
+                .args(["mute", action])
+                .env("EARSHOT_CONFIG", &config),
+        )
+    };
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--no-barge-in"])
+        .env("EARSHOT_CONFIG", &config)
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let ready = common::wait_for(
+        &stderr,
+        "listening input=",
+        Duration::from_secs(300),
+        &mut seen,
+    );
+    assert!(ready.is_some(), "never listened:\n{}", seen.join("\n"));
+    let out = mute("on");
+    assert_eq!(
+        common::stdout(&out).trim(),
+        "muted",
+        "{}",
+        common::stderr(&out)
+    );
+    let muted = common::wait_for(
+        &stderr,
+        "muted: the microphone is off",
+        Duration::from_secs(60),
+        &mut seen,
+    );
+    assert!(muted.is_some(), "{}", seen.join("\n"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&leds)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("muted "))
+    {
+        assert!(Instant::now() < deadline, "no muted line in {leds:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(common::stdout(&mute("status")).trim(), "muted");
+    let out = mute("off");
+    assert_eq!(common::stdout(&out).trim(), "unmuted");
+    let on = common::wait_for(
+        &stderr,
+        "unmuted: the microphone is on",
+        Duration::from_secs(60),
+        &mut seen,
+    );
+    assert!(on.is_some(), "{}", seen.join("\n"));
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    // No loop: one line, exit code 1.
+    let out = mute("on");
+    assert_eq!(out.status.code(), Some(1));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("earshot run is not running") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}

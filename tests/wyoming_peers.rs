@@ -649,7 +649,10 @@ fn earshot_run_with_its_wake_service_down_still_answers_and_says_why() {
             .args(["--output"])
             .arg(dir.path().join("answer.wav"))
             .env("EARSHOT_CONFIG", dir.path().join("earshot.toml"))
-            .env("LLM_BASE_URL", "http://127.0.0.1:9"),
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            // Issue 17: tests/common answers every sentence; this one is
+            // about the wake service.
+            .env("EARSHOT_WAKE_MODE", "wake"),
     );
     let err = common::stderr(&out);
     assert!(out.status.success(), "{err}");

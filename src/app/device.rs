@@ -185,7 +185,11 @@ pub fn run(
         push_to_talk: config.audio.push_to_talk,
         barge_in: config.audio.barge_in,
         json,
-        wake: crate::voice_loop::wake::WakeGate::from_config(&config.wyoming)?,
+        wake: crate::voice_loop::wake::WakeGate::from_config(
+            &config.wake,
+            &config.wyoming,
+            &config.paths(),
+        ),
         vad: config.audio.vad.clone(),
         volume: config.tts.volume,
         ring: Some(ringer),

@@ -117,6 +117,8 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.push(database(config));
     out.push(intent_tree(config));
     out.push(button(&config.device.button));
+    // Issue 17: what opens the microphone, and why.
+    out.push(wake_word(loaded));
     out.push(calendar_sync(config));
     if let Some(check) = notion_todos(config) {
         out.push(check);
@@ -1085,6 +1087,68 @@ fn local_llm(config: &Config) -> Vec<Check> {
         },
     ));
     out
+}
+
+/// Issue 17: the wake mode in effect and where it was set; in `wake` mode
+/// the detector is opened as `earshot run` would (a model that can't be
+/// loaded is a FAIL: the device would listen to the button only).
+pub fn wake_word(loaded: &Loaded) -> Check {
+    let config = &loaded.config;
+    let wake = &config.wake;
+    let why = match loaded.sources.get("wake.mode") {
+        Some(source) => format!("set by {source}"),
+        None => "the default".to_string(),
+    };
+    let name = "wake word";
+    match wake.mode {
+        crate::wake::WakeMode::Always => Check::new(
+            name,
+            Status::Warn,
+            format!("wake.mode = always ({why}): every sentence heard is a request"),
+            "set [wake] mode = \"wake\" (or EARSHOT_WAKE_MODE=wake) to answer only after the wake word",
+        ),
+        crate::wake::WakeMode::Button => {
+            if config.device.button == ButtonSpec::None {
+                Check::new(
+                    name,
+                    Status::Fail,
+                    format!("wake.mode = button ({why}) but [device] button = none: nothing can start a request"),
+                    "set [device] button (e.g. gpio:/dev/gpiochip0:17) or wake.mode = \"wake\"",
+                )
+            } else {
+                Check::ok(name, format!("wake.mode = button ({why}): a press starts a request"))
+            }
+        }
+        crate::wake::WakeMode::Wake => {
+            let gate = crate::voice_loop::wake::WakeGate::from_config(
+                wake,
+                &config.wyoming,
+                &config.paths(),
+            );
+            match gate {
+                Some(gate) if gate.failed().is_some() => Check::new(
+                    name,
+                    Status::Fail,
+                    format!(
+                        "wake.mode = wake ({why}), but {}; earshot run listens to the button only",
+                        gate.failed().unwrap_or_default()
+                    ),
+                    "run scripts/fetch-models.sh, or fix wake.words (or set wake.mode = \"button\")",
+                ),
+                Some(gate) => Check::ok(
+                    name,
+                    format!(
+                        "wake.mode = wake ({why}): {} on {} (threshold {}, {} trigger frame(s)); a press starts a request too",
+                        wake.effective_words(&config.wyoming).join(", "),
+                        gate.describe(),
+                        wake.threshold,
+                        wake.trigger_frames
+                    ),
+                ),
+                None => Check::ok(name, format!("wake.mode = wake ({why})")),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

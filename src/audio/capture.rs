@@ -3,8 +3,9 @@
 //!
 //! The audio callback does the minimum a real-time thread may do: pick the
 //! configured channel out of each interleaved frame and push it into a
-//! lock-free SPSC ring (`rtrb`). It never allocates, locks or blocks; when
-//! the ring is full the samples are dropped and counted as overruns. The
+//! lock-free SPSC ring (`rtrb`). It never allocates or locks; when the
+//! ring is full it waits up to a second for room (a file read faster than
+//! real time is held back, not cut), then drops and counts overruns. The
 //! reader ([`CpalSource::read`], on the voice loop's thread) drains the ring
 //! and resamples with rubato.
 //!
@@ -157,8 +158,17 @@ fn map_open_error(name: &str, e: cpal::Error) -> AudioError {
     }
 }
 
+/// How long the callback waits for room in a full ring before it drops
+/// (issue 17). A real microphone's reader is never this far behind
+/// unless it is stalled, and then the samples are lost either way; a
+/// device that is not paced (ALSA's file plugin reading a plain file)
+/// is held back instead, so the wake-word detector and the endpointer
+/// see every sample however fast the file is read.
+const FULL_RING_WAIT: Duration = Duration::from_millis(1000);
+
 /// The real-time callback body: keep `channel` of each frame, push into
-/// the ring, count what does not fit. No allocation, no lock.
+/// the ring, count what does not fit. No allocation, no lock; it waits
+/// (up to [`FULL_RING_WAIT`]) only when the ring is full.
 fn on_input<T: SizedSample + cpal::Sample>(
     data: &[T],
     channels: usize,
@@ -169,17 +179,32 @@ fn on_input<T: SizedSample + cpal::Sample>(
     f32: cpal::FromSample<T>,
 {
     let frames = data.len() / channels;
-    let room = producer.slots();
-    let n = frames.min(room);
-    if let Ok(mut chunk) = producer.write_chunk_uninit(n) {
-        let (a, b) = chunk.as_mut_slices();
-        for (i, slot) in a.iter_mut().chain(b.iter_mut()).enumerate() {
-            let s: f32 = cpal::Sample::from_sample(data[i * channels + channel]);
-            slot.write(s);
+    let mut done = 0;
+    let mut waited = Duration::ZERO;
+    loop {
+        let n = (frames - done).min(producer.slots());
+        if let Ok(mut chunk) = producer.write_chunk_uninit(n) {
+            let (a, b) = chunk.as_mut_slices();
+            for (i, slot) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+                let s: f32 = cpal::Sample::from_sample(data[(done + i) * channels + channel]);
+                slot.write(s);
+            }
+            // SAFETY: every one of the `n` slots was written just above.
+            unsafe { chunk.commit_all() };
+            done += n;
         }
-        // SAFETY: every one of the `n` slots was written just above.
-        unsafe { chunk.commit_all() };
+        if done >= frames
+            || waited >= FULL_RING_WAIT
+            || shared.stop.load(Ordering::Relaxed)
+            || producer.is_abandoned()
+        {
+            break;
+        }
+        let step = Duration::from_millis(2);
+        std::thread::sleep(step);
+        waited += step;
     }
+    let n = done;
     if frames > n {
         shared
             .overruns

@@ -1,5 +1,5 @@
 //! `earshot run [--input DEV|FILE.wav|none] [--output DEV|FILE.wav|paced:FILE.wav]
-//! [--button SPEC] [--push-to-talk] [--no-barge-in] [--json]`: the voice
+//! [--button SPEC] [--push-to-talk] [--no-barge-in] [--json] [--wake MODE]`: the voice
 //! loop until SIGTERM/SIGINT (or the end of a WAV input), and the Wyoming
 //! satellites of `wyoming.satellites` beside it (`--input none`: only them).
 //!
@@ -22,6 +22,8 @@ pub struct RunArgs {
     pub push_to_talk: bool,
     pub no_barge_in: bool,
     pub json: bool,
+    /// `--wake wake|button|always` over `EARSHOT_WAKE_MODE` and `[wake] mode`.
+    pub wake: Option<String>,
 }
 
 /// Run the loop. Returns whether it stopped cleanly.
@@ -43,6 +45,9 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> Result<bool> {
     }
     if args.no_barge_in {
         config.audio.barge_in = false;
+    }
+    if let Some(mode) = args.wake {
+        config.wake.mode = mode.parse().map_err(|e| anyhow::anyhow!("--wake: {e}"))?;
     }
     let shutdown = CancelToken::new();
     super::install_interrupt(&shutdown);

@@ -47,6 +47,12 @@ pub const KINDS: &[Entry] = &[
         form: "respeaker-4mic",
         summary: "reSpeaker 4-mic HAT: 12 APA102 LEDs on /dev/spidev0.1, power on GPIO 5",
     },
+    Entry {
+        name: "respeaker-usb",
+        aliases: &[],
+        form: "respeaker-usb",
+        summary: "reSpeaker USB Mic Array v2.0: its 12-LED ring through USB control transfers",
+    },
 ];
 
 /// What the device is doing, as the lights show it.
@@ -122,6 +128,7 @@ pub fn open(spec: &str) -> Result<Option<Box<dyn Leds>>, LedsError> {
         }
         ("respeaker-2mic", None) => Ok(Some(Box::new(Apa102::open(Board::TwoMic)?))),
         ("respeaker-4mic", None) => Ok(Some(Box::new(Apa102::open(Board::FourMic)?))),
+        ("respeaker-usb", None) => Ok(Some(Box::new(super::usb_ring::UsbRing::open()?))),
         _ => Err(LedsError::Unknown(format!(
             "unknown '{spec}'; use {}",
             choice::one_of(KINDS)

@@ -2,8 +2,10 @@
 
 pub mod button;
 pub mod clock;
+pub mod control;
 pub mod leds;
 pub mod notify;
+pub mod usb_ring;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,7 +16,7 @@ pub struct DeviceConfig {
     /// none | enter | gpio:/dev/gpiochip0:17 | input:/dev/input/eventN:KEY | script:PATH
     /// (the table: [`button::KINDS`]).
     pub button: button::ButtonSpec,
-    /// none | file:PATH | respeaker-2mic | respeaker-4mic (the table:
+    /// none | file:PATH | respeaker-2mic | respeaker-4mic | respeaker-usb (the table:
     /// [`leds::KINDS`]); what `earshot run` shows on the lights.
     pub leds: String,
 }

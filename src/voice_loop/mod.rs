@@ -9,14 +9,20 @@
 //! away, so the device never answers itself. Nothing here waits on
 //! background work: memory and summaries are jobs the turn enqueued.
 //!
-//! Listening is VAD endpointing by default; a button press starts a
-//! push-to-talk utterance that ends at the release (or `audio.push_to_talk
-//! = true` makes the button the only way in). With a wake-word service
-//! (`wyoming.wake_uri`, [`WakeGate`]) the microphone goes to the service
-//! until it reports a `detection`; only then does the endpointer take the
-//! request that follows (for up to [`WAKE_WINDOW`] to start speaking). The
-//! button works with or without a wake word. While the service is down the
-//! loop listens without a wake word (see [`wake`] for why).
+//! What opens the microphone is `[wake] mode` ([`WakeGate`]). In `wake`
+//! mode (the default) the microphone goes to the wake-word detector
+//! (openWakeWord in-process, or a Wyoming service) until it fires; then
+//! the endpointer takes the request that follows, starting with the
+//! audio from just before the detection (a request in the same breath),
+//! for up to [`WAKE_WINDOW`] to start speaking, and the wake word is taken
+//! out of the transcript (only the wake word: the window stays open for
+//! the request after a pause). A press opens the same window; in `button`
+//! mode only a press does (also when the wake model can't be loaded: the
+//! lights show the error). In `always` mode every sentence is a request
+//! (VAD endpointing) and a press starts a push-to-talk utterance that ends
+//! at the release (`audio.push_to_talk = true` means hold-to-talk in every
+//! mode). While a Wyoming wake service is down the loop listens without a
+//! wake word (see [`crate::wake::wyoming`] for why).
 //!
 //! The tree's device actions act here: `stop` silences the speaker,
 //! `dnd_on`/`dnd_off` (pause) mute answers other than the resume itself,
@@ -84,7 +90,8 @@ pub struct VoiceLoop {
     pub barge_in: bool,
     /// Print one JSON line per turn on stdout.
     pub json: bool,
-    /// The wake-word service gating the microphone (`None`: no wake word).
+    /// What gates the microphone (`[wake] mode`): the wake word, or the
+    /// button only (`None`: `always`, every sentence is a request).
     pub wake: Option<WakeGate>,
     /// `audio.vad`: the endpointer is rebuilt from it after a device
     /// failure, and it bounds an utterance.
@@ -136,10 +143,30 @@ impl VoiceLoop {
             output = %self.speaker.sink().describe(),
             push_to_talk = self.push_to_talk,
             barge_in = self.barge_in,
+            wake = %self.wake.as_ref().map_or("always (every sentence is a request)".to_string(), |g| g.describe()),
             "listening"
         );
+        if let Some(reason) = self
+            .wake
+            .as_ref()
+            .and_then(|g| g.failed())
+            .map(str::to_string)
+        {
+            // One log line and one spoken sentence; then the button only
+            // (never every sentence), with the lights in the error state.
+            tracing::error!(
+                "the wake word is unavailable, so only the button starts a request: {reason}"
+            );
+            self.light(LedState::Error);
+            self.speaker.say(
+                "My wake word can't be loaded, so only the button starts a request; earshot doctor says why.",
+            );
+            self.wait_speech(tick);
+            self.after_speaking();
+        }
+        let mut mute = Mute::start(&self.services);
         loop {
-            let heard = self.listen(tick, &mut pending, &mut held);
+            let heard = self.listen(tick, &mut pending, &mut held, &mut mute);
             let (utterance, pressed_at) = match heard {
                 Heard::Speech(u, pressed_at) => (u, pressed_at),
                 Heard::Shutdown => {
@@ -179,10 +206,9 @@ impl VoiceLoop {
         tick: &mut dyn FnMut(),
         pending: &mut VecDeque<VadEvent>,
         held: &mut bool,
+        mute: &mut Mute,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
-        // Set when the wake word was heard: the request may start until then.
-        let mut awake_until: Option<Instant> = None;
         // A ring round was queued: the microphone hears it until it ends.
         let mut echo = false;
         if let Some(wake) = self.wake.as_mut() {
@@ -193,12 +219,37 @@ impl VoiceLoop {
             if self.shutdown.is_cancelled() {
                 return Heard::Shutdown;
             }
+            if mute.requested() != mute.applied {
+                self.apply_mute(mute, tick);
+            }
+            if mute.applied {
+                // Nothing is captured; timers still ring (a press stops them).
+                if self.pressed() && self.ringing() {
+                    self.stop_ringing();
+                }
+                self.ring_tick(true);
+                self.light(if self.ringing() {
+                    LedState::Ringing
+                } else {
+                    LedState::Muted
+                });
+                std::thread::sleep(TICK);
+                continue;
+            }
             let press = *held || self.pressed();
             if press && self.ringing() {
                 // The press stops the ringing; it does not open the mic.
                 *held = false;
                 self.stop_ringing();
                 self.after_speaking();
+                continue;
+            }
+            if press && !self.push_to_talk && self.wake.is_some() {
+                // Wake and button mode: a press opens the microphone like
+                // the wake word does (the request is endpointed by VAD).
+                *held = false;
+                tracing::info!("button pressed: listening");
+                self.open_window(pending, false);
                 continue;
             }
             if press {
@@ -230,7 +281,7 @@ impl VoiceLoop {
                     _ => {}
                 }
             }
-            let awake = awake_until.is_some_and(|until| Instant::now() < until);
+            let awake = self.awake();
             let quiet = !self.endpointer.is_speaking() && !awake && pending.is_empty();
             if self.ring_tick(quiet) {
                 echo = true;
@@ -241,6 +292,9 @@ impl VoiceLoop {
                 LedState::Listening
             } else if self.speaker.is_speaking() {
                 LedState::Speaking
+            } else if self.wake.as_ref().is_some_and(|g| g.failed().is_some()) {
+                // The wake word is unavailable: button only, shown.
+                LedState::Error
             } else {
                 LedState::Idle
             });
@@ -263,10 +317,13 @@ impl VoiceLoop {
                             }
                         }
                     }
-                    if self.waiting_for_wake_word(&mut awake_until) {
+                    if self.waiting_for_wake_word(pending) {
                         if let Some(wake) = self.wake.as_mut() {
                             wake.feed(&buf[..n]);
                         }
+                        // A detection in this read opens the window at once,
+                        // with the audio up to here.
+                        self.poll_wake_word(pending);
                         continue;
                     }
                     let events = self.endpointer.push(&buf[..n]);
@@ -296,11 +353,12 @@ impl VoiceLoop {
         }
     }
 
-    /// True while the microphone belongs to the wake-word service: one is
-    /// configured and connected, no detection has opened a window, and no
-    /// utterance is under way. A detection opens the [`WAKE_WINDOW`]; a
-    /// window that ends without speech closes the gate again.
-    fn waiting_for_wake_word(&mut self, awake_until: &mut Option<Instant>) -> bool {
+    /// True while the microphone belongs to the wake word (or, button
+    /// only, to nobody): a gate is there, its detector hears (a Wyoming
+    /// service that is down must not make the device deaf), no detection or
+    /// press has opened a window, and no utterance is under way. A window
+    /// that ends without speech closes the gate again.
+    fn waiting_for_wake_word(&mut self, pending: &mut VecDeque<VadEvent>) -> bool {
         if self.wake.is_none() || self.endpointer.is_speaking() {
             return false;
         }
@@ -308,33 +366,98 @@ impl VoiceLoop {
             // "stop" needs no wake word while something rings.
             return false;
         }
-        if let Some(until) = *awake_until {
+        if let Some(until) = self.wake.as_ref().and_then(|g| g.awake_until) {
             if Instant::now() < until {
                 return false;
             }
             tracing::info!("no request after the wake word; waiting for it again");
-            *awake_until = None;
             self.reset_endpointer();
             if let Some(wake) = self.wake.as_mut() {
+                wake.awake_until = None;
                 wake.rearm();
             }
         }
+        if self.poll_wake_word(pending) {
+            return false;
+        }
+        self.wake
+            .as_ref()
+            .is_some_and(|g| g.needs_detector_or_button())
+    }
+
+    /// A detection waiting: open the window with the audio from just before
+    /// it. True when one was.
+    fn poll_wake_word(&mut self, pending: &mut VecDeque<VadEvent>) -> bool {
         let Some(wake) = self.wake.as_mut() else {
             return false;
         };
-        if let Some(detection) = wake.poll() {
-            tracing::info!(
-                word = %detection.name,
-                heard_at_ms = detection.timestamp_ms,
-                now_ms = wake.position_ms(),
-                "wake word heard: listening"
-            );
-            self.reset_endpointer();
-            *awake_until = Some(Instant::now() + WAKE_WINDOW);
+        let Some(detection) = wake.poll() else {
             return false;
+        };
+        tracing::info!(
+            word = %detection.name,
+            heard_at_ms = detection.timestamp_ms,
+            now_ms = wake.position_ms(),
+            "wake word heard: listening"
+        );
+        self.open_window(pending, true);
+        true
+    }
+
+    /// The wake word or a press: the endpointer takes what follows (for up
+    /// to [`WAKE_WINDOW`] to start speaking); after a detection it first
+    /// gets the audio from just before it (a request in the same breath).
+    fn open_window(&mut self, pending: &mut VecDeque<VadEvent>, with_preroll: bool) {
+        self.reset_endpointer();
+        self.light(LedState::Listening);
+        let Some(wake) = self.wake.as_mut() else {
+            return;
+        };
+        wake.awake_until = Some(Instant::now() + WAKE_WINDOW);
+        let preroll = wake.take_preroll();
+        if with_preroll && !preroll.is_empty() {
+            pending.extend(self.endpointer.push(&preroll));
         }
-        // A service that is down must not make the device deaf.
-        wake.is_connected()
+    }
+
+    /// Mute (`earshot mute`): the capture stream is closed (a live device)
+    /// or no longer read (a file), red lights, said out loud; unmute opens
+    /// it again.
+    fn apply_mute(&mut self, mute: &mut Mute, tick: &mut dyn FnMut()) {
+        mute.applied = mute.requested();
+        if mute.applied {
+            tracing::info!("muted: the microphone is off");
+            if self.reopen.is_some() {
+                // Dropping the source stops its capture stream.
+                self.source = Box::new(MutedSource);
+            }
+            self.light(LedState::Muted);
+            self.speaker.say("Muted.");
+        } else {
+            tracing::info!("unmuted: the microphone is on");
+            if let Some(reopen) = self.reopen.as_mut() {
+                match reopen() {
+                    Ok(source) => self.source = source,
+                    Err(e) => {
+                        if !self.recover(&e, tick) {
+                            return;
+                        }
+                    }
+                }
+            }
+            self.light(LedState::Idle);
+            self.speaker.say("I'm listening again.");
+            self.wait_speech(tick);
+            self.after_speaking();
+        }
+    }
+
+    /// Whether a detection or a press has opened the microphone.
+    fn awake(&self) -> bool {
+        self.wake
+            .as_ref()
+            .and_then(|g| g.awake_until)
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// A press: whatever the microphone hears until the release (or the
@@ -444,6 +567,30 @@ impl VoiceLoop {
                 return None;
             }
         };
+        let text = match self.wake.as_ref() {
+            Some(gate) if !gate.words().is_empty() => {
+                let stripped = crate::wake::strip::strip(&text, gate.words());
+                if stripped != text.trim() {
+                    tracing::info!("the request without the wake word: {stripped}");
+                }
+                stripped
+            }
+            _ => text,
+        };
+        if text.is_empty() {
+            // Only the wake word, then a pause: the request comes next.
+            tracing::info!("heard only the wake word: listening for the request");
+            self.reset_endpointer();
+            if let Some(gate) = self.wake.as_mut() {
+                gate.awake_until = Some(Instant::now() + WAKE_WINDOW);
+            }
+            self.light(LedState::Listening);
+            return None;
+        }
+        if let Some(gate) = self.wake.as_mut() {
+            // The next request needs the wake word (or a press) again.
+            gate.awake_until = None;
+        }
         if self.ringing() && ring::is_stop_word(&text) {
             // "stop" while something rings only stops the ringing: no turn,
             // no answer, no model (it works with no LLM and no tree).
@@ -570,6 +717,14 @@ impl VoiceLoop {
         let done_ms = ms_since(vad_end);
         if outcome.ok {
             *conversation = outcome.conversation_id;
+        }
+        if barge.is_none() && outcome.ok {
+            if let Some(gate) = self.wake.as_mut() {
+                if gate.follow_up_after(&outcome.response) {
+                    tracing::info!("follow-up: listening without the wake word");
+                    self.light(LedState::Listening);
+                }
+            }
         }
         if self.ringing() && (actions.iter().any(|a| a == "stop") || ring::is_stop_word(&text)) {
             self.stop_ringing();
@@ -908,4 +1063,51 @@ fn ms_since(t: Instant) -> f64 {
 
 fn ms_between(a: Instant, b: Instant) -> f64 {
     b.saturating_duration_since(a).as_secs_f64() * 1000.0
+}
+
+/// The mute state of `earshot run`: the control socket that sets it and
+/// what the loop has applied.
+struct Mute {
+    server: Option<crate::device::control::ControlServer>,
+    applied: bool,
+}
+
+impl Mute {
+    /// The control socket in the state directory (beside the database); a
+    /// socket that can't be opened is logged and mute is unavailable.
+    fn start(services: &Services) -> Mute {
+        let server = services.store.path().parent().and_then(|dir| {
+            let path = crate::device::control::socket_path(dir);
+            crate::device::control::ControlServer::start(&path)
+                .map_err(|e| tracing::warn!("earshot mute will not reach this loop: {e:#}"))
+                .ok()
+        });
+        Mute {
+            server,
+            applied: false,
+        }
+    }
+
+    fn requested(&self) -> bool {
+        self.server
+            .as_ref()
+            .is_some_and(|s| s.muted().load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// The input while muted: no device open, nothing captured.
+struct MutedSource;
+
+impl AudioSource for MutedSource {
+    fn read(&mut self, _out: &mut [i16], timeout: Duration) -> Result<usize, AudioError> {
+        std::thread::sleep(timeout.min(TICK));
+        Ok(0)
+    }
+    fn flush(&mut self) {}
+    fn overruns(&self) -> u64 {
+        0
+    }
+    fn describe(&self) -> String {
+        "muted".into()
+    }
 }

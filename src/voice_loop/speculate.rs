@@ -101,12 +101,19 @@ impl super::VoiceLoop {
         if transcript.no_speech || transcript.text.trim().is_empty() {
             return None;
         }
+        // Judged as the turn will see it: without the wake word.
+        let request = match self.wake.as_ref() {
+            Some(gate) if !gate.words().is_empty() => {
+                crate::wake::strip::strip(&transcript.text, gate.words())
+            }
+            _ => transcript.text.clone(),
+        };
         let classified = self
             .services
             .tree
             .as_ref()
-            .and_then(|tree| tree.shadow_classify(&transcript.text));
-        let complete = is_complete_command(&transcript.text, classified.clone());
+            .and_then(|tree| tree.shadow_classify(&request));
+        let complete = is_complete_command(&request, classified.clone());
         tracing::debug!(
             text = %transcript.text,
             intent = ?classified,

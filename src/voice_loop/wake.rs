@@ -1,187 +1,194 @@
-//! The wake word from a Wyoming wake service (wyoming-openwakeword) in
-//! front of the local microphone (`wyoming.wake_uri`, `wyoming.wake_words`).
+//! What gates the local microphone in `wake` and `button` mode
+//! (`[wake] mode`; `always` has no gate): the detector of
+//! [`crate::wake`] (in-process openWakeWord or a Wyoming service), the
+//! window a detection or a press opens, and the audio just before a
+//! detection, so a request said in the same breath as the wake word loses
+//! no word (the wake word is then taken out of the transcript by
+//! [`crate::wake::strip`]).
 //!
-//! A [`WakeGate`] owns one background thread that keeps a connection to the
-//! service: `describe` → `info` (the models it offers are logged), `detect
-//! {names}`, `audio-start`, then every `audio-chunk` the voice loop feeds
-//! while it waits for the wake word; `detection` events come back on a
-//! channel the loop polls. The loop never blocks on it: [`WakeGate::feed`]
-//! drops audio rather than wait when the thread is behind.
-//!
-//! **When the service is down or drops**, the thread logs one line naming
-//! the URI and reconnects with backoff (`reconnect_min_ms` doubling to
-//! `reconnect_max_ms`); meanwhile [`WakeGate::is_connected`] is false and
-//! the voice loop listens *without* a wake word (VAD endpointing, as with
-//! no wake service at all). We chose that over "button only" because many
-//! devices have no button: a deaf device is worse than one that may
-//! answer speech not meant for it for the minutes the service is away.
-//! A connected service that stops answering our periodic `describe` within
-//! `request_timeout_ms` is treated as down too (a hung service would
-//! otherwise leave the device deaf).
+//! A gate without a detector listens to the button only: `button` mode,
+//! or a wake model that could not be loaded — then the lights show the
+//! error and the device never silently listens to everything.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
-use serde_json::json;
+use anyhow::Result;
 
 use crate::audio::SAMPLE_RATE;
-use crate::wyoming_proto::audio::{audio_chunk_i16, audio_start, AudioFormat};
-use crate::wyoming_proto::protocol::{Event, Limits, ProtocolError};
-use crate::wyoming_proto::{connect, Connection, WyomingConfig, WyomingUri};
+use crate::paths::Paths;
+use crate::wake::{WakeConfig, WakeDetector, WakeMode};
+use crate::wyoming_proto::{WyomingConfig, WyomingUri};
 
-/// Audio buffered for the service thread before [`WakeGate::feed`] starts
-/// dropping (chunks of one microphone read, 20–100 ms each).
-const QUEUE_CHUNKS: usize = 256;
-/// How often an idle connection is checked with `describe`.
-const PROBE_EVERY: Duration = Duration::from_secs(10);
-/// How long dropping a gate waits for its thread to wind down.
-const DROP_WAIT: Duration = Duration::from_millis(500);
-/// A connection that lasted less than this does not reset the backoff (a
-/// service that accepts and then drops at once is still down).
-const STABLE_AFTER: Duration = Duration::from_secs(10);
+pub use crate::wake::Detection;
 
-/// One `detection` from the service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Detection {
-    /// The model that fired, as the service names it (`hey_jarvis_v0.1`).
-    pub name: String,
-    /// Position in the fed audio (ms since the gate started) the service
-    /// says it fired at, when it says.
-    pub timestamp_ms: Option<u64>,
-}
+/// Audio kept from before a detection and handed to the endpointer with
+/// it: the wake word (~0.8 s) and the detector's lag.
+pub const PREROLL: Duration = Duration::from_millis(1500);
 
-/// What the loop sends the service thread, in order (one channel, so a
-/// rearm never overtakes audio fed before it).
-enum Msg {
-    /// 16 kHz mono samples starting at this position (ms).
-    Audio(u64, Vec<i16>),
-    /// Start a fresh detection window: the service resets its state.
-    Rearm(u64),
-}
-
-/// The client side of a wake-word service, shared by `earshot run`'s voice
-/// loop (and tests): feed audio while waiting, poll for a detection.
+/// The gate the voice loop holds.
 pub struct WakeGate {
-    uri: WyomingUri,
-    audio: Option<Sender<Msg>>,
-    detections: Receiver<Detection>,
-    connected: Arc<AtomicBool>,
-    /// Samples fed so far (the timeline of every timestamp).
-    fed: u64,
-    /// Detections stamped before this position are stale.
-    armed_from_ms: u64,
-    dropped: u64,
-    thread: Option<JoinHandle<()>>,
+    detector: Option<Box<dyn WakeDetector>>,
+    mode: WakeMode,
+    words: Vec<String>,
+    /// Why there is no detector in `wake` mode (the button only).
+    failed: Option<String>,
+    preroll: VecDeque<i16>,
+    /// A detection or a press opened the microphone until then.
+    pub(crate) awake_until: Option<Instant>,
+    /// `wake.follow_up_ms` / `wake.follow_up_always`.
+    follow_up: Duration,
+    follow_up_always: bool,
 }
 
 impl WakeGate {
-    /// The gate for `wyoming.wake_uri`, or `None` when it is empty. The
-    /// service need not be up: the gate connects in the background.
-    pub fn from_config(w: &WyomingConfig) -> Result<Option<WakeGate>> {
-        if w.wake_uri.trim().is_empty() {
-            return Ok(None);
-        }
-        let uri = WyomingUri::parse(&w.wake_uri).map_err(|e| anyhow!("wyoming.wake_uri: {e}"))?;
-        Ok(Some(WakeGate::start(uri, w.wake_words.clone(), w)?))
-    }
-
-    /// Start the service thread for `uri`, asking for `names` (empty = the
-    /// service's default models).
+    /// A gate on the Wyoming wake service at `uri` asking for `names`.
     pub fn start(uri: WyomingUri, names: Vec<String>, w: &WyomingConfig) -> Result<WakeGate> {
-        let (audio_tx, audio_rx) = bounded(QUEUE_CHUNKS);
-        let (detect_tx, detections) = unbounded();
-        let connected = Arc::new(AtomicBool::new(false));
-        let worker = Worker {
-            uri: uri.clone(),
-            names,
-            connect_timeout: Duration::from_millis(w.connect_timeout_ms.max(1)),
-            request_timeout: Duration::from_millis(w.request_timeout_ms.max(1)),
-            backoff_min: Duration::from_millis(w.reconnect_min_ms.max(1)),
-            backoff_max: Duration::from_millis(w.reconnect_max_ms.max(w.reconnect_min_ms).max(1)),
-            limits: w.limits(),
-            audio: audio_rx,
-            detections: detect_tx,
-            connected: connected.clone(),
+        let gate = crate::wake::wyoming::WakeGate::start(uri, names.clone(), w)?;
+        Ok(WakeGate::with_detector(Box::new(gate), names))
+    }
+
+    /// A gate on any detector, in `wake` mode.
+    pub fn with_detector(detector: Box<dyn WakeDetector>, words: Vec<String>) -> WakeGate {
+        WakeGate {
+            detector: Some(detector),
+            mode: WakeMode::Wake,
+            words,
+            failed: None,
+            preroll: VecDeque::new(),
+            awake_until: None,
+            follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
+            follow_up_always: false,
+        }
+    }
+
+    /// Only the button opens the microphone; `failed` says why when it is
+    /// not by choice (the wake model could not be loaded).
+    pub fn button_only(failed: Option<String>) -> WakeGate {
+        WakeGate {
+            detector: None,
+            mode: WakeMode::Button,
+            words: Vec::new(),
+            failed,
+            preroll: VecDeque::new(),
+            awake_until: None,
+            follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
+            follow_up_always: false,
+        }
+    }
+
+    /// The gate `[wake]` asks for; `None` in `always` mode. A detector that
+    /// cannot be opened gives a button-only gate carrying the reason (the
+    /// caller says it out loud and shows the error).
+    pub fn from_config(
+        wake: &WakeConfig,
+        wyoming: &WyomingConfig,
+        paths: &Paths,
+    ) -> Option<WakeGate> {
+        let mut wake = wake.clone();
+        if wake.mode == WakeMode::Wake && !wyoming.wake_uri.trim().is_empty() {
+            // A configured wake service is what the owner set up.
+            wake.engine = crate::wake::WakeEngine::Wyoming;
+        }
+        let gate = match wake.mode {
+            WakeMode::Always => None,
+            WakeMode::Button => Some(WakeGate::button_only(None)),
+            WakeMode::Wake => match crate::wake::open(&wake, wyoming, paths) {
+                Ok(Some(detector)) => Some(WakeGate::with_detector(
+                    detector,
+                    wake.effective_words(wyoming),
+                )),
+                Ok(None) => None,
+                Err(e) => Some(WakeGate::button_only(Some(format!("{e:#}")))),
+            },
         };
-        let thread = std::thread::Builder::new()
-            .name("wyoming-wake".into())
-            .spawn(move || worker.run())?;
-        Ok(WakeGate {
-            uri,
-            audio: Some(audio_tx),
-            detections,
-            connected,
-            fed: 0,
-            armed_from_ms: 0,
-            dropped: 0,
-            thread: Some(thread),
-        })
+        gate.map(|g| g.with_follow_up(wake.follow_up_ms, wake.follow_up_always))
     }
 
-    /// The service's address, for logs.
-    pub fn uri(&self) -> &WyomingUri {
-        &self.uri
+    /// Follow-up listening: `ms` without the wake word after an answer
+    /// that asks something (or, `always`, after every answer).
+    pub fn with_follow_up(mut self, ms: u64, always: bool) -> WakeGate {
+        self.follow_up = Duration::from_millis(ms);
+        self.follow_up_always = always;
+        self
     }
 
-    /// True while a service is connected and listening; false = the
-    /// caller listens without a wake word.
+    /// After an answer: open the window for a follow-up when the answer
+    /// asks something (or always, when enabled). True when it did.
+    pub(crate) fn follow_up_after(&mut self, answer: &str) -> bool {
+        let asks = answer.trim_end().ends_with('?');
+        if self.follow_up.is_zero() || !(asks || self.follow_up_always) {
+            return false;
+        }
+        self.awake_until = Some(Instant::now() + self.follow_up);
+        true
+    }
+
+    /// `wake` or `button`.
+    pub fn mode(&self) -> WakeMode {
+        self.mode
+    }
+
+    /// Why the wake word is not available (button only), if it isn't.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// The wake words (for taking them out of the transcript).
+    pub fn words(&self) -> &[String] {
+        &self.words
+    }
+
+    /// For logs: the detector, or why there is none.
+    pub fn describe(&self) -> String {
+        match (&self.detector, &self.failed) {
+            (Some(d), _) => d.describe(),
+            (None, Some(_)) => "button only (the wake word is unavailable)".into(),
+            (None, None) => "button only".into(),
+        }
+    }
+
+    /// True while the detector hears (false: none, or a Wyoming service
+    /// that is down).
     pub fn is_connected(&self) -> bool {
-        self.connected.load(Ordering::SeqCst)
+        self.detector.as_ref().is_some_and(|d| d.is_listening())
     }
 
-    /// Ms of audio fed so far (the clock detection timestamps refer to).
+    /// A detector is there and hearing: the microphone waits for it. With
+    /// none (button only) the microphone waits for a press.
+    pub(crate) fn needs_detector_or_button(&self) -> bool {
+        match &self.detector {
+            Some(d) => d.is_listening(),
+            None => true,
+        }
+    }
+
+    /// Ms of audio fed so far.
     pub fn position_ms(&self) -> u64 {
-        self.fed * 1000 / u64::from(SAMPLE_RATE)
+        self.detector.as_ref().map_or(0, |d| d.position_ms())
     }
 
-    /// Send 16 kHz mono audio to the service. Never blocks: when the
-    /// service thread is behind, the audio is dropped (and counted).
+    /// Audio heard while waiting: to the detector, and the last
+    /// [`PREROLL`] of it kept.
     pub fn feed(&mut self, samples: &[i16]) {
-        if samples.is_empty() {
-            return;
+        let keep = (PREROLL.as_millis() as usize) * SAMPLE_RATE as usize / 1000;
+        self.preroll.extend(samples.iter().copied());
+        while self.preroll.len() > keep {
+            self.preroll.pop_front();
         }
-        let at = self.position_ms();
-        self.fed += samples.len() as u64;
-        let Some(tx) = &self.audio else { return };
-        match tx.try_send(Msg::Audio(at, samples.to_vec())) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.dropped += 1;
-                if self.dropped.is_power_of_two() {
-                    tracing::warn!(uri = %self.uri, dropped = self.dropped, "wake-word service is behind; dropping microphone audio");
-                }
-            }
-            Err(TrySendError::Disconnected(_)) => {}
+        if let Some(d) = self.detector.as_mut() {
+            d.feed(samples);
         }
     }
 
-    /// Forget earlier detections and start a fresh window (after a turn):
-    /// the service resets its state on a new `audio-start`.
-    pub fn rearm(&mut self) {
-        self.armed_from_ms = self.position_ms();
-        while self.detections.try_recv().is_ok() {}
-        if let Some(tx) = &self.audio {
-            // Full means the service is behind; its stale detections are
-            // still filtered by timestamp.
-            let _ = tx.try_send(Msg::Rearm(self.armed_from_ms));
-        }
+    /// The audio kept from before now (emptied).
+    pub fn take_preroll(&mut self) -> Vec<i16> {
+        self.preroll.drain(..).collect()
     }
 
-    /// A detection since the last [`rearm`](Self::rearm), if one arrived.
+    /// A detection since the last [`rearm`](Self::rearm), if any.
     pub fn poll(&mut self) -> Option<Detection> {
-        while let Ok(d) = self.detections.try_recv() {
-            match d.timestamp_ms {
-                Some(t) if t < self.armed_from_ms => {
-                    tracing::debug!(name = %d.name, t, "stale wake-word detection ignored")
-                }
-                _ => return Some(d),
-            }
-        }
-        None
+        self.detector.as_mut().and_then(|d| d.poll())
     }
 
     /// Wait up to `timeout` for a detection (tests, tools).
@@ -191,390 +198,53 @@ impl WakeGate {
             if let Some(d) = self.poll() {
                 return Some(d);
             }
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let d = self.detections.recv_timeout(left).ok()?;
-            if d.timestamp_ms.is_none_or(|t| t >= self.armed_from_ms) {
-                return Some(d);
+            if Instant::now() >= deadline {
+                return None;
             }
-        }
-    }
-}
-
-impl Drop for WakeGate {
-    fn drop(&mut self) {
-        // Closing the audio channel ends the thread (and its connection) as
-        // soon as it next looks. Give it a moment for a tidy exit, but never
-        // hold up shutdown on a connect or describe that is still waiting
-        // for a hung service: after that the thread is left to finish alone.
-        self.audio = None;
-        if let Some(t) = self.thread.take() {
-            let deadline = Instant::now() + DROP_WAIT;
-            while !t.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-/// Why a connection ended.
-enum End {
-    /// The gate was dropped.
-    Stop,
-    /// The service went away or misbehaved (the reason, for the log).
-    Lost(String),
-}
-
-struct Worker {
-    uri: WyomingUri,
-    names: Vec<String>,
-    connect_timeout: Duration,
-    request_timeout: Duration,
-    backoff_min: Duration,
-    backoff_max: Duration,
-    limits: Limits,
-    audio: Receiver<Msg>,
-    detections: Sender<Detection>,
-    connected: Arc<AtomicBool>,
-}
-
-impl Worker {
-    fn run(self) {
-        let mut wait = self.backoff_min;
-        let mut down = false;
-        loop {
-            match self.open() {
-                Ok(conn) => {
-                    let since = Instant::now();
-                    self.connected.store(true, Ordering::SeqCst);
-                    tracing::info!(uri = %self.uri, words = ?self.names, "wake-word service connected: waiting for the wake word");
-                    let end = self.serve(&conn);
-                    self.connected.store(false, Ordering::SeqCst);
-                    conn.close();
-                    match end {
-                        End::Stop => return,
-                        End::Lost(reason) => {
-                            if since.elapsed() >= STABLE_AFTER {
-                                wait = self.backoff_min;
-                            }
-                            tracing::warn!(
-                                "wake-word service at {} {reason}; listening without a wake word until it is back (reconnecting in {} ms)",
-                                self.uri,
-                                wait.as_millis()
-                            );
-                            down = true;
-                        }
-                    }
-                }
-                Err(reason) => {
-                    if !down {
-                        tracing::warn!(
-                            "wake-word service at {} is unavailable ({reason}); listening without a wake word until it is back (reconnecting in {} ms)",
-                            self.uri,
-                            wait.as_millis()
-                        );
-                        down = true;
-                    } else {
-                        tracing::debug!(uri = %self.uri, "wake-word service still unavailable: {reason}");
-                    }
-                }
-            }
-            if !self.idle(wait) {
-                return;
-            }
-            wait = (wait * 2).min(self.backoff_max);
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
-    /// Connect, check it is a wake service, ask for the words, start audio.
-    fn open(&self) -> Result<Connection, String> {
-        let conn = connect(
-            &self.uri,
-            self.connect_timeout,
-            self.request_timeout,
-            self.limits,
-        )?;
-        conn.send(&Event::new("describe"))
-            .map_err(|e| format!("describe failed: {e}"))?;
-        let deadline = Instant::now() + self.request_timeout;
-        let info = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match conn.recv_timeout(left) {
-                Ok(Some(e)) if e.kind == "info" => break e,
-                Ok(Some(_)) => {}
-                Ok(None) => return Err("no answer to describe".into()),
-                Err(ProtocolError::Closed) => return Err("closed the connection".into()),
-                Err(e) => return Err(format!("bad answer to describe: {e}")),
-            }
-        };
-        let offered = wake_models(&info);
-        if offered.is_empty() {
-            return Err("its info offers no wake-word models; is it a wake service?".into());
-        }
-        tracing::debug!(uri = %self.uri, models = ?offered, "wake-word models offered");
-        for name in &self.names {
-            let want = normalize(name);
-            if !offered.iter().any(|m| normalize(m).starts_with(&want)) {
-                tracing::warn!(uri = %self.uri, "wake word {name:?} is not among the service's models {offered:?}; check wyoming.wake_words");
-            }
-        }
-        if !self.names.is_empty() {
-            conn.send(&Event::with_data("detect", json!({ "names": self.names })))
-                .map_err(|e| format!("detect failed: {e}"))?;
-        }
-        conn.send(&audio_start(AudioFormat::EARSHOT, Some(0)))
-            .map_err(|e| format!("audio-start failed: {e}"))?;
-        Ok(conn)
-    }
-
-    fn serve(&self, conn: &Connection) -> End {
-        let mut last_probe = Instant::now();
-        let mut probe: Option<Instant> = None;
-        let lost = |what: &str, e: ProtocolError| {
-            if e.is_closed() {
-                End::Lost("closed the connection".into())
-            } else {
-                End::Lost(format!("{what}: {e}"))
-            }
-        };
-        loop {
-            if let Some(sent) = probe {
-                if sent.elapsed() > self.request_timeout {
-                    return End::Lost(format!(
-                        "did not answer describe within wyoming.request_timeout_ms = {}",
-                        self.request_timeout.as_millis()
-                    ));
-                }
-            } else if last_probe.elapsed() >= PROBE_EVERY {
-                if let Err(e) = conn.send(&Event::new("describe")) {
-                    return lost("sending failed", e);
-                }
-                probe = Some(Instant::now());
-                last_probe = Instant::now();
-            }
-            select! {
-                recv(self.audio) -> msg => match msg {
-                    Ok(Msg::Audio(at, samples)) => {
-                        if let Err(e) = conn.send(&audio_chunk_i16(SAMPLE_RATE, &samples, Some(at))) {
-                            return lost("sending audio failed", e);
-                        }
-                    }
-                    Ok(Msg::Rearm(at)) => {
-                        if let Err(e) = conn.send(&audio_start(AudioFormat::EARSHOT, Some(at))) {
-                            return lost("sending failed", e);
-                        }
-                    }
-                    Err(_) => return End::Stop,
-                },
-                recv(conn.events()) -> msg => match msg {
-                    Ok(Ok(event)) => match event.kind.as_str() {
-                        "detection" => {
-                            let d = Detection {
-                                name: event.str("name").unwrap_or("wake word").to_string(),
-                                timestamp_ms: event.u64("timestamp"),
-                            };
-                            tracing::debug!(uri = %self.uri, name = %d.name, "wake word detected");
-                            let _ = self.detections.send(d);
-                        }
-                        "info" => probe = None,
-                        other => tracing::debug!(uri = %self.uri, kind = other, "ignoring event"),
-                    },
-                    Ok(Err(e)) => return lost("sent a bad frame", e),
-                    Err(_) => return End::Lost("closed the connection".into()),
-                },
-                default(Duration::from_millis(500)) => {}
-            }
+    /// Forget earlier detections and audio (after a turn).
+    pub fn rearm(&mut self) {
+        self.preroll.clear();
+        if let Some(d) = self.detector.as_mut() {
+            d.rearm();
         }
     }
-
-    /// Wait out a backoff, discarding fed audio; false when the gate is
-    /// gone.
-    fn idle(&self, wait: Duration) -> bool {
-        let until = Instant::now() + wait;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            select! {
-                recv(self.audio) -> msg => if msg.is_err() { return false },
-                default(left) => return true,
-            }
-        }
-    }
-}
-
-/// Model names in an `info` event's `wake` programs.
-fn wake_models(info: &Event) -> Vec<String> {
-    info.data
-        .get("wake")
-        .and_then(|w| w.as_array())
-        .into_iter()
-        .flatten()
-        .flat_map(|program| {
-            program
-                .get("models")
-                .and_then(|m| m.as_array())
-                .into_iter()
-                .flatten()
-                .filter_map(|m| m.get("name").and_then(|n| n.as_str()))
-                .map(str::to_string)
-        })
-        .collect()
-}
-
-/// `Hey Jarvis` / `hey-jarvis` / `hey_jarvis_v0.1` → comparable form.
-fn normalize(name: &str) -> String {
-    name.trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c == ' ' || c == '-' { '_' } else { c })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wyoming_proto::protocol::{read_event, write_event};
-    use std::io::BufReader;
-    use std::net::TcpListener;
 
-    fn config() -> WyomingConfig {
-        WyomingConfig {
-            request_timeout_ms: 2000,
-            reconnect_min_ms: 50,
-            reconnect_max_ms: 200,
-            ..Default::default()
-        }
-    }
+    #[test]
+    fn follow_up_listening_opens_after_a_question_or_always_when_enabled() {
+        let mut gate = WakeGate::button_only(None).with_follow_up(5000, false);
+        assert!(!gate.follow_up_after("It's 3:27 PM."));
+        assert_eq!(gate.awake_until, None);
+        assert!(gate.follow_up_after("Delete milk? Say yes or no?"));
+        let until = gate.awake_until.expect("window open");
+        let left = until.saturating_duration_since(Instant::now());
+        assert!(left > Duration::from_secs(4) && left <= Duration::from_secs(5));
 
-    /// A scripted wake service: answers describe, then reports a detection
-    /// (stamped with the chunk's own timestamp) when a chunk's first sample
-    /// is 7777, then hangs up after `serve_chunks` chunks.
-    fn service(listener: TcpListener, serve_chunks: usize) -> std::thread::JoinHandle<Vec<String>> {
-        std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let mut w = stream.try_clone().unwrap();
-            let mut r = BufReader::new(stream);
-            let mut seen = Vec::new();
-            let mut chunks = 0;
-            while let Ok(e) = read_event(&mut r, &Limits::default()) {
-                seen.push(e.kind.clone());
-                match e.kind.as_str() {
-                    "describe" => write_event(
-                        &mut w,
-                        &Event::with_data(
-                            "info",
-                            json!({"wake": [{"name": "ww", "models": [{"name": "hey_jarvis_v0.1"}]}]}),
-                        ),
-                    )
-                    .unwrap(),
-                    "audio-chunk" => {
-                        chunks += 1;
-                        let p = e.payload.clone().unwrap();
-                        if i16::from_le_bytes([p[0], p[1]]) == 7777 {
-                            let mut d = Event::with_data("detection", json!({"name": "hey_jarvis_v0.1"}));
-                            if let Some(t) = e.u64("timestamp") {
-                                d.data.insert("timestamp".into(), t.into());
-                            }
-                            write_event(&mut w, &d).unwrap();
-                        }
-                        if chunks == serve_chunks {
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            seen
-        })
-    }
-
-    fn wait_until(what: &str, f: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !f() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut always = WakeGate::button_only(None).with_follow_up(3000, true);
+        assert!(always.follow_up_after("Done."));
+        let mut off = WakeGate::button_only(None).with_follow_up(0, true);
+        assert!(!off.follow_up_after("For how long?"));
     }
 
     #[test]
-    fn detects_ignores_stale_detections_and_reconnects_after_a_drop() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let uri = WyomingUri::parse(&format!("tcp://{}", listener.local_addr().unwrap())).unwrap();
-        let first = service(listener.try_clone().unwrap(), 3);
-        let mut gate = WakeGate::start(uri, vec!["hey_jarvis".into()], &config()).unwrap();
-        wait_until("connected", || gate.is_connected());
-        gate.feed(&[0; 1600]);
-        gate.feed(&[7777; 1600]);
-        let d = gate.wait(Duration::from_secs(5)).expect("detection");
-        assert_eq!(d.name, "hey_jarvis_v0.1");
-        assert_eq!(d.timestamp_ms, Some(100));
-        // The third chunk makes the service hang up: the gate says so and
-        // comes back on its own.
-        gate.feed(&[0; 1600]);
-        let seen = first.join().unwrap();
-        assert_eq!(&seen[..3], ["describe", "detect", "audio-start"]);
-        wait_until("disconnected", || !gate.is_connected());
-        let second = service(listener, 2);
-        wait_until("reconnected", || gate.is_connected());
-        // A detection stamped before the rearm is stale.
-        gate.feed(&[7777; 1600]);
-        gate.rearm();
-        gate.feed(&[0; 1600]);
-        assert_eq!(gate.wait(Duration::from_millis(300)), None);
-        let seen = second.join().unwrap();
-        assert!(
-            seen.iter().filter(|k| *k == "audio-start").count() >= 2,
-            "{seen:?}"
-        );
-    }
-
-    #[test]
-    fn a_service_that_never_answers_describe_is_given_up_on_and_retried() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let uri = WyomingUri::parse(&format!("tcp://{}", listener.local_addr().unwrap())).unwrap();
-        let cfg = WyomingConfig {
-            request_timeout_ms: 200,
-            ..config()
-        };
-        let gate = WakeGate::start(uri, vec![], &cfg).unwrap();
-        // Accept, read the describe, say nothing; the gate must hang up and
-        // come back (a second connection) without ever counting as up.
-        let (first, _) = listener.accept().unwrap();
-        let mut r = BufReader::new(first);
-        assert_eq!(
-            read_event(&mut r, &Limits::default()).unwrap().kind,
-            "describe"
-        );
-        let (_second, _) = listener.accept().unwrap();
+    fn only_the_last_moments_before_a_detection_are_kept() {
+        let mut gate = WakeGate::button_only(None);
+        gate.feed(&vec![1i16; 16_000 * 3]);
+        gate.feed(&[2i16; 160]);
+        let kept = gate.take_preroll();
+        assert_eq!(kept.len(), PREROLL.as_millis() as usize * 16);
+        assert_eq!(kept.last(), Some(&2));
+        assert!(gate.take_preroll().is_empty());
+        // Button only: the microphone waits for a press.
+        assert!(gate.needs_detector_or_button());
         assert!(!gate.is_connected());
-        assert!(matches!(
-            read_event(&mut r, &Limits::default()),
-            Err(ProtocolError::Closed)
-        ));
-    }
-
-    #[test]
-    fn a_service_that_is_not_there_is_retried_and_never_blocks_feeding() {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let uri = WyomingUri::parse(&format!("tcp://127.0.0.1:{port}")).unwrap();
-        let mut gate = WakeGate::start(uri, vec![], &config()).unwrap();
-        let started = Instant::now();
-        for _ in 0..(QUEUE_CHUNKS * 2) {
-            gate.feed(&[0; 320]);
-        }
-        assert!(started.elapsed() < Duration::from_secs(1));
-        assert!(!gate.is_connected());
-        assert_eq!(gate.poll(), None);
-        let started = Instant::now();
-        drop(gate);
-        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

@@ -56,6 +56,10 @@ pub fn earshot(state_dir: &Path) -> Command {
         // (`.env("EARSHOT_LLM_ORDER", "remote,local")`), so the others keep
         // their "no language model" behaviour and start no llama-server.
         .env("EARSHOT_LLM_ORDER", "remote")
+        // Issue 17: a fresh install waits for the wake word; the tests that
+        // drive `earshot run` with plain requests keep answering every
+        // sentence (the wake-word tests set `wake` themselves).
+        .env("EARSHOT_WAKE_MODE", "always")
         .current_dir(state_dir);
     cmd
 }

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fetch openWakeWord's ONNX models (issue 17) into $MODELS_DIR (default
+# models/), where `[wake] engine = "onnx"` finds them with no other setting:
+#   melspectrogram.onnx       the shared front-end: 16 kHz audio → 32 mels
+#   embedding_model.onnx      the shared speech embedding: 76 mels → 96
+#   hey_jarvis_v0.1.onnx      per-word classifiers: 16 embeddings → p
+#   alexa_v0.1.onnx           (alexa.onnx in the crate)
+#   hey_mycroft_v0.1.onnx
+#   oww-hey_jarvis.wav        a real "hey jarvis" recording (tests, bench)
+#   oww-negative.wav          a real recording without it (tests)
+# Source: the crates.io crate oww-rs 0.3.3 (MIT; the models are
+# openWakeWord's published v0.1 release, see models/README.md), or
+# $EARSHOT_MODEL_MIRROR/<name>. Every file is checked against the sha256
+# pinned below before it is moved into place; verified files are skipped.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
+MODELS_DIR=${MODELS_DIR:-"$here/../models"}
+mkdir -p "$MODELS_DIR"
+
+CRATE_URL=https://static.crates.io/crates/oww-rs/oww-rs-0.3.3.crate
+CRATE_SHA=d2a492188104214331630dee9125e20b13b7d54cc375f28e01163d1490884ac7
+
+# name, sha256, member inside the crate
+FILES=(
+  "melspectrogram.onnx ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f models/melspectrogram.onnx"
+  "embedding_model.onnx 70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f models/embedding_model.onnx"
+  "hey_jarvis_v0.1.onnx 94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb speech_models/hey_jarvis_v0.1.onnx"
+  "alexa_v0.1.onnx 6ff566a01d12670e8d9e3c59da32651db1575d17272a601b7f8a39283dfbae3e speech_models/alexa.onnx"
+  "hey_mycroft_v0.1.onnx c2a311e8fa1338de89c31b3b46dc4dffd4af2f9a8d6ddead48893c2d301b1f18 speech_models/hey_mycroft_v0.1.onnx"
+  "oww-hey_jarvis.wav 0e2aff1f7fb944ab1173135ba92a2d9c46aca5a2f420ee7ae24f85357e8be381 hey_jarvis.wav"
+  "oww-negative.wav 7c6e13db54ca947ae8cf320ecd4ed297f1c20e5378b2c43fa807bb17ef64ffe1 negative.wav"
+)
+
+crate_dir=""
+cleanup() { [[ -n "$crate_dir" ]] && rm -rf "$crate_dir"; }
+trap cleanup EXIT
+
+# The crate, downloaded and unpacked once (only when a file is missing);
+# run in this shell (not a subshell) so crate_dir is kept.
+unpack() {
+  [[ -n "$crate_dir" ]] && return 0
+  crate_dir=$(mktemp -d)
+  from_url "$CRATE_URL" "$crate_dir/oww-rs.crate" "$CRATE_SHA" || return 1
+  tar -xzf "$crate_dir/oww-rs.crate" -C "$crate_dir"
+}
+
+for entry in "${FILES[@]}"; do
+  read -r name sha member <<<"$entry"
+  dest="$MODELS_DIR/$name"
+  if verified "$dest" "$sha"; then
+    log "$name: present and verified"
+    continue
+  fi
+  rm -f "$dest" "$dest.part"
+  if ! from_mirror "$name" "$dest" "$sha"; then
+    unpack || die "could not fetch $CRATE_URL (for $name); set EARSHOT_MODEL_MIRROR to a dir holding $name"
+    cp "$crate_dir/oww-rs-0.3.3/$member" "$dest.part" && _finish "$dest.part" "$dest" "$sha" \
+      || die "$name from $CRATE_URL did not match its sha256"
+  fi
+  log "$name: ok ($sha)"
+done
