@@ -50,6 +50,8 @@ pub struct Config {
     pub wyoming: crate::wyoming_proto::WyomingConfig,
     pub timers: crate::timers::TimersConfig,
     pub calendar: crate::calendar::CalendarConfig,
+    /// Issue 18: private email over IMAP.
+    pub email: crate::tools::email::EmailConfig,
 }
 
 impl Default for Config {
@@ -74,6 +76,7 @@ impl Default for Config {
             wyoming: Default::default(),
             timers: Default::default(),
             calendar: Default::default(),
+            email: Default::default(),
         }
     }
 }
@@ -281,6 +284,10 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
     let mut config = config;
     if let Some(password) = env.get("CALDAV_PASSWORD").filter(|v| !v.is_empty()) {
         config.calendar.caldav_password = password.clone();
+    }
+    // Issue 18: like the CalDAV password, only from the environment.
+    if let Some(password) = env.get("EMAIL_PASSWORD").filter(|v| !v.is_empty()) {
+        config.email.password = password.clone();
     }
     if !sources.contains_key("models_dir") {
         config.models_dir = default_models_dir(&config.models_dir);

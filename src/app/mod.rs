@@ -134,6 +134,7 @@ pub fn assemble(
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
     crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
+    crate::tools::email::offer(&mut tools, &config.tools, &config.email);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),

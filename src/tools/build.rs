@@ -63,6 +63,15 @@ pub const TOOLS: &[Entry] = &[
     tool("update_event", "change a calendar event"),
     tool("delete_event", "delete a calendar event"),
     tool("find_free_time", "free stretches in the calendar"),
+    tool("list_emails", "list emails over IMAP ([email])"),
+    tool(
+        "read_email",
+        "read one email as plain text (never marks it read)",
+    ),
+    tool(
+        "mark_read",
+        "mark an email read ([email] read_only = false)",
+    ),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {

@@ -7,6 +7,9 @@
 mod build;
 pub mod calculator;
 pub mod calendar;
+pub mod email;
+pub mod email_imap;
+pub mod email_text;
 pub mod http;
 pub mod search_conversations;
 pub mod timers;
@@ -77,6 +80,10 @@ impl Default for ToolsConfig {
                 "update_event".into(),
                 "delete_event".into(),
                 "find_free_time".into(),
+                // Issue 18: offered once `[email]` is configured.
+                "list_emails".into(),
+                "read_email".into(),
+                "mark_read".into(),
             ],
             tavily_api_key: String::new(),
             tavily_base_url: "https://api.tavily.com".into(),
