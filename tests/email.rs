@@ -648,3 +648,131 @@ fn a_connection_dropped_mid_fetch_is_one_sentence() {
     );
     let _ = &dovecot().dir;
 }
+
+/// `earshot chat TEXT --json` with `[email]` set up; the spoken answer.
+fn chat(dir: &Path, config: &Path, text: &str, env: &[(&str, String)]) -> String {
+    let mut cmd = common::earshot(dir);
+    cmd.env("EMAIL_PASSWORD", PASSWORD)
+        .arg("--config")
+        .arg(config)
+        .args(["chat", text, "--json"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = common::run(&mut cmd);
+    assert!(out.status.success(), "{text}: {}", common::stderr(&out));
+    common::stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "content")
+        .map(|e| e["data"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// With no language model at all, the intent tree answers the common mail
+/// sentences itself, through the same mailbox as the tools.
+#[test]
+fn spoken_mail_questions_are_answered_by_the_tree_with_no_model() {
+    let (dir, config) = setup("alex", "");
+    let (d, c) = (dir.path(), config.as_path());
+    assert_eq!(
+        chat(d, c, "Do I have any new emails?", &[]),
+        "You have 4 unread emails; the newest is from Priya Shah about Saturday's dinner."
+    );
+    assert_eq!(
+        chat(d, c, "read my newest email", &[]),
+        "From Priya Shah about Saturday's dinner. It says: Great, see you at seven. Tom is coming too."
+    );
+    assert_eq!(
+        chat(d, c, "any emails from Priya today?", &[]),
+        "You have 2 emails from Priya; the newest is about Saturday's dinner."
+    );
+    let said = chat(d, c, "read the email from dad", &[]);
+    assert_eq!(
+        said,
+        "From Dad about Photo. It has no text, only an attachment."
+    );
+    // Still unread: reading by voice never marks mail seen.
+    assert!(chat(d, c, "check my inbox", &[]).starts_with("You have 4 unread emails"));
+}
+
+/// A chat-completions reply for the scripted agent.
+fn completion(content: Option<&str>, calls: &[(&str, &str, &str)]) -> common::http::Reply {
+    let mut message = serde_json::json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .iter()
+            .map(|(id, name, args)| serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            .collect();
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    common::http::Reply::json(
+        200,
+        &serde_json::json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "created": 1_764_000_000,
+            "model": "agent-test",
+            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        })
+        .to_string(),
+    )
+}
+
+/// With a model that can call tools, a mail sentence goes past the tree's
+/// mail action to the agent (keyword precheck), which reads with the tools.
+#[test]
+fn with_a_tool_model_the_agent_answers_mail_with_the_tools() {
+    use std::sync::atomic::AtomicUsize;
+    let (dir, config) = setup("alex", "");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let llm = common::http::TestServer::start(move |req| {
+        let body = req.json();
+        if body.get("tools").is_none() {
+            return completion(Some("simple"), &[]);
+        }
+        let offered: Vec<String> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(offered.contains(&"read_email".to_string()), "{offered:?}");
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => completion(None, &[("call_1", "read_email", "{}")]),
+            _ => {
+                let tool = body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .find(|m| m["role"] == "tool")
+                    .unwrap()["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                assert!(tool.contains("Tom is coming too"), "{tool}");
+                completion(
+                    Some("Priya says see you at seven, and Tom is coming too."),
+                    &[],
+                )
+            }
+        }
+    });
+    let said = chat(
+        dir.path(),
+        &config,
+        "read my newest email",
+        &[
+            ("LLM_BASE_URL", format!("{}/openai/v1", llm.url())),
+            ("GROQ_API_KEY", "gsk_test".into()),
+            ("GROQ_AGENT_MODEL", "agent-test".into()),
+        ],
+    );
+    assert_eq!(said, "Priya says see you at seven, and Tom is coming too.");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}

@@ -149,6 +149,8 @@ pub fn assemble(
         memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
         timers: Some(timers.clone()),
         calendar: calendar.clone(),
+        mail: crate::tools::email::Mailbox::new(&config.email),
+        mail_by_tree: !llm.can_use_tools(),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),

@@ -385,26 +385,43 @@ pub fn spoken_list(found: &[Summary], unread_only: bool, from: Option<&str>) -> 
     let who = from.map(|f| format!(" from {f}")).unwrap_or_default();
     match found {
         [] => format!("You have no {kind}s{who}."),
+        [one] if from.is_some() => format!("You have one {kind}{who}{}.", about(one)),
         [one] => format!(
             "You have one {kind}{who}: from {}{}.",
             sender(one),
             about(one)
         ),
         [first, ..] => format!(
-            "You have {}{} {kind}s{who}; the newest is from {}{}.",
+            "You have {}{} {kind}s{who}; the newest is {}.",
             if found.len() >= 20 { "at least " } else { "" },
             found.len(),
-            sender(first),
-            about(first)
+            if from.is_some() && !first.subject.is_empty() {
+                about(first).trim_start().to_string()
+            } else {
+                format!("from {}{}", sender(first), about(first))
+            }
         ),
     }
 }
 
+/// " about Saturday's dinner" ("Re:"/"Fwd:" dropped), or "".
 fn about(s: &Summary) -> String {
-    if s.subject.is_empty() {
+    let mut subject = s.subject.trim();
+    loop {
+        let lower = subject.to_lowercase();
+        match ["re:", "fwd:", "fw:", "aw:"]
+            .iter()
+            .find(|p| lower.starts_with(*p))
+        {
+            Some(p) => subject = subject[p.len()..].trim_start(),
+            None => break,
+        }
+    }
+    let subject = subject.trim_end_matches(['.', '!', '?']);
+    if subject.is_empty() {
         String::new()
     } else {
-        format!(" about {}", s.subject.trim_end_matches(['.', '!', '?']))
+        format!(" about {subject}")
     }
 }
 
@@ -504,6 +521,14 @@ mod tests {
         assert_eq!(
             spoken_list(&[], true, Some("Priya")),
             "You have no unread emails from Priya."
+        );
+        let two = vec![
+            summary("Priya", "Re: Saturday's dinner"),
+            summary("Priya", "x"),
+        ];
+        assert_eq!(
+            spoken_list(&two, false, Some("Priya")),
+            "You have 2 emails from Priya; the newest is about Saturday's dinner."
         );
         let m = Message {
             summary: summary("Priya", "Photos"),
