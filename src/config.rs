@@ -52,6 +52,8 @@ pub struct Config {
     pub calendar: crate::calendar::CalendarConfig,
     /// Issue 18: private email over IMAP.
     pub email: crate::tools::email::EmailConfig,
+    /// Issue 18: apps through Composio.
+    pub composio: crate::tools::composio::ComposioConfig,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             timers: Default::default(),
             calendar: Default::default(),
             email: Default::default(),
+            composio: Default::default(),
         }
     }
 }
@@ -174,6 +177,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("EARSHOT_CALDAV_URL", "calendar.caldav_url"),
     // Issue 20: which language models answer, e.g. `remote` or `remote,local`.
     ("EARSHOT_LLM_ORDER", "llm.order"),
+    // Issue 18: apps through Composio.
+    ("COMPOSIO_API_KEY", "composio.api_key"),
+    ("COMPOSIO_BASE_URL", "composio.base_url"),
+    ("COMPOSIO_TOOLKITS", "composio.toolkits"),
 ];
 
 /// Keys whose values are never printed or logged.

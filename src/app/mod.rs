@@ -135,6 +135,7 @@ pub fn assemble(
     crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
     crate::tools::email::offer(&mut tools, &config.tools, &config.email);
+    crate::tools::composio::offer(&mut tools, &config.tools, &config.composio, user_id, &store);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),

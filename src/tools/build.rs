@@ -72,6 +72,15 @@ pub const TOOLS: &[Entry] = &[
         "mark_read",
         "mark an email read ([email] read_only = false)",
     ),
+    tool(
+        "composio_search",
+        "find app tools through Composio (COMPOSIO_API_KEY)",
+    ),
+    tool("composio_execute", "run a Composio app tool by slug"),
+    tool(
+        "composio_connect",
+        "a link that connects an app account (Gmail, GitHub, …)",
+    ),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {
