@@ -634,3 +634,47 @@ fn a_scripted_turn_searches_executes_and_connects() {
         "{links}"
     );
 }
+
+#[test]
+fn doctor_makes_a_session_or_names_the_key() {
+    let fake = Arc::new(Mutex::new(Fake::default()));
+    let server = composio(fake.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let line = |env: &[(&'static str, String)]| {
+        let mut env = env.to_vec();
+        env.push((
+            "EARSHOT_MODELS_DIR",
+            dir.path().join("no-models").display().to_string(),
+        ));
+        let (_, out, _) = cmd(dir.path(), &env, &["doctor", "--json"]);
+        assert!(!out.contains("planted"), "the key leaked: {out}");
+        let report: Value = serde_json::from_str(&out).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "composio")
+            .cloned()
+            .unwrap()
+    };
+    let ok = line(&base_env(&server));
+    assert_eq!(ok["status"], "ok", "{ok}");
+    assert!(
+        ok["detail"]
+            .as_str()
+            .unwrap()
+            .contains("session created (gmail, googlecalendar)"),
+        "{ok}"
+    );
+    let mut wrong = base_env(&server);
+    wrong[0].1 = "ak_wrong_planted".into();
+    let bad = line(&wrong);
+    assert_eq!(bad["status"], "fail", "{bad}");
+    assert!(
+        bad["fix"].as_str().unwrap().contains("COMPOSIO_API_KEY"),
+        "{bad}"
+    );
+    let off = line(&[]);
+    assert_eq!(off["status"], "ok");
+    assert!(off["detail"].as_str().unwrap().starts_with("off"), "{off}");
+}

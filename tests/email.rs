@@ -776,3 +776,53 @@ fn with_a_tool_model_the_agent_answers_mail_with_the_tools() {
     assert_eq!(said, "Priya says see you at seven, and Tom is coming too.");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+/// `earshot doctor --json`: the email line.
+fn doctor_email(dir: &Path, config: &Path, password: &str) -> serde_json::Value {
+    let out = common::run(
+        common::earshot(dir)
+            .env("EMAIL_PASSWORD", password)
+            // No model files to hash: only the email line is looked at.
+            .env("EARSHOT_MODELS_DIR", dir.join("no-models"))
+            .arg("--config")
+            .arg(config)
+            .args(["doctor", "--json"]),
+    );
+    let text = common::stdout(&out);
+    assert!(!text.contains(password), "the password leaked: {text}");
+    let report: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "email")
+        .cloned()
+        .unwrap_or_else(|| panic!("no email check in {report}"))
+}
+
+#[test]
+fn doctor_logs_in_and_opens_the_mailbox_or_says_the_fix() {
+    let (dir, config) = setup("alex", "");
+    let ok = doctor_email(dir.path(), &config, PASSWORD);
+    assert_eq!(ok["status"], "ok", "{ok}");
+    assert!(
+        ok["detail"]
+            .as_str()
+            .unwrap()
+            .contains("logged in, 8 message(s), 4 unread"),
+        "{ok}"
+    );
+    let bad = doctor_email(dir.path(), &config, "wrong-pass-planted");
+    assert_eq!(bad["status"], "fail", "{bad}");
+    assert!(
+        bad["fix"].as_str().unwrap().contains("EMAIL_PASSWORD"),
+        "{bad}"
+    );
+    let (dir, config) = setup("alex", "mailbox = \"Archive\"\n");
+    let missing = doctor_email(dir.path(), &config, PASSWORD);
+    assert_eq!(missing["status"], "fail", "{missing}");
+    assert!(
+        missing["fix"].as_str().unwrap().contains("[email] mailbox"),
+        "{missing}"
+    );
+}

@@ -349,12 +349,12 @@ pub fn execute(
         }
     }
     // A tool of this toolkit ran: its open links have been used.
-    let _ = api.store().with_conn(|c| {
+    let _ = api.store().map(|store| store.with_conn(|c| {
         c.execute(
             "UPDATE app_links SET used_at = ?1 WHERE user_id = ?2 AND toolkit = ?3 AND used_at IS NULL",
             rusqlite::params![composio_api::now(), api.user_id(), toolkit],
         )
-    });
+    }));
     Ok(compact_text(reply.get("data").unwrap_or(&Value::Null)))
 }
 
@@ -402,6 +402,7 @@ pub fn connect(api: &ComposioApi, toolkit: &str) -> Result<ToolOutput, ToolError
         .to_string();
     let created_at = composio_api::now();
     api.store()
+        .map_err(failed)?
         .with_conn(|c| {
             c.execute(
                 "INSERT INTO app_links (user_id, toolkit, url, created_at) VALUES (?1, ?2, ?3, ?4)",

@@ -86,7 +86,8 @@ pub fn no_active_connection(text: &str) -> bool {
 pub struct ComposioApi {
     cfg: Arc<ComposioConfig>,
     user_id: String,
-    store: Store,
+    /// Where the session is kept; `None` for doctor's one-off probe.
+    store: Option<Store>,
     agent: ureq::Agent,
     /// slug → required argument names (fetched schemas are kept).
     schemas: Arc<Mutex<HashMap<String, Vec<String>>>>,
@@ -108,17 +109,34 @@ impl ComposioApi {
                 .agent(),
             cfg: Arc::new(cfg.clone()),
             user_id: user_id.to_string(),
-            store,
+            store: Some(store),
             schemas: Arc::default(),
         }
+    }
+
+    /// Doctor: can a session be made with this key at this URL? Nothing
+    /// is stored. The new session's id on success.
+    pub fn probe(cfg: &ComposioConfig, user_id: &str) -> Result<String, ComposioError> {
+        Self {
+            agent: HttpSettings::with_deadline(Duration::from_millis(cfg.timeout_ms.max(100)))
+                .agent(),
+            cfg: Arc::new(cfg.clone()),
+            user_id: user_id.to_string(),
+            store: None,
+            schemas: Arc::default(),
+        }
+        .create_session()
     }
 
     pub fn config(&self) -> &ComposioConfig {
         &self.cfg
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The state database (always there outside doctor's probe).
+    pub fn store(&self) -> Result<&Store, ComposioError> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| ComposioError::Store("no state database".into()))
     }
 
     pub fn user_id(&self) -> &str {
@@ -250,7 +268,7 @@ impl ComposioApi {
         let scope = self.scope();
         if !fresh {
             let stored: Option<String> = self
-                .store
+                .store()?
                 .with_conn(|c| {
                     c.query_row(
                         "SELECT session_id FROM composio_sessions WHERE user_id = ?1 AND scope = ?2",
@@ -265,7 +283,7 @@ impl ComposioApi {
             }
         }
         let id = self.create_session()?;
-        self.store
+        self.store()?
             .with_conn(|c| {
                 c.execute(
                     "INSERT INTO composio_sessions (user_id, scope, session_id, created_at) VALUES (?1, ?2, ?3, ?4)
