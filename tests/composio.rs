@@ -358,6 +358,13 @@ fn search_execute_and_connect_through_the_binary() {
     let (_, links, _) = cmd(d, &env, &["apps", "links", "--json"]);
     assert_eq!(links, "[]");
 
+    // config show masks the key.
+    let (_, shown, _) = cmd(d, &env, &["config", "show"]);
+    assert!(
+        shown.contains("composio.api_key") && !shown.contains(KEY),
+        "{shown}"
+    );
+
     // A 200 with `error` set is one sentence.
     let (code, out, _) = cmd(
         d,
