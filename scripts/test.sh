@@ -17,6 +17,8 @@ echo "== Wyoming peers (virtualenvs)"
 "$here/venv-radicale.sh"
 # Issue 19: poppler's pdftotext reads PDFs in the knowledge tests.
 "$here/knowledge-tools.sh"
+# Issue 18: a real IMAP server (Dovecot) for tests/email.rs.
+"$here/dovecot.sh"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -52,6 +52,10 @@ pub struct Config {
     pub calendar: crate::calendar::CalendarConfig,
     /// Issue 17: the wake word (`[wake]`).
     pub wake: crate::wake::WakeConfig,
+    /// Issue 18: private email over IMAP.
+    pub email: crate::tools::email::EmailConfig,
+    /// Issue 18: apps through Composio.
+    pub composio: crate::tools::composio::ComposioConfig,
 }
 
 impl Default for Config {
@@ -77,6 +81,8 @@ impl Default for Config {
             timers: Default::default(),
             calendar: Default::default(),
             wake: Default::default(),
+            email: Default::default(),
+            composio: Default::default(),
         }
     }
 }
@@ -176,6 +182,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("EARSHOT_LLM_ORDER", "llm.order"),
     // Issue 17: what opens the microphone (wake, button or always).
     ("EARSHOT_WAKE_MODE", "wake.mode"),
+    // Issue 18: apps through Composio.
+    ("COMPOSIO_API_KEY", "composio.api_key"),
+    ("COMPOSIO_BASE_URL", "composio.base_url"),
+    ("COMPOSIO_TOOLKITS", "composio.toolkits"),
 ];
 
 /// Keys whose values are never printed or logged.
@@ -286,6 +296,10 @@ pub fn load_with_env(explicit: Option<&Path>, env: &BTreeMap<String, String>) ->
     let mut config = config;
     if let Some(password) = env.get("CALDAV_PASSWORD").filter(|v| !v.is_empty()) {
         config.calendar.caldav_password = password.clone();
+    }
+    // Issue 18: like the CalDAV password, only from the environment.
+    if let Some(password) = env.get("EMAIL_PASSWORD").filter(|v| !v.is_empty()) {
+        config.email.password = password.clone();
     }
     if !sources.contains_key("models_dir") {
         config.models_dir = default_models_dir(&config.models_dir);

@@ -133,6 +133,11 @@ enum Command {
         /// The arguments as one JSON object (default `{}`).
         args: Option<String>,
     },
+    /// Apps through Composio: `apps links` lists the links that connect an account.
+    Apps {
+        #[command(subcommand)]
+        action: earshot::cli::apps::AppsCommand,
+    },
     /// Timers, alarms and reminders: list, add (--in 5m | --at 07:00), cancel; watch rings them here.
     Timers {
         #[command(subcommand)]
@@ -320,6 +325,7 @@ fn main() -> ExitCode {
         },
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
         Command::Timers { action } => earshot::cli::timers::run(config, action),
+        Command::Apps { action } => earshot::cli::apps::run(config, action),
         Command::Transcribe(args) => earshot::cli::transcribe::run(config, args),
         Command::Devices { json } => earshot::cli::devices::run(config, json),
         Command::Tree { action } => match action {

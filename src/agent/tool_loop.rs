@@ -226,6 +226,15 @@ fn run_tool(
             // Kept on this turn's record: saved with its id, never claimed
             // by another turn running at the same time.
             ctx.record.retrievals.extend(output.retrieval);
+            // Issue 18: e.g. the link composio_connect made, for whoever
+            // watches the turn (chat --json, the API's SSE stream).
+            for (event, data) in output.published {
+                sink.emit(&Event::Published {
+                    event,
+                    data,
+                    conversation_id: ctx.conversation_id,
+                });
+            }
             output.text
         }
         Err(ToolError::Unavailable(sentence)) => sentence,

@@ -451,6 +451,7 @@ mod tests {
             Ok(ToolOutput {
                 text: args["query"].as_str().unwrap_or("").to_string(),
                 retrieval: Some(json!({"query": args["query"]})),
+                ..Default::default()
             })
         }
     }

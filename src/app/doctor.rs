@@ -120,6 +120,9 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     // Issue 17: what opens the microphone, and why.
     out.push(wake_word(loaded));
     out.push(calendar_sync(config));
+    // Issue 18: mail over IMAP and apps through Composio.
+    out.push(email(config));
+    out.push(composio(config));
     if let Some(check) = notion_todos(config) {
         out.push(check);
     }
@@ -182,6 +185,91 @@ fn calendar_sync(config: &Config) -> Check {
         )
     } else {
         Check::ok(NAME, detail)
+    }
+}
+
+/// Issue 18: `[email]` — log in and open the mailbox (read-only), with the
+/// fix for each failure.
+fn email(config: &Config) -> Check {
+    use crate::tools::email::{MailError, Mailbox};
+    const NAME: &str = "email";
+    let c = &config.email;
+    let Some(mailbox) = Mailbox::new(c) else {
+        return Check::ok(NAME, "off ([email] imap_host and username are not set)");
+    };
+    let place = format!(
+        "{}@{}:{} {}",
+        c.username.trim(),
+        c.imap_host.trim(),
+        c.imap_port,
+        c.mailbox
+    );
+    if c.password.is_empty() {
+        return Check::new(
+            NAME,
+            Status::Fail,
+            format!("{place}: EMAIL_PASSWORD is not set"),
+            "set EMAIL_PASSWORD in the environment file (an app password for Gmail or iCloud)",
+        );
+    }
+    match mailbox.check() {
+        Ok((messages, unread)) => Check::ok(
+            NAME,
+            format!("{place}: logged in, {messages} message(s), {unread} unread"),
+        ),
+        Err(e) => {
+            let fix = match &e {
+                MailError::Login => "check EMAIL_PASSWORD (an app password for Gmail or iCloud) and [email] username",
+                MailError::Certificate(_) => "check that [email] imap_host is the name on the server's certificate, or set [email] ca_file to its CA",
+                MailError::NoStartTls(_) => "use imap_port = 993, or allow_plaintext = true for a server on this machine",
+                MailError::NoMailbox(_) => "set [email] mailbox to a folder that exists (usually INBOX)",
+                MailError::Connect(..) | MailError::Timeout => "check [email] imap_host and imap_port and the network",
+                _ => "try again; if it persists, check the mail server's log",
+            };
+            Check::new(NAME, Status::Fail, format!("{place}: {e}"), fix)
+        }
+    }
+}
+
+/// Issue 18: Composio — the key is there and a session can be made at the
+/// configured URL (nothing stored).
+fn composio(config: &Config) -> Check {
+    use crate::tools::composio_api::{ComposioApi, ComposioError};
+    const NAME: &str = "composio";
+    let c = &config.composio;
+    if !c.configured() {
+        return Check::ok(NAME, "off (COMPOSIO_API_KEY is not set)");
+    }
+    let toolkits = c.toolkit_list();
+    let toolkits = if toolkits.is_empty() {
+        "Composio's default toolkits".to_string()
+    } else {
+        toolkits.join(", ")
+    };
+    match ComposioApi::probe(c, &config.user_id) {
+        Ok(_) => Check::ok(
+            NAME,
+            format!(
+                "{}: key accepted, session created ({toolkits})",
+                c.base_url.trim()
+            ),
+        ),
+        Err(e) => {
+            let fix = match &e {
+                ComposioError::KeyRefused => "check COMPOSIO_API_KEY (a project key from the Composio dashboard)",
+                ComposioError::RateLimited(_) => "wait and run doctor again",
+                ComposioError::Unreachable { .. } | ComposioError::Timeout => {
+                    "check COMPOSIO_BASE_URL (default https://backend.composio.dev) and the network"
+                }
+                _ => "check COMPOSIO_BASE_URL and COMPOSIO_TOOLKITS (toolkit slugs such as gmail,github)",
+            };
+            Check::new(
+                NAME,
+                Status::Fail,
+                format!("{}: {e}", c.base_url.trim()),
+                fix,
+            )
+        }
     }
 }
 

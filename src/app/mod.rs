@@ -134,6 +134,8 @@ pub fn assemble(
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
     crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
+    crate::tools::email::offer(&mut tools, &config.tools, &config.email);
+    crate::tools::composio::offer(&mut tools, &config.tools, &config.composio, user_id, &store);
     crate::knowledge::tool::offer(
         &mut tools,
         knowledge_settings(config, &paths),
@@ -148,6 +150,8 @@ pub fn assemble(
         memory: memory.clone().map(|m| m as Arc<dyn MemoryOps>),
         timers: Some(timers.clone()),
         calendar: calendar.clone(),
+        mail: crate::tools::email::Mailbox::new(&config.email),
+        mail_by_tree: !llm.can_use_tools(),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),

@@ -1,6 +1,7 @@
 //! The commands behind `earshot <subcommand>`: each file renders one
 //! command's output; `main.rs` only parses arguments and dispatches here.
 
+pub mod apps;
 pub mod bench_latency;
 pub mod bench_llm;
 pub mod bench_speak;

@@ -30,6 +30,12 @@ const LIGHT_TOOLS: &[&str] = &[
     "extend_timer",
     "set_alarm",
     "set_reminder",
+    "list_emails",
+    "read_email",
+    "mark_read",
+    "composio_search",
+    "composio_execute",
+    "composio_connect",
 ];
 
 /// Run `name` with `args` (a JSON object; empty means `{}`). `Ok(true)` when
@@ -50,6 +56,14 @@ pub fn run(config_path: Option<&Path>, name: &str, args: Option<&str>) -> Result
         let timers = crate::timers::Timers::new(&config.timers, &config.paths(), store.clone());
         let mut registry = build_registry(&config.tools, &config.user_id, todos, None);
         crate::tools::timers::offer(&mut registry, &config.tools, &timers);
+        crate::tools::email::offer(&mut registry, &config.tools, &config.email);
+        crate::tools::composio::offer(
+            &mut registry,
+            &config.tools,
+            &config.composio,
+            &config.user_id,
+            &store,
+        );
         Arc::new(registry)
     } else {
         crate::app::build(&config)?.tools

@@ -67,6 +67,7 @@ impl Tool for SearchKnowledge {
         Ok(ToolOutput {
             retrieval: Some(retrieval.telemetry()),
             text: retrieval.context.text,
+            ..Default::default()
         })
     }
 }

@@ -123,6 +123,12 @@ pub const EXTRA_KEYWORDS: &[&str] = &[
     "股票",
     "汇率",
     "比特币",
+    // Issue 18: mail goes to the agent's email tools.
+    "email",
+    "emails",
+    "e-mail",
+    "inbox",
+    "mail",
 ];
 
 /// One-word classification prompt (the seed's, tightened).
@@ -381,6 +387,22 @@ mod tests {
         assert!(m.find("Recuérdame llamar a mamá").is_some());
         assert!(m.find("crie um lembrete para amanhã").is_some());
         assert!(m.find("lembre-me de comprar pão").is_some());
+    }
+
+    #[test]
+    fn mail_words_match_whole_words_only() {
+        let m = matcher();
+        assert_eq!(m.find("read my newest email"), Some("email"));
+        assert_eq!(m.find("anything in my inbox?"), Some("inbox"));
+        assert_eq!(m.find("any mail from Priya today"), Some("mail"));
+        for text in [
+            "the mailman came",
+            "emailing is boring",
+            "a mailbox-shaped cake",
+            "voicemail",
+        ] {
+            assert_eq!(m.find(text), None, "{text}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Numbers are reserved per concern so parallel work does not collide:
 //! 2 intent tree, 3 tools, 4 memory, 5 voice, 6 api/device, 7 knowledge
 //! and review, 8 a turn's side effects, 9 timers, 10 calendar, 11 the
-//! answer stored once, 14 knowledge pages. A gap is fine: versions only need to increase, but
+//! answer stored once, 14 knowledge pages, 15 apps (Composio sessions and links). A gap is fine: versions only need to increase, but
 //! a number below one already shipped never runs on an existing database.
 
 use rusqlite::Connection;
@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("migrations/011_answer_once.sql")),
     (12, include_str!("migrations/012_memory_history.sql")),
     (14, include_str!("migrations/014_knowledge_pages.sql")),
+    (15, include_str!("migrations/015_apps.sql")),
 ];
 
 /// The schema version this build creates.

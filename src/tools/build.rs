@@ -63,6 +63,24 @@ pub const TOOLS: &[Entry] = &[
     tool("update_event", "change a calendar event"),
     tool("delete_event", "delete a calendar event"),
     tool("find_free_time", "free stretches in the calendar"),
+    tool("list_emails", "list emails over IMAP ([email])"),
+    tool(
+        "read_email",
+        "read one email as plain text (never marks it read)",
+    ),
+    tool(
+        "mark_read",
+        "mark an email read ([email] read_only = false)",
+    ),
+    tool(
+        "composio_search",
+        "find app tools through Composio (COMPOSIO_API_KEY)",
+    ),
+    tool("composio_execute", "run a Composio app tool by slug"),
+    tool(
+        "composio_connect",
+        "a link that connects an app account (Gmail, GitHub, …)",
+    ),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {

@@ -7,6 +7,11 @@
 mod build;
 pub mod calculator;
 pub mod calendar;
+pub mod composio;
+pub mod composio_api;
+pub mod email;
+pub mod email_imap;
+pub mod email_text;
 pub mod http;
 pub mod search_conversations;
 pub mod timers;
@@ -77,6 +82,14 @@ impl Default for ToolsConfig {
                 "update_event".into(),
                 "delete_event".into(),
                 "find_free_time".into(),
+                // Issue 18: offered once `[email]` is configured.
+                "list_emails".into(),
+                "read_email".into(),
+                "mark_read".into(),
+                // Issue 18: offered once COMPOSIO_API_KEY is set.
+                "composio_search".into(),
+                "composio_execute".into(),
+                "composio_connect".into(),
             ],
             tavily_api_key: String::new(),
             tavily_base_url: "https://api.tavily.com".into(),
@@ -147,13 +160,16 @@ pub struct ToolOutput {
     /// A knowledge retrieval (query, chunks, scores, snippets) for the turn
     /// log; the turn writes it with its own id in its own transaction.
     pub retrieval: Option<Value>,
+    /// Events for the turn's stream (`(event, data)`, sent as R-SSE
+    /// `event` frames), e.g. the link `composio_connect` made.
+    pub published: Vec<(String, Value)>,
 }
 
 impl From<String> for ToolOutput {
     fn from(text: String) -> Self {
         Self {
             text,
-            retrieval: None,
+            ..Default::default()
         }
     }
 }

@@ -14,6 +14,7 @@
 pub mod calendar;
 pub mod clock;
 pub mod device;
+pub mod mail;
 pub mod math;
 pub mod memory;
 pub mod timers;
@@ -46,6 +47,12 @@ pub struct ActionEnv {
     pub timers: Option<crate::timers::Timers>,
     /// The device's calendar (the same one the agent's tools use).
     pub calendar: crate::calendar::Calendar,
+    /// Issue 18: the configured mailbox (the agent's email tools read the
+    /// same), `None` without `[email]`.
+    pub mail: Option<crate::tools::email::Mailbox>,
+    /// Whether the tree answers mail itself: no model that can call tools
+    /// is there (else the agent does, with the tools).
+    pub mail_by_tree: bool,
 }
 
 impl ActionEnv {
@@ -58,6 +65,8 @@ impl ActionEnv {
             user_id: user_id.to_string(),
             memory: None,
             timers: None,
+            mail: None,
+            mail_by_tree: true,
         }
     }
 }
@@ -258,6 +267,7 @@ impl ActionRegistry {
             Arc::new(timers::TimeAnswer),
             Arc::new(calendar::CalendarRead),
             Arc::new(calendar::CalendarWrite),
+            Arc::new(mail::MailRead),
         ];
         for action in all {
             reg.register(action);
@@ -387,9 +397,10 @@ mod tests {
             "time_answer",
             "calendar_read",
             "calendar_write",
+            "mail_read",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
         }
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
     }
 }
