@@ -35,7 +35,9 @@ FILES=(
 )
 
 crate_dir=""
-cleanup() { [[ -n "$crate_dir" ]] && rm -rf "$crate_dir"; }
+# (An if, not `[[ … ]] &&`: a false test as the trap's last command would
+# become the script's exit status.)
+cleanup() { if [[ -n "$crate_dir" ]]; then rm -rf "$crate_dir"; fi; }
 trap cleanup EXIT
 
 # The crate, downloaded and unpacked once (only when a file is missing);
