@@ -50,6 +50,8 @@ pub struct Config {
     pub wyoming: crate::wyoming_proto::WyomingConfig,
     pub timers: crate::timers::TimersConfig,
     pub calendar: crate::calendar::CalendarConfig,
+    /// Issue 22: the ESPHome native API.
+    pub esphome: crate::esphome::EsphomeConfig,
 }
 
 impl Default for Config {
@@ -74,6 +76,7 @@ impl Default for Config {
             wyoming: Default::default(),
             timers: Default::default(),
             calendar: Default::default(),
+            esphome: Default::default(),
         }
     }
 }
@@ -180,6 +183,8 @@ pub fn is_secret(key: &str) -> bool {
         || last == "token"
         || last.ends_with("_token")
         || last.ends_with("password")
+        // Issue 22: the ESPHome API's pre-shared key.
+        || last == "encryption_key"
 }
 
 /// Mask a secret for display: `gsk_…abcd` style, never the whole value.
@@ -400,6 +405,7 @@ impl Config {
         }
         self.wyoming.validate().map_err(|e| anyhow!(e))?;
         self.calendar.validate().map_err(|e| anyhow!(e))?;
+        self.esphome.validate().map_err(|e| anyhow!(e))?;
         Ok(())
     }
 

@@ -25,6 +25,7 @@ pub mod choice;
 pub mod cli;
 pub mod config;
 pub mod device;
+pub mod esphome;
 pub mod events;
 pub mod http;
 pub mod knowledge;
