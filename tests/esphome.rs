@@ -281,3 +281,240 @@ fn bad_frames_close_only_their_connection() {
     // Home Assistant is served all the while.
     assert_eq!(served.home_assistant(None, None)["ok"], true);
 }
+
+/// A simulated ESPHome device (`tests/esphome/device.py`), killed on drop;
+/// its JSON lines on a channel.
+struct SimDevice {
+    child: Child,
+    port: u16,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl SimDevice {
+    fn start(mode: &str, pcm: &Path, key: Option<&str>) -> SimDevice {
+        let mut child = Command::new(python())
+            .arg(repo().join("tests/esphome/device.py"))
+            .arg(mode)
+            .arg(pcm)
+            .arg(key.unwrap_or("-"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the simulated device");
+        let lines = common::lines(child.stdout.take().unwrap());
+        let first = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the simulated device printed no port");
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let port = v["port"].as_u64().unwrap() as u16;
+        SimDevice {
+            child,
+            port,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Wait (generously) for a line containing `needle`.
+    fn wait_for(&mut self, needle: &str, limit: Duration) -> bool {
+        common::wait_for(&self.lines, needle, limit, &mut self.seen).is_some()
+    }
+}
+
+impl Drop for SimDevice {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// "What time is it?" in earshot's own Piper voice, 16 kHz mono s16le.
+fn spoken_pcm(dir: &Path) -> PathBuf {
+    let wav = dir.join("request.wav");
+    let out = common::run(
+        common::earshot(dir)
+            .args(["say", "What time is it?", "--engine", "piper", "--out"])
+            .arg(&wav),
+    );
+    assert!(out.status.success(), "say failed: {}", common::stderr(&out));
+    let (samples, _) = earshot::audio::wav::read_16k_mono(&wav, None).expect("read request wav");
+    let pcm: Vec<u8> = earshot::audio::to_i16(&samples)
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .collect();
+    let path = dir.join("request.raw");
+    std::fs::write(&path, pcm).unwrap();
+    path
+}
+
+#[test]
+fn earshot_hosts_esphome_devices_one_stalling_one_corrupt_one_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pcm = spoken_pcm(d);
+    let mut speaker = SimDevice::start("speak", &pcm, Some(KEY));
+    let mut stalled = SimDevice::start("stall", &pcm, None);
+    let mut corrupt = SimDevice::start("corrupt", &pcm, None);
+    let off = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[esphome]
+audio_bind = "127.0.0.1:0"
+request_timeout_ms = 2000
+reconnect_min_ms = 100
+reconnect_max_ms = 800
+
+[[esphome.devices]]
+address = "{}"
+encryption_key = "{KEY}"
+
+[[esphome.devices]]
+address = "{}"
+
+[[esphome.devices]]
+address = "{}"
+
+[[esphome.devices]]
+address = "{off}"
+"#,
+            speaker.address(),
+            stalled.address(),
+            corrupt.address()
+        ),
+    )
+    .unwrap();
+    let log_path = d.join("earshot.log");
+    let mut earshot = common::earshot(d)
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--input", "none", "--output"])
+        .arg(d.join("local.wav"))
+        .env("EARSHOT_LOG", "info")
+        // No LLM is reachable: the tree answers on device.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .env("EARSHOT_TEST_CLOCK", "15:27")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    // Wait for the request to finish, or for earshot to exit early.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut finished = false;
+    while Instant::now() < deadline {
+        if speaker.wait_for("\"done\"", Duration::from_millis(500)) {
+            finished = true;
+            break;
+        }
+        if earshot.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
+    let stall_seen = stalled.wait_for("stalling", Duration::from_secs(60));
+    let _ = corrupt.wait_for("connected", Duration::from_secs(60));
+    // The stalled device is dropped after request_timeout_ms and comes back.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stall_lost = format!("esphome {}: lost: stalled", stalled.address());
+    let corrupt_lost = format!(
+        "esphome {}: lost: bad frame preamble 0x07",
+        corrupt.address()
+    );
+    let off_lost = format!("esphome {off}: lost: cannot connect");
+    while Instant::now() < deadline {
+        let text = log();
+        if [&stall_lost, &corrupt_lost, &off_lost]
+            .iter()
+            .all(|n| text.contains(n.as_str()))
+            && text
+                .matches(&format!("esphome {}: connected", stalled.address()))
+                .count()
+                >= 2
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = earshot.kill();
+    let _ = earshot.wait();
+    let text = log();
+    assert!(
+        finished,
+        "the request never finished; device saw {:?}\nearshot log:\n{text}",
+        speaker.seen
+    );
+    assert!(stall_seen, "{text}");
+
+    let events: Vec<serde_json::Value> = speaker
+        .seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "VOICE_ASSISTANT_RUN_START",
+            "VOICE_ASSISTANT_STT_START",
+            "VOICE_ASSISTANT_STT_VAD_START",
+            "VOICE_ASSISTANT_STT_VAD_END",
+            "VOICE_ASSISTANT_STT_END",
+            "VOICE_ASSISTANT_INTENT_START",
+            "VOICE_ASSISTANT_INTENT_END",
+            "VOICE_ASSISTANT_TTS_START",
+            "VOICE_ASSISTANT_TTS_END",
+            "VOICE_ASSISTANT_RUN_END",
+        ],
+        "{:?}",
+        speaker.seen
+    );
+    let data = |name: &str, key: &str| -> String {
+        events
+            .iter()
+            .find(|e| e["event"] == name)
+            .and_then(|e| e["data"][key].as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let heard = common::words(&data("VOICE_ASSISTANT_STT_END", "text"));
+    assert!(heard.contains("what time is it"), "heard {heard:?}");
+    let answer = data("VOICE_ASSISTANT_TTS_START", "text");
+    assert!(
+        answer.contains("3:27") || answer.contains("15:27"),
+        "answer {answer:?}"
+    );
+    let url = data("VOICE_ASSISTANT_TTS_END", "url");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with(".wav"),
+        "{url}"
+    );
+    let fetch = |k: &str| events.iter().find_map(|e| e.get(k).cloned()).unwrap();
+    let first = fetch("fetch1");
+    assert_eq!(first["status"], 200, "{first}");
+    assert_eq!(first["riff"], true);
+    assert!(first["bytes"].as_u64().unwrap() > 10_000, "{first}");
+    assert_eq!(fetch("fetch2")["status"], 404, "a URL serves once");
+    assert!(!url.contains(KEY));
+
+    for needle in [&stall_lost, &corrupt_lost, &off_lost] {
+        assert!(text.contains(needle.as_str()), "no {needle:?} in:\n{text}");
+    }
+    assert!(
+        text.matches(&format!("esphome {}: connected", stalled.address()))
+            .count()
+            >= 2,
+        "the stalled device was not reconnected:\n{text}"
+    );
+    assert!(!text.contains(KEY), "the key reached the log");
+    assert!(!text.contains("panicked"), "{text}");
+}

@@ -9,7 +9,9 @@
 //! descriptor, [`server`] earshot as a device Home Assistant adopts
 //! (`earshot esphome serve`). The `[esphome]` section lives here.
 
+pub mod audio_url;
 pub mod frame;
+pub mod host;
 pub mod messages;
 pub mod noise;
 pub mod server;
@@ -32,6 +34,45 @@ pub struct EsphomeConfig {
     pub encryption_key: String,
     /// A legacy API password Home Assistant must send; empty = none.
     pub password: String,
+    /// ESPHome voice devices `earshot run` hosts (`[[esphome.devices]]`).
+    pub devices: Vec<DeviceEntry>,
+    /// Where the answer audio the devices fetch is served (`ADDR:PORT`);
+    /// each URL names the address the device was reached from. Only
+    /// used with `devices`.
+    pub audio_bind: String,
+    /// Connecting to a device gives up after this long.
+    pub connect_timeout_ms: u64,
+    /// A device silent this long in the middle of a request (no audio) is
+    /// dropped and reconnected.
+    pub request_timeout_ms: u64,
+    /// First wait before reconnecting to a device (doubling after each
+    /// failure).
+    pub reconnect_min_ms: u64,
+    /// Longest wait between reconnects.
+    pub reconnect_max_ms: u64,
+}
+
+/// One `[[esphome.devices]]` table: an ESPHome voice device to host.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceEntry {
+    /// `host:port` of the device's API (port 6053 by default).
+    pub address: String,
+    /// The device's API encryption key (base64 32 bytes); empty = plaintext.
+    pub encryption_key: String,
+    /// The device's legacy API password; empty = none.
+    pub password: String,
+}
+
+impl std::fmt::Debug for DeviceEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hide = |s: &str| if s.is_empty() { "" } else { "***" };
+        f.debug_struct("DeviceEntry")
+            .field("address", &self.address)
+            .field("encryption_key", &hide(&self.encryption_key))
+            .field("password", &hide(&self.password))
+            .finish()
+    }
 }
 
 impl Default for EsphomeConfig {
@@ -41,6 +82,12 @@ impl Default for EsphomeConfig {
             name: "earshot".into(),
             encryption_key: String::new(),
             password: String::new(),
+            devices: Vec::new(),
+            audio_bind: "0.0.0.0:6055".into(),
+            connect_timeout_ms: 3000,
+            request_timeout_ms: 15000,
+            reconnect_min_ms: 500,
+            reconnect_max_ms: 30000,
         }
     }
 }
@@ -53,7 +100,9 @@ impl std::fmt::Debug for EsphomeConfig {
             .field("name", &self.name)
             .field("encryption_key", &hide(&self.encryption_key))
             .field("password", &hide(&self.password))
-            .finish()
+            .field("devices", &self.devices)
+            .field("audio_bind", &self.audio_bind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,6 +112,17 @@ impl EsphomeConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !self.encryption_key.trim().is_empty() {
             decode_key(&self.encryption_key).map_err(|e| format!("esphome.encryption_key: {e}"))?;
+        }
+        for (i, device) in self.devices.iter().enumerate() {
+            if device.address.trim().is_empty() {
+                return Err(format!(
+                    "esphome.devices[{i}].address is empty; use host:6053"
+                ));
+            }
+            if !device.encryption_key.trim().is_empty() {
+                decode_key(&device.encryption_key)
+                    .map_err(|e| format!("esphome.devices[{i}].encryption_key: {e}"))?;
+            }
         }
         if self.name.trim().is_empty() || self.name.len() > 31 {
             return Err("esphome.name must be 1 to 31 characters".into());
