@@ -421,6 +421,13 @@ address = "{off}"
             break;
         }
     }
+    // A timer set through the CLI rings on the device.
+    let timer_rang = finished && {
+        let out =
+            common::run(common::earshot(d).args(["timers", "add", "--in", "1s", "--label", "tea"]));
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        speaker.wait_for("VOICE_ASSISTANT_TIMER_FINISHED", Duration::from_secs(60))
+    };
     let stall_seen = stalled.wait_for("stalling", Duration::from_secs(60));
     let _ = corrupt.wait_for("connected", Duration::from_secs(60));
     // The stalled device is dropped after request_timeout_ms and comes back.
@@ -454,6 +461,16 @@ address = "{off}"
         speaker.seen
     );
     assert!(stall_seen, "{text}");
+    assert!(
+        timer_rang,
+        "the timer did not ring on the device: {:?}\n{text}",
+        speaker.seen
+    );
+    let started = speaker
+        .seen
+        .iter()
+        .any(|l| l.contains("VOICE_ASSISTANT_TIMER_STARTED") && l.contains("\"tea\""));
+    assert!(started, "no timer started event: {:?}", speaker.seen);
 
     let events: Vec<serde_json::Value> = speaker
         .seen

@@ -220,6 +220,35 @@ impl Link {
     }
 }
 
+/// The firmware's timer event for one of the scheduler's (`None`: nothing
+/// to tell the device). Timers, alarms and reminders all ring.
+fn timer_event(event: &crate::timers::TimerEvent) -> Option<pb::VoiceAssistantTimerEventResponse> {
+    use crate::timers::EventKind;
+    use pb::VoiceAssistantTimerEvent as T;
+    let (kind, active) = match event.event {
+        EventKind::Set => (T::VoiceAssistantTimerStarted, true),
+        EventKind::Ringing => (T::VoiceAssistantTimerFinished, false),
+        EventKind::Stopped | EventKind::Cancelled => (T::VoiceAssistantTimerCancelled, false),
+        EventKind::Missed => return None,
+    };
+    let left = (event.due.with_timezone(&chrono::Utc) - chrono::Utc::now())
+        .num_seconds()
+        .max(0);
+    let total = event.duration_s.unwrap_or(left).max(0);
+    Some(pb::VoiceAssistantTimerEventResponse {
+        event_type: kind as i32,
+        timer_id: event.id.to_string(),
+        name: event.label.clone(),
+        total_seconds: u32::try_from(total).unwrap_or(u32::MAX),
+        seconds_left: if active {
+            u32::try_from(left).unwrap_or(u32::MAX)
+        } else {
+            0
+        },
+        is_active: active,
+    })
+}
+
 fn decode<M: Message + Default>(kind: u32, payload: &[u8]) -> Result<M, Lost> {
     M::decode(payload).map_err(|e| {
         Lost::Device(format!(
@@ -365,7 +394,23 @@ impl Device {
             .set_read_timeout(Some(Duration::from_millis(200)))
             .map_err(FrameError::Io)?;
         let mut quiet_since = Instant::now();
+        // Timers ring on the device: the scheduler's events become the
+        // firmware's timer events (it plays its own alarm).
+        let timers = self.services.timers.subscribe();
         loop {
+            for event in timers.try_iter() {
+                if let Some(msg) = timer_event(&event) {
+                    tracing::info!(
+                        "esphome {}: timer {} {:?}",
+                        self.label(),
+                        event.id,
+                        pb::VoiceAssistantTimerEvent::try_from(msg.event_type)
+                            .map(|e| e.as_str_name())
+                            .unwrap_or("?")
+                    );
+                    link.send(ids::VOICE_ASSISTANT_TIMER_EVENT_RESPONSE, &msg)?;
+                }
+            }
             if self.shutdown.is_cancelled() {
                 let _ = link.send(ids::DISCONNECT_REQUEST, &pb::DisconnectRequest::default());
                 return Err(Lost::Shutdown);

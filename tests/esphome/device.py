@@ -200,11 +200,16 @@ def serve_one(sock, mode, pcm, key):
     elif mode == "stall":
         conn.send(pb.VoiceAssistantRequest(start=True, conversation_id="", flags=0))
         say({"stalling": True})
-    # Stay connected, answering pings, until the other side hangs up.
+    # Stay connected, answering pings and reporting timer events, until
+    # the other side hangs up.
+    timer_names = {v: k for k, v in pb.VoiceAssistantTimerEvent.items()}
     while True:
         msg = conn.read()
         if isinstance(msg, pb.PingRequest):
             conn.send(pb.PingResponse())
+        elif isinstance(msg, pb.VoiceAssistantTimerEventResponse):
+            say({"timer_event": timer_names[msg.event_type], "name": msg.name,
+                 "total_seconds": msg.total_seconds})
 
 
 def main():
