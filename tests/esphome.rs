@@ -534,4 +534,8 @@ address = "{off}"
     );
     assert!(!text.contains(KEY), "the key reached the log");
     assert!(!text.contains("panicked"), "{text}");
+    // The latency line (BENCHMARKS.md quotes it).
+    if let Some(line) = text.lines().find(|l| l.contains("audio URL sent")) {
+        eprintln!("{line}");
+    }
 }

@@ -220,6 +220,10 @@ impl Link {
     }
 }
 
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
 /// The firmware's timer event for one of the scheduler's (`None`: nothing
 /// to tell the device). Timers, alarms and reminders all ring.
 fn timer_event(event: &crate::timers::TimerEvent) -> Option<pb::VoiceAssistantTimerEventResponse> {
@@ -466,7 +470,10 @@ impl Device {
         };
         let audio_end = utterance.decided_at;
         link.event(Ev::VoiceAssistantSttVadEnd, &[])?;
-        let text = match self.stt.transcribe(&utterance.to_f32()) {
+        let stt_started = Instant::now();
+        let transcript = self.stt.transcribe(&utterance.to_f32());
+        let stt_ms = ms(stt_started);
+        let text = match transcript {
             Ok(t) if !t.no_speech && !t.text.trim().is_empty() => t.text,
             Ok(_) => {
                 link.event(
@@ -501,7 +508,9 @@ impl Device {
             serde_json::json!(self.entry.address),
         );
         let mut sink = CollectSink::default();
+        let turn_started = Instant::now();
         let outcome = run_turn(&self.services, input, &mut sink, &self.shutdown);
+        let turn_ms = ms(turn_started);
         if outcome.ok {
             *conversation = outcome.conversation_id;
         }
@@ -510,18 +519,23 @@ impl Device {
         let answer = outcome.response.clone();
         link.event(Ev::VoiceAssistantTtsStart, &[("text", &answer)])?;
         let mut tts = self.tts.clone();
+        let tts_started = Instant::now();
         match tts.synthesize(&answer) {
             Ok(clip) => {
+                let tts_ms = ms(tts_started);
                 let url = self.urls.publish(
                     link.local_ip,
                     audio_url::wav(&clip.samples, clip.sample_rate),
                 );
                 link.event(Ev::VoiceAssistantTtsEnd, &[("url", &url)])?;
+                let total = ms(audio_end);
+                // What the protocol layer added: everything but the three
+                // engines (events, framing, encryption, the URL).
+                let protocol = total - stt_ms - turn_ms - tts_ms;
                 tracing::info!(
-                    "esphome {}: answered {:?}; audio URL sent {:.0} ms after the end of speech",
+                    "esphome {}: answered {:?}; audio URL sent {total:.0} ms after the end of speech (stt {stt_ms:.0}, turn {turn_ms:.0}, tts {tts_ms:.0}, protocol {protocol:.1} ms)",
                     self.label(),
                     answer,
-                    audio_end.elapsed().as_secs_f64() * 1000.0
                 );
             }
             Err(e) => {
