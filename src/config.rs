@@ -444,7 +444,7 @@ impl Loaded {
             let leaf = lookup(&value, &key);
             let mut shown = match leaf {
                 Some(toml::Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
+                Some(other) => mask_nested(other).to_string(),
                 None => String::new(),
             };
             if is_secret(&key) {
@@ -454,6 +454,26 @@ impl Loaded {
             rows.push((key, shown, source));
         }
         rows
+    }
+}
+
+/// Issue 22: secrets inside arrays of tables (`[[esphome.devices]]`
+/// `encryption_key`, `password`) masked like top-level ones.
+fn mask_nested(value: &toml::Value) -> toml::Value {
+    match value {
+        toml::Value::Array(items) => toml::Value::Array(items.iter().map(mask_nested).collect()),
+        toml::Value::Table(table) => toml::Value::Table(
+            table
+                .iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) if is_secret(k) => {
+                        (k.clone(), toml::Value::String(mask(s)))
+                    }
+                    other => (k.clone(), mask_nested(other)),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

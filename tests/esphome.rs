@@ -370,7 +370,7 @@ fn earshot_hosts_esphome_devices_one_stalling_one_corrupt_one_off() {
         format!(
             r#"[esphome]
 audio_bind = "127.0.0.1:0"
-request_timeout_ms = 2000
+request_timeout_ms = 4000
 reconnect_min_ms = 100
 reconnect_max_ms = 800
 
@@ -537,5 +537,30 @@ address = "{off}"
     // The latency line (BENCHMARKS.md quotes it).
     if let Some(line) = text.lines().find(|l| l.contains("audio URL sent")) {
         eprintln!("{line}");
+    }
+}
+
+#[test]
+fn config_show_masks_the_device_keys_and_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[esphome]\nencryption_key = \"{KEY}\"\n[[esphome.devices]]\naddress = \"a:6053\"\nencryption_key = \"{WRONG_KEY}\"\npassword = \"hunter2secret\"\n"
+        ),
+    )
+    .unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .args(["config", "show"]),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let shown = common::stdout(&out);
+    assert!(shown.contains("esphome.devices"), "{shown}");
+    for secret in [KEY, WRONG_KEY, "hunter2secret"] {
+        assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
     }
 }
