@@ -54,6 +54,16 @@ fn serve(config: Option<&Path>, bind: Option<String>) -> Result<bool> {
         let _ = writeln!(out, "earshot: listening on esphome://{addr} ({how})");
         let _ = out.flush();
     }
+    // mDNS only on the bound interfaces (none on loopback); a failure to
+    // announce is a warning: Home Assistant can still add it by address.
+    let (name, mac) = server.identity();
+    let _mdns = match crate::esphome::mdns::announce(addr, name, mac) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("esphome: not announced over mDNS: {e}");
+            None
+        }
+    };
     notifier.ready();
     notifier.status(&format!("serving the ESPHome API on {addr}"));
     let mut heartbeat = Heartbeat::new(&notifier);

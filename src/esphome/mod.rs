@@ -12,6 +12,7 @@
 pub mod audio_url;
 pub mod frame;
 pub mod host;
+pub mod mdns;
 pub mod messages;
 pub mod noise;
 pub mod server;

@@ -45,7 +45,7 @@ const TICK: Duration = Duration::from_millis(50);
 pub const API_VERSION: (u32, u32) = (1, 15);
 /// The ESPHome version reported in the device info (the API level the
 /// messages come from).
-const ESPHOME_VERSION: &str = "2025.11.0";
+pub const ESPHOME_VERSION: &str = "2025.11.0";
 /// Voice assistant feature flags (aioesphomeapi's `VoiceAssistantFeature`).
 pub mod features {
     /// The device runs a voice assistant.
@@ -144,6 +144,11 @@ impl Server {
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The name and MAC it announces itself with (mDNS).
+    pub fn identity(&self) -> (&str, &str) {
+        (&self.identity.name, &self.identity.mac)
     }
 
     /// Whether connections are encrypted.
