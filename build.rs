@@ -68,4 +68,21 @@ fn main() {
     println!("cargo:rerun-if-changed=.git/refs/heads");
     println!("cargo:rerun-if-changed=.git/index");
     println!("cargo:rerun-if-changed=build.rs");
+    esphome_messages();
+}
+
+/// Issue 22: the ESPHome native API's message types, generated from the
+/// descriptor `scripts/esphome-proto.py` extracted from aioesphomeapi
+/// (no protoc needed). A broken descriptor fails the build with its reason.
+fn esphome_messages() {
+    use prost::Message;
+    let path = "src/esphome/messages/api.fds.bin";
+    println!("cargo:rerun-if-changed={path}");
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let fds = prost_types::FileDescriptorSet::decode(bytes.as_slice())
+        .unwrap_or_else(|e| panic!("decoding {path}: {e}"));
+    prost_build::Config::new()
+        .default_package_filename("esphome_api")
+        .compile_fds(fds)
+        .unwrap_or_else(|e| panic!("generating the ESPHome messages from {path}: {e}"));
 }

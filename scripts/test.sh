@@ -15,6 +15,8 @@ echo "== Wyoming peers (virtualenvs)"
 "$here/venv-wyoming-satellite.sh"
 # Issue 15: a real CalDAV server (Radicale) for tests/calendar.rs.
 "$here/venv-radicale.sh"
+# Issue 22: Home Assistant's ESPHome client (aioesphomeapi) for tests/esphome.rs.
+"$here/venv-esphome.sh"
 # Issue 19: poppler's pdftotext reads PDFs in the knowledge tests.
 "$here/knowledge-tools.sh"
 # Issue 18: a real IMAP server (Dovecot) for tests/email.rs.

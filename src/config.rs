@@ -56,6 +56,8 @@ pub struct Config {
     pub email: crate::tools::email::EmailConfig,
     /// Issue 18: apps through Composio.
     pub composio: crate::tools::composio::ComposioConfig,
+    /// Issue 22: the ESPHome native API.
+    pub esphome: crate::esphome::EsphomeConfig,
 }
 
 impl Default for Config {
@@ -83,6 +85,7 @@ impl Default for Config {
             wake: Default::default(),
             email: Default::default(),
             composio: Default::default(),
+            esphome: Default::default(),
         }
     }
 }
@@ -195,6 +198,8 @@ pub fn is_secret(key: &str) -> bool {
         || last == "token"
         || last.ends_with("_token")
         || last.ends_with("password")
+        // Issue 22: the ESPHome API's pre-shared key.
+        || last == "encryption_key"
 }
 
 /// Mask a secret for display: `gsk_…abcd` style, never the whole value.
@@ -420,6 +425,7 @@ impl Config {
         self.wyoming.validate().map_err(|e| anyhow!(e))?;
         self.calendar.validate().map_err(|e| anyhow!(e))?;
         self.wake.validate().map_err(|e| anyhow!(e))?;
+        self.esphome.validate().map_err(|e| anyhow!(e))?;
         Ok(())
     }
 
@@ -458,7 +464,7 @@ impl Loaded {
             let leaf = lookup(&value, &key);
             let mut shown = match leaf {
                 Some(toml::Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
+                Some(other) => mask_nested(other).to_string(),
                 None => String::new(),
             };
             if is_secret(&key) {
@@ -468,6 +474,26 @@ impl Loaded {
             rows.push((key, shown, source));
         }
         rows
+    }
+}
+
+/// Issue 22: secrets inside arrays of tables (`[[esphome.devices]]`
+/// `encryption_key`, `password`) masked like top-level ones.
+fn mask_nested(value: &toml::Value) -> toml::Value {
+    match value {
+        toml::Value::Array(items) => toml::Value::Array(items.iter().map(mask_nested).collect()),
+        toml::Value::Table(table) => toml::Value::Table(
+            table
+                .iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) if is_secret(k) => {
+                        (k.clone(), toml::Value::String(mask(s)))
+                    }
+                    other => (k.clone(), mask_nested(other)),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod device;
+pub mod esphome;
 pub mod events;
 pub mod http;
 pub mod knowledge;

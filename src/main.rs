@@ -69,6 +69,11 @@ enum Command {
         #[command(subcommand)]
         action: earshot::cli::wyoming::WyomingCommand,
     },
+    /// ESPHome native API: `serve` earshot as a voice device Home Assistant adopts.
+    Esphome {
+        #[command(subcommand)]
+        action: earshot::cli::esphome::EsphomeCommand,
+    },
     /// Serve the local HTTP API (chat, SSE stream, voice, TTS, history).
     Serve {
         /// ADDR:PORT to listen on (default: [api] bind, 127.0.0.1:8080).
@@ -274,6 +279,7 @@ fn main() -> ExitCode {
         cli.command,
         Command::Run { .. } | Command::Serve { .. } | Command::Wyoming { .. }
     );
+    let service = service || matches!(cli.command, Command::Esphome { .. });
     earshot::telemetry::init_logging(cli.verbose, service);
     let config = cli.config.as_deref();
     let result: anyhow::Result<bool> = match cli.command {
@@ -293,6 +299,7 @@ fn main() -> ExitCode {
         Command::Serve { bind } => earshot::cli::serve::run(config, bind),
         Command::Mute { action } => earshot::cli::mute::run(config, action),
         Command::Wyoming { action } => earshot::cli::wyoming::run(config, action),
+        Command::Esphome { action } => earshot::cli::esphome::run(config, action),
         Command::Run {
             input,
             output,

@@ -33,7 +33,11 @@ pub fn run(
 ) -> Result<bool> {
     // `audio.input = "none"`: a host whose only microphones are satellites.
     let no_mic = crate::wyoming::satellite::is_no_input(&config.audio.input);
-    if no_mic && config.wyoming.satellites.is_empty() {
+    if no_mic
+        && config.wyoming.satellites.is_empty()
+        // Issue 22: ESPHome devices listen too.
+        && config.esphome.devices.is_empty()
+    {
         anyhow::bail!(
             "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
         );
@@ -156,6 +160,17 @@ pub fn run(
         json,
         Some(ringers.factory()),
     )?;
+    // Issue 22: ESPHome voice devices (`[[esphome.devices]]`), each on its
+    // own thread; joined when the process exits.
+    let _esphome = crate::esphome::host::EsphomeHosts::start(
+        &services,
+        &stt,
+        &|| crate::app::tts(&config),
+        &config.esphome,
+        &config.audio.vad,
+        &shutdown,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     let Some(source) = source else {
         notifier.ready();
         notifier.status("listening to satellites");

@@ -12,6 +12,7 @@ pub mod chat;
 pub mod config_cmd;
 pub mod devices;
 pub mod doctor;
+pub mod esphome;
 pub mod eval;
 pub mod eval_retrieval;
 pub mod export;
