@@ -27,6 +27,8 @@ const PASSWORD: &str = "correct-horse-7";
 /// process's end of the pipe closes (statics are never dropped).
 struct Dovecot {
     port: u16,
+    /// The IMAPS listener (implicit TLS).
+    tls_port: u16,
     ca: PathBuf,
     dir: tempfile::TempDir,
     _guard: Child,
@@ -183,6 +185,7 @@ fn start_dovecot() -> Dovecot {
     std::fs::write(root.join("passwd"), passwd).unwrap();
     std::fs::create_dir_all(root.join("run")).unwrap();
     let port = free_port();
+    let tls_port = free_port();
     let r = root.display();
     std::fs::write(
         root.join("dovecot.conf"),
@@ -195,7 +198,7 @@ fn start_dovecot() -> Dovecot {
              mail_location = maildir:~/Maildir\n\
              passdb {{\n  driver = passwd-file\n  args = {r}/passwd\n}}\n\
              userdb {{\n  driver = passwd-file\n  args = {r}/passwd\n}}\n\
-             service imap-login {{\n  chroot =\n  inet_listener imap {{\n    port = {port}\n  }}\n  inet_listener imaps {{\n    port = 0\n  }}\n}}\n\
+             service imap-login {{\n  chroot =\n  inet_listener imap {{\n    port = {port}\n  }}\n  inet_listener imaps {{\n    port = {tls_port}\n    ssl = yes\n  }}\n}}\n\
              service anvil {{\n  chroot =\n}}\n\
              service stats {{\n  unix_listener stats-writer {{\n    mode = 0666\n  }}\n}}\n"
         ),
@@ -240,6 +243,7 @@ fn start_dovecot() -> Dovecot {
     }
     Dovecot {
         port,
+        tls_port,
         ca: root.join("ca.pem"),
         dir,
         _guard: guard,
@@ -568,6 +572,34 @@ fn a_certificate_that_does_not_match_is_refused() {
     );
     // Plain text is never used unless allowed: the STARTTLS path was taken.
     assert!(!common::stdout(&o).contains("Priya"));
+}
+
+#[test]
+fn implicit_tls_reads_the_same_mail_and_checks_the_certificate() {
+    // Dovecot's IMAPS listener: TLS from the first byte, as on port 993.
+    let port = dovecot().tls_port;
+    let (dir, config) = setup(
+        "alex",
+        &format!("imap_port = {port}\nimplicit_tls = true\n"),
+    );
+    let list = ok(&tool(dir.path(), &config, PASSWORD, "list_emails", "{}"));
+    assert!(list.contains("Re: Saturday's dinner"), "{list}");
+    // Without implicit_tls the client would send STARTTLS to a TLS port:
+    // refused in one sentence, never a hang or plain text.
+    let (dir, config) = setup("alex", &format!("imap_port = {port}\n"));
+    let o = tool(dir.path(), &config, PASSWORD, "list_emails", "{}");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(!common::stdout(&o).contains("Priya"), "{o:?}");
+    // The certificate is checked on this path too.
+    let (dir, config) = setup(
+        "alex",
+        &format!("imap_port = {port}\nimplicit_tls = true\nimap_host = \"127.0.0.1\"\n"),
+    );
+    let o = tool(dir.path(), &config, PASSWORD, "list_emails", "{}");
+    assert!(
+        common::stdout(&o).contains("certificate was not accepted"),
+        "{o:?}"
+    );
 }
 
 /// A proxy in front of the plain-text listener that cuts the connection

@@ -24,8 +24,12 @@ pub const NAMES: &[&str] = &["list_emails", "read_email", "mark_read"];
 pub struct EmailConfig {
     /// The IMAP server, e.g. `imap.fastmail.com`; empty = no email.
     pub imap_host: String,
-    /// 993 = implicit TLS; any other port starts with STARTTLS.
+    /// 993 = implicit TLS; any other port starts with STARTTLS (unless
+    /// `implicit_tls`).
     pub imap_port: u16,
+    /// Implicit TLS on a port other than 993 (a provider's non-standard
+    /// IMAPS port); 993 always uses it.
+    pub implicit_tls: bool,
     /// The login name (often the address).
     pub username: String,
     /// From `EMAIL_PASSWORD` only (an app password for Gmail or iCloud).
@@ -55,6 +59,7 @@ impl Default for EmailConfig {
         Self {
             imap_host: String::new(),
             imap_port: 993,
+            implicit_tls: false,
             username: String::new(),
             password: String::new(),
             mailbox: "INBOX".into(),
@@ -74,6 +79,7 @@ impl std::fmt::Debug for EmailConfig {
         let Self {
             imap_host,
             imap_port,
+            implicit_tls,
             username,
             password: _,
             mailbox,
@@ -87,6 +93,7 @@ impl std::fmt::Debug for EmailConfig {
         f.debug_struct("EmailConfig")
             .field("imap_host", imap_host)
             .field("imap_port", imap_port)
+            .field("implicit_tls", implicit_tls)
             .field("username", username)
             .field("password", &"***")
             .field("mailbox", mailbox)

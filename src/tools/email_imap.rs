@@ -380,7 +380,7 @@ impl Mailbox {
         tcp.set_read_timeout(Some(timeout))
             .and_then(|_| tcp.set_write_timeout(Some(timeout)))
             .map_err(|e| MailError::Connect(place.clone(), e.to_string()))?;
-        let mut client = if cfg.imap_port == 993 {
+        let mut client = if cfg.imap_port == 993 || cfg.implicit_tls {
             let mut c = imap::Client::new(self.tls(tcp)?);
             c.read_greeting().map_err(|e| self.classify(e))?;
             c
