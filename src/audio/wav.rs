@@ -161,6 +161,12 @@ fn describe_hound(e: &hound::Error) -> String {
 /// Write 16 kHz mono `i16` samples as a WAV (tests, `--save` of utterances,
 /// the multipart body for cloud STT).
 pub fn write_16k_mono(samples: &[i16]) -> Vec<u8> {
+    mono_wav(samples, SAMPLE_RATE)
+}
+
+/// Mono 16-bit PCM `samples` at `sample_rate` as the bytes of a WAV file
+/// (a plain 44-byte header; the ESPHome answer URLs serve these).
+pub fn mono_wav(samples: &[i16], sample_rate: u32) -> Vec<u8> {
     let data_len = (samples.len() * 2) as u32;
     let mut out = Vec::with_capacity(44 + samples.len() * 2);
     out.extend_from_slice(b"RIFF");
@@ -169,8 +175,8 @@ pub fn write_16k_mono(samples: &[i16]) -> Vec<u8> {
     out.extend_from_slice(&16u32.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes()); // PCM
     out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&SAMPLE_RATE.to_le_bytes());
-    out.extend_from_slice(&(SAMPLE_RATE * 2).to_le_bytes());
+    out.extend_from_slice(&sample_rate.to_le_bytes());
+    out.extend_from_slice(&(sample_rate * 2).to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&16u16.to_le_bytes());
     out.extend_from_slice(b"data");
