@@ -235,6 +235,8 @@ enum BenchWhat {
     Latency(earshot::cli::bench_latency::BenchLatencyArgs),
     /// The in-process wake word side by side with wyoming-openwakeword.
     Wake(earshot::cli::bench_wake::BenchWakeArgs),
+    /// The stop word and the wake word during playback: latency and false triggers.
+    Stop(earshot::cli::bench_stop::BenchStopArgs),
 }
 
 #[derive(Subcommand)]
@@ -361,6 +363,7 @@ fn main() -> ExitCode {
             BenchWhat::Llm(args) => earshot::cli::bench_llm::run(config, args),
             BenchWhat::Latency(args) => earshot::cli::bench_latency::run(config, args),
             BenchWhat::Wake(args) => earshot::cli::bench_wake::run(config, args),
+            BenchWhat::Stop(args) => earshot::cli::bench_stop::run(config, args),
         },
         Command::Config { action } => match action {
             ConfigAction::Show { json } => {

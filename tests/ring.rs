@@ -320,6 +320,12 @@ fn start_device(dir: &Path, out_raw: &Path) -> Device {
 /// As [`start_device`], but the microphone is `mic` (a FIFO a
 /// [`PacedMic`] feeds) and whisper transcribes what it hears.
 fn launch_device(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> Device {
+    spawn_device(dir, device_command(dir, out_raw, mic))
+}
+
+/// The `earshot run` of [`launch_device`], not started (a test may add
+/// arguments and environment).
+fn device_command(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> std::process::Command {
     let in_raw = match mic {
         Some(fifo) => fifo.to_path_buf(),
         None => {
@@ -372,8 +378,7 @@ fn launch_device(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> Device {
     if mic.is_none() {
         cmd.arg("--no-barge-in");
     }
-    let mut child = cmd
-        .arg("--button")
+    cmd.arg("--button")
         .arg(format!("script:{}", fifo.display()))
         .env("ALSA_CONFIG_PATH", &conf)
         .env("EARSHOT_LOG", "info")
@@ -383,9 +388,13 @@ fn launch_device(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> Device {
         // No LLM: nothing here needs one.
         .env("LLM_BASE_URL", "http://127.0.0.1:9")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn spawn_device(dir: &Path, mut cmd: std::process::Command) -> Device {
+    let fifo = dir.join("button");
+    let mut child = cmd.spawn().unwrap();
     let stderr = common::lines(child.stderr.take().unwrap());
     let button = open_fifo_writer(&fifo, &mut child, &stderr);
     Device {
@@ -481,30 +490,6 @@ fn state_of(dir: &Path, id: i64) -> String {
         .unwrap()
 }
 
-/// The share of `samples`' energy at `freq` Hz (Goertzel, one bin).
-fn tone_share(samples: &[f32], freq: f32, rate: f32) -> f32 {
-    let w = 2.0 * std::f32::consts::PI * freq / rate;
-    let coeff = 2.0 * w.cos();
-    let (mut s1, mut s2) = (0.0f32, 0.0f32);
-    for &x in samples {
-        let s0 = x + coeff * s1 - s2;
-        s2 = s1;
-        s1 = s0;
-    }
-    let bin = s1 * s1 + s2 * s2 - coeff * s1 * s2;
-    let energy: f32 = samples.iter().map(|x| x * x).sum();
-    // A pure tone of N samples puts N/2 · energy into its bin.
-    bin / (energy * samples.len() as f32 / 2.0).max(f32::MIN_POSITIVE)
-}
-
-fn played(out_raw: &Path) -> Vec<f32> {
-    std::fs::read(out_raw)
-        .unwrap_or_default()
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
-        .collect()
-}
-
 #[test]
 fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -524,7 +509,7 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     // ALSA's file plugin starts its file again each time the output is
     // reopened (after every pause): take what was played as it ends.
     device.wait("announcement played", Duration::from_secs(30));
-    let announced = played(&out_raw);
+    let announced = common::played_raw(&out_raw);
     // A live one, set with the CLI (another process) while it runs.
     let out = common::run(
         common::earshot(dir.path()).args(["timers", "add", "--in", "2s", "--label", "rice"]),
@@ -541,7 +526,7 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
         Duration::from_secs(30),
     );
     device.wait("ring round played", Duration::from_secs(30));
-    let rang = played(&out_raw);
+    let rang = common::played_raw(&out_raw);
     // The round repeats after its pause.
     device.wait("round=2", Duration::from_secs(30));
     // The button stops it, here and in the scheduler.
@@ -577,7 +562,7 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
             .position(|s| s.abs() > 0.02)
             .expect("nothing audible played");
         let note = &audio[start..(start + 2_400).min(audio.len())];
-        let tone = tone_share(note, 1318.5, 16_000.0);
+        let tone = common::tone_share(note, 1318.5, 16_000.0);
         assert!(tone > 0.5, "no chime first (tone share {tone:.2})");
         both.extend_from_slice(audio);
         both.extend(std::iter::repeat_n(0.0, 16_000));
@@ -609,7 +594,7 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
         "{}",
         log.join("\n")
     );
-    let audio = played(&out_raw);
+    let audio = common::played_raw(&out_raw);
     let loud = audio.iter().filter(|s| s.abs() > 0.05).count();
     assert!(loud < 100, "{loud} loud samples played on the second start");
 }
@@ -870,4 +855,150 @@ fn timer_events_reach_the_api_event_stream() {
     );
     let keys: Vec<&String> = ringing.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["type", "event", "id", "kind", "label", "due"]);
+}
+
+// ------------------------------------ issue 17 point 5: the stop word
+
+/// An LLM that streams a long answer (twelve sentences, ~40 s of speech).
+fn long_story_llm() -> TestServer {
+    TestServer::start(|req: &Request| {
+        let sentences: Vec<String> = (1..=12)
+            .map(|i| format!("This is sentence number {i} of a long story about the sea. "))
+            .collect();
+        let pieces: Vec<&str> = sentences.iter().map(String::as_str).collect();
+        if req.json()["stream"] == json!(true) {
+            let chunks = openai_stream_chunks("test-model", &pieces);
+            let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            Reply::sse(&refs)
+        } else {
+            Reply::json(200, &openai_completion("test-model", &pieces.concat()))
+        }
+    })
+}
+
+/// Seconds in a WAV being written in real time.
+fn wav_seconds(path: &Path) -> f64 {
+    hound::WavReader::open(path)
+        .map(|r| f64::from(r.len()) / f64::from(r.spec().sample_rate))
+        .unwrap_or(0.0)
+}
+
+/// The device talks (a paced output, as a loudspeaker); "stop" is said
+/// into the paced microphone while it does. Returns the device, the time
+/// from the end of "stop" to the log line `needle`, and the seconds the
+/// output had written then and half a second later.
+fn stop_while_sounding(
+    dir: &Path,
+    start: impl FnOnce(&mut Device, &PacedMic),
+    needle: &str,
+    llm: Option<&str>,
+) -> (Vec<String>, Duration, f64, f64) {
+    let out_raw = dir.join("out.raw");
+    let out_wav = dir.join("speaker.wav");
+    let stop = spoken(dir, "Stop.");
+    let mic = PacedMic::start(&dir.join("mic"));
+    let mut cmd = device_command(dir, &out_raw, Some(&dir.join("mic")));
+    cmd.arg("--output")
+        .arg(format!("paced:{}", out_wav.display()));
+    if let Some(url) = llm {
+        cmd.env("LLM_BASE_URL", url);
+    }
+    let mut device = spawn_device(dir, cmd);
+    device.wait("listening", Duration::from_secs(120));
+    start(&mut device, &mic);
+    // Let it sound for a moment, then "stop" over it.
+    std::thread::sleep(Duration::from_millis(800));
+    let said_at = Instant::now();
+    mic.say(&stop);
+    device.wait(needle, Duration::from_secs(30));
+    let spoken_for = Duration::from_secs_f64(stop.len() as f64 / 16_000.0);
+    let took = said_at.elapsed().saturating_sub(spoken_for);
+    let at_stop = wav_seconds(&out_wav);
+    std::thread::sleep(Duration::from_millis(500));
+    let later = wav_seconds(&out_wav);
+    drop(mic);
+    (device.stop(), took, at_stop, later)
+}
+
+#[test]
+fn saying_stop_while_it_answers_cuts_the_answer_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let request = spoken(dir.path(), "Tell me a long story about the sea.");
+    let llm = long_story_llm();
+    let (log, took, at_stop, later) = stop_while_sounding(
+        dir.path(),
+        |device, mic| {
+            mic.say(&request);
+            device.wait("speaking", Duration::from_secs(120));
+        },
+        "barge-in: stop word",
+        Some(&llm.url()),
+    );
+    // Nothing more after the stop (one 10 ms tick may be in flight), and
+    // the twelve sentences (~40 s) were cut after a few.
+    assert!(later - at_stop <= 0.011, "{at_stop} s, then {later} s");
+    assert!(at_stop < 15.0, "{at_stop} s of the answer played");
+    // The end of "stop" → silence: hang-over plus a short transcription
+    // (a debug build on a busy machine; the release figure is in
+    // BENCHMARKS.md).
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    let turn = log
+        .iter()
+        .find(|l| l.contains("turn timings:"))
+        .unwrap_or_else(|| panic!("{}", log.join("\n")));
+    assert!(turn.contains(r#""barge_in":"stop_word""#), "{turn}");
+    let heard = log
+        .iter()
+        .find(|l| l.contains("barge-in: stop word"))
+        .unwrap();
+    assert!(heard.to_lowercase().contains("stop"), "{heard}");
+    // "Stop" was not a request: one turn only.
+    let turns = log.iter().filter(|l| l.contains("turn timings:")).count();
+    assert_eq!(turns, 1, "{}", log.join("\n"));
+}
+
+#[test]
+fn saying_stop_over_a_ring_round_cuts_the_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_path_buf();
+    let (log, took, at_stop, later) = stop_while_sounding(
+        dir.path(),
+        |device, _| {
+            let out = common::run(
+                common::earshot(&state).args(["timers", "add", "--in", "1s", "--label", "tea"]),
+            );
+            assert!(out.status.success(), "{}", common::stderr(&out));
+            device.wait(
+                "ring round: Your tea timer is done.",
+                Duration::from_secs(30),
+            );
+        },
+        "over the ringing: stopping it",
+        None,
+    );
+    assert!(later - at_stop <= 0.011, "{at_stop} s, then {later} s");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    let tea: String = rusqlite::Connection::open(dir.path().join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT state FROM timers WHERE label = 'tea'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(tea, "done");
+    // Cut mid-round: no "round played" for the round it was said over,
+    // no round after, and no turn.
+    let after: Vec<&String> = log
+        .iter()
+        .skip_while(|l| !l.contains("over the ringing: stopping it"))
+        .collect();
+    assert!(
+        !after.iter().any(|l| l.contains("ring round:")),
+        "{}",
+        log.join("\n")
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("turn timings:")),
+        "{}",
+        log.join("\n")
+    );
 }

@@ -552,8 +552,12 @@ fn run_through_alsa_files_answers_only_after_the_wake_word() {
     )
     .unwrap();
     let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
+    // The speaker as a WAV file: every clip in order (ALSA's file plugin
+    // starts its file again at each reopen).
+    let out_wav = dir.path().join("speaker.wav");
     let mut child = common::earshot(dir.path())
-        .args(["run", "--json", "--no-barge-in"])
+        .args(["run", "--json", "--no-barge-in", "--output"])
+        .arg(&out_wav)
         .env("EARSHOT_WAKE_MODE", "wake")
         .env("ALSA_CONFIG_PATH", &conf)
         .env("EARSHOT_LOG", "info")
@@ -592,6 +596,22 @@ fn run_through_alsa_files_answers_only_after_the_wake_word() {
         .unwrap_or_else(|| panic!("nothing transcribed:\n{}", log.join("\n")));
     assert!(at("wake word heard") < transcribed, "{}", log.join("\n"));
     assert!(log[at("listening input=")].contains("wake=onnx hey_jarvis_v0.1"));
+    // The earcon first (E5 then B5, 70 ms each), then the answer; the
+    // earcon never became part of the request (its text is exact above).
+    let played = wav_16k(&out_wav);
+    let first = played
+        .iter()
+        .position(|s| s.abs() > 0.02)
+        .unwrap_or_else(|| panic!("nothing played"));
+    let note = |from_ms: usize| &played[first + from_ms * 16..first + (from_ms + 50) * 16];
+    let low = common::tone_share(note(10), 659.25, 16_000.0);
+    let high = common::tone_share(note(80), 987.77, 16_000.0);
+    assert!(low > 0.5 && high > 0.5, "earcon notes: {low} {high}");
+    assert!(
+        played.len() > first + 16_000,
+        "only the earcon was played: {} samples",
+        played.len() - first
+    );
 }
 
 /// The same with `--input FILE.wav` (the mode governs it too), to the end
@@ -736,5 +756,89 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
     assert!(
         err.contains("earshot run is not running") && err.trim().lines().count() == 1,
         "{err}"
+    );
+}
+
+/// Issue 17 point 5, the stop word's ears: the user's "stop" said during
+/// playback interrupts; the device's own "Stop." coming back into the
+/// microphone (60 ms late, at 40 %, with noise) does not — unless the
+/// input is echo-cancelled, when nothing is checked and it would.
+#[test]
+fn a_stop_word_in_its_own_voice_is_ignored_and_the_users_is_heard() {
+    use earshot::audio::echo::EchoReference;
+    use earshot::audio::playback::Clip;
+    use earshot::audio::VadConfig;
+    use earshot::voice_loop::interrupt::{Interrupter, Interruption};
+
+    let own_stop = wav_16k(&piper_utterance("Stop."));
+    let story = wav_16k(&piper_utterance("Tell me a long story about the sea."));
+    let users_stop = wav_16k(&piper_utterance("Please stop."));
+    let hello = wav_16k(&piper_utterance("Hello."));
+    // What the speaker played: a sentence that ends in "Stop."
+    let mut played = story.clone();
+    played.extend(&own_stop);
+    let reference = EchoReference::new(20);
+    reference.record(&Clip::new(played, 16_000));
+
+    let mut seed = 12345u64;
+    let mut noise = move |n: usize, level: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                level * (((seed >> 33) as f32 / (1u64 << 30) as f32) - 1.0)
+            })
+            .collect()
+    };
+    let framed = |speech: &[f32], delay: usize, gain: f32, noise: Vec<f32>| -> Vec<f32> {
+        let mut mic = vec![0.0f32; 8_000 + delay];
+        mic.extend(speech.iter().map(|s| s * gain));
+        mic.extend(vec![0.0f32; 8_000]);
+        mic.iter()
+            .zip(noise.iter().cycle())
+            .map(|(s, n)| s + n)
+            .collect()
+    };
+    let hear = |interrupter: &mut Interrupter, mic: &[f32]| -> Option<Interruption> {
+        let pcm: Vec<i16> = mic
+            .iter()
+            .map(|s| (s.clamp(-1.0, 1.0) * 32767.0) as i16)
+            .collect();
+        pcm.chunks(320)
+            .find_map(|chunk| interrupter.hear(chunk, stt(), None))
+    };
+    let vad = VadConfig::default();
+    let echo_of_own_stop = framed(&own_stop, 960, 0.4, noise(16_000, 0.01));
+
+    let mut checked = Interrupter::new(&vad, Some(reference.clone())).unwrap();
+    assert_eq!(hear(&mut checked, &echo_of_own_stop), None);
+    // The same audio with an echo-cancelled input: heard as "stop", so the
+    // silence above was the echo check, not deaf ears.
+    let mut unchecked = Interrupter::new(&vad, None).unwrap();
+    assert!(
+        matches!(
+            hear(&mut unchecked, &echo_of_own_stop),
+            Some(Interruption::Stop(_))
+        ),
+        "whisper did not hear the echo as stop"
+    );
+    // The user's own words over a quieter echo of the story (under the
+    // words only: speech that runs on is not a stop word).
+    let mut mic = framed(&users_stop, 0, 1.0, noise(16_000, 0.005));
+    let under = users_stop.len().min(story.len() - 16_000);
+    for (m, s) in mic.iter_mut().skip(8_000).take(under).zip(&story[16_000..]) {
+        *m += 0.15 * s;
+    }
+    let mut checked = Interrupter::new(&vad, Some(reference.clone())).unwrap();
+    match hear(&mut checked, &mic) {
+        Some(Interruption::Stop(text)) => assert!(text.to_lowercase().contains("stop"), "{text}"),
+        other => panic!("the user's stop was not heard: {other:?}"),
+    }
+    // A short word that is not a stop word.
+    let mut checked = Interrupter::new(&vad, Some(reference)).unwrap();
+    assert_eq!(
+        hear(&mut checked, &framed(&hello, 0, 1.0, noise(16_000, 0.005))),
+        None
     );
 }

@@ -538,6 +538,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         volume: config.tts.volume,
         ring: None,
         lights: None,
+        interrupter: None,
     };
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");

@@ -50,6 +50,14 @@ pub fn run(
             Arc::new(NullSink::new(format!("{e:#}")))
         }
     };
+    // What the speaker plays is kept for a moment, so a stop word or wake
+    // word heard during playback can be told from its own voice (only
+    // needed without an echo-cancelled input).
+    let echo = (!config.audio.echo_cancelled).then(|| crate::audio::echo::EchoReference::new(20));
+    let sink: Arc<dyn AudioSink> = match &echo {
+        Some(reference) => Arc::new(crate::audio::echo::EchoTap::new(sink, reference.clone())),
+        None => sink,
+    };
     let tts = crate::app::tts(&config);
     let speaker = Arc::new(Speaker::start(tts, sink)?);
 
@@ -89,7 +97,14 @@ pub fn run(
     let button = match button::open(&config.device.button) {
         Ok(Some(b)) => {
             tracing::info!(button = %b.describe(), "button ready");
-            Some(button::spawn(b)?)
+            // A long press mutes (not with push-to-talk: holding is talking).
+            let long = (config.device.long_press_ms > 0 && !config.audio.push_to_talk).then(|| {
+                button::LongPress {
+                    after: std::time::Duration::from_millis(config.device.long_press_ms),
+                    socket: crate::device::control::socket_path(&config.state_dir),
+                }
+            });
+            Some(button::spawn_with_long_press(b, long)?)
         }
         Ok(None) => None,
         Err(e) => {
@@ -209,6 +224,7 @@ pub fn run(
         volume: config.tts.volume,
         ring: Some(ringer),
         lights,
+        interrupter: interrupter(&config, echo),
     };
     notifier.ready();
     notifier.status("listening");
@@ -230,6 +246,24 @@ pub fn run(
         summary.reason
     );
     Ok(true)
+}
+
+/// The stop word and the wake word during playback (`[wake] stop_word`);
+/// none with voice barge-in (any speech interrupts then) or push-to-talk.
+fn interrupter(
+    config: &Config,
+    echo: Option<Arc<crate::audio::echo::EchoReference>>,
+) -> Option<crate::voice_loop::interrupt::Interrupter> {
+    if !config.wake.stop_word || config.audio.barge_in || config.audio.push_to_talk {
+        return None;
+    }
+    match crate::voice_loop::interrupt::Interrupter::new(&config.audio.vad, echo) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            tracing::error!("the stop word is off: audio.vad settings: {e}");
+            None
+        }
+    }
 }
 
 /// The lights of `[device] leds`, told of the tree's `publish_event`s too.

@@ -21,6 +21,7 @@
 
 pub mod capture;
 pub mod devices;
+pub mod echo;
 pub mod playback;
 pub mod resample;
 pub mod vad;
@@ -58,6 +59,12 @@ pub struct AudioConfig {
     /// always does. Off by default: without echo cancellation (the 2-mic
     /// HAT has none) the device would hear itself and stop mid-sentence.
     pub barge_in: bool,
+    /// The input is already echo-cancelled (the USB Mic Array v2.0's
+    /// channel 0): a word heard while the device talks is taken as the
+    /// user's. Off (the HATs): a stop word or wake word heard during
+    /// playback is dropped when it is mostly the device's own voice
+    /// (`audio::echo`).
+    pub echo_cancelled: bool,
     /// Rate to open the input at; 0 = the device's default. 16000 avoids
     /// resampling on devices that support it.
     pub input_rate: u32,
@@ -80,6 +87,7 @@ impl Default for AudioConfig {
             channel: 0,
             push_to_talk: false,
             barge_in: false,
+            echo_cancelled: false,
             input_rate: 0,
             input_channels: 0,
             ring_ms: 2000,

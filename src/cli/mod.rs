@@ -5,6 +5,7 @@ pub mod apps;
 pub mod bench_latency;
 pub mod bench_llm;
 pub mod bench_speak;
+pub mod bench_stop;
 pub mod bench_stt;
 pub mod bench_wake;
 pub mod calendar;

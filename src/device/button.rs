@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
@@ -205,24 +205,66 @@ pub fn open(spec: &ButtonSpec) -> Result<Option<Box<dyn Button>>> {
 
 /// Read `button` on its own thread; events arrive on the returned channel,
 /// which closes when the source ends or fails.
-pub fn spawn(mut button: Box<dyn Button>) -> Result<Receiver<ButtonEvent>> {
+pub fn spawn(button: Box<dyn Button>) -> Result<Receiver<ButtonEvent>> {
+    spawn_with_long_press(button, None)
+}
+
+/// A long press: held this long, the button sends `mute toggle` to the
+/// running loop's control socket (the same path as `earshot mute`), so
+/// the loop needs no second kind of press.
+#[derive(Debug, Clone)]
+pub struct LongPress {
+    pub after: Duration,
+    pub socket: PathBuf,
+}
+
+/// As [`spawn`], and a press held for `long.after` toggles mute.
+pub fn spawn_with_long_press(
+    mut button: Box<dyn Button>,
+    long: Option<LongPress>,
+) -> Result<Receiver<ButtonEvent>> {
     let (tx, rx) = unbounded();
     let name = button.describe();
     std::thread::Builder::new()
         .name("button".into())
-        .spawn(move || loop {
-            match button.next_event(Duration::from_millis(200)) {
-                Ok(Some(event)) => {
-                    tracing::debug!(button = %name, ?event, "button");
-                    if tx.send(event).is_err() {
-                        return;
+        .spawn(move || {
+            let mut down: Option<Instant> = None;
+            loop {
+                // While held, wake up in time for the long press.
+                let wait = match (&long, down) {
+                    (Some(l), Some(at)) => l
+                        .after
+                        .saturating_sub(at.elapsed())
+                        .clamp(Duration::from_millis(5), Duration::from_millis(200)),
+                    _ => Duration::from_millis(200),
+                };
+                let next = button.next_event(wait);
+                // Checked before the event: a button that blocks until its
+                // next event (a script) reports a long hold at the release.
+                if let (Some(l), Some(at)) = (&long, down) {
+                    if at.elapsed() >= l.after {
+                        // Once per press.
+                        down = None;
+                        match super::control::send(&l.socket, "mute toggle") {
+                            Ok(state) => tracing::info!("long press: {state}"),
+                            Err(e) => tracing::warn!("long press: could not toggle mute: {e}"),
+                        }
                     }
                 }
-                Ok(None) if button.finished() => return,
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!(button = %name, "the button stopped working: {e:#}");
-                    return;
+                match next {
+                    Ok(Some(event)) => {
+                        tracing::debug!(button = %name, ?event, "button");
+                        down = (event == ButtonEvent::Press).then(Instant::now);
+                        if tx.send(event).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) if button.finished() => return,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(button = %name, "the button stopped working: {e:#}");
+                        return;
+                    }
                 }
             }
         })

@@ -19,6 +19,10 @@ pub struct DeviceConfig {
     /// none | file:PATH | respeaker-2mic | respeaker-4mic | respeaker-usb (the table:
     /// [`leds::KINDS`]); what `earshot run` shows on the lights.
     pub leds: String,
+    /// Holding the button this long (ms) mutes or unmutes the microphone,
+    /// as `earshot mute toggle` does (0 = never; not with push-to-talk,
+    /// where holding is talking).
+    pub long_press_ms: u64,
 }
 
 impl Default for DeviceConfig {
@@ -26,6 +30,7 @@ impl Default for DeviceConfig {
         Self {
             button: button::ButtonSpec::None,
             leds: "none".into(),
+            long_press_ms: 1500,
         }
     }
 }

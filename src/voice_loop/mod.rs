@@ -40,6 +40,7 @@
 //! and listens in the pauses between rounds; with barge-in, speech cuts
 //! the round and is heard.
 
+pub mod interrupt;
 pub mod ring;
 pub mod speculate;
 pub mod wake;
@@ -103,6 +104,10 @@ pub struct VoiceLoop {
     pub ring: Option<ring::Ringer>,
     /// The device's lights (`[device] leds`; `None`: none).
     pub lights: Option<std::sync::Arc<crate::device::leds::Lights>>,
+    /// The stop word and the wake word while it talks or rings
+    /// (`[wake] stop_word`; `None`: off, or voice barge-in is on and any
+    /// speech interrupts).
+    pub interrupter: Option<interrupt::Interrupter>,
 }
 
 /// How the loop ended and what it did.
@@ -124,6 +129,22 @@ enum Heard {
 enum Barge {
     Button,
     Voice,
+    /// A stop word while it talked (`interrupt`).
+    Stop,
+    /// The wake word while it talked: a new request follows.
+    WakeWord,
+}
+
+impl Barge {
+    /// The turn line's `barge_in`.
+    fn label(self) -> &'static str {
+        match self {
+            Barge::Button => "button",
+            Barge::Voice => "voice",
+            Barge::Stop => "stop_word",
+            Barge::WakeWord => "wake_word",
+        }
+    }
 }
 
 impl VoiceLoop {
@@ -185,7 +206,7 @@ impl VoiceLoop {
                     summary.barge_ins += 1;
                     held = true;
                 }
-                Some(Barge::Voice) => summary.barge_ins += 1,
+                Some(Barge::Voice | Barge::Stop | Barge::WakeWord) => summary.barge_ins += 1,
                 None => {}
             }
             if self.shutdown.is_cancelled() {
@@ -284,6 +305,11 @@ impl VoiceLoop {
             let awake = self.awake();
             let quiet = !self.endpointer.is_speaking() && !awake && pending.is_empty();
             if self.ring_tick(quiet) {
+                if !echo {
+                    if let Some(listener) = self.interrupter.as_mut() {
+                        listener.reset();
+                    }
+                }
                 echo = true;
             }
             self.light(if self.ringing() {
@@ -307,7 +333,12 @@ impl VoiceLoop {
                         // A ring round is (or was) sounding.
                         if self.speaker.is_speaking() {
                             if !self.barge_in {
-                                continue; // not our own chime as a request
+                                // Not our own chime as a request; only the
+                                // stop word or the wake word cut it.
+                                if self.interrupt_ringing(&buf[..n], pending) {
+                                    echo = false;
+                                }
+                                continue;
                             }
                         } else {
                             echo = false;
@@ -413,6 +444,9 @@ impl VoiceLoop {
         let Some(wake) = self.wake.as_mut() else {
             return;
         };
+        if wake.earcon {
+            self.speaker.play("earcon", wake::earcon());
+        }
         wake.awake_until = Some(Instant::now() + WAKE_WINDOW);
         let preroll = wake.take_preroll();
         if with_preroll && !preroll.is_empty() {
@@ -610,6 +644,8 @@ impl VoiceLoop {
         let turn_started = Instant::now();
         let mut barge: Option<Barge> = None;
         let mut first_audio_logged = false;
+        // Seconds played before this turn (the sink counts from its start).
+        let played_before = self.speaker.sink().played_seconds();
         let services = &self.services;
         let speaker = self.speaker.clone();
         let button = &self.button;
@@ -617,6 +653,13 @@ impl VoiceLoop {
         let endpointer = &mut self.endpointer;
         let shutdown = &self.shutdown;
         let voice_barge = self.barge_in && !self.push_to_talk;
+        let stt = &self.stt;
+        let interrupter = &mut self.interrupter;
+        if let Some(listener) = interrupter.as_mut() {
+            listener.reset();
+        }
+        let gate = &mut self.wake;
+        let vad = &self.vad;
         let ring = &mut self.ring;
         let lights = self.lights.clone();
         let (outcome, first_sentence_at, actions) = std::thread::scope(|scope| {
@@ -661,7 +704,8 @@ impl VoiceLoop {
                     }
                 }
                 if !first_audio_logged
-                    && (speaker.sink().played_seconds() > 0.0 || speaker.sink().is_playing())
+                    && (speaker.sink().played_seconds() > played_before
+                        || speaker.sink().is_playing())
                 {
                     first_audio_logged = true;
                     tracing::info!(after_vad_ms = ms_since(vad_end) as u64, "speaking");
@@ -693,8 +737,55 @@ impl VoiceLoop {
                             }
                         }
                     }
-                    Ok(n) if barge == Some(Barge::Voice) => {
+                    Ok(n) if matches!(barge, Some(Barge::Voice | Barge::WakeWord)) => {
                         pending.extend(endpointer.push(&buf[..n]));
+                    }
+                    Ok(n) if barge.is_none() && interrupter.is_some() => {
+                        let Some(listener) = interrupter.as_mut() else {
+                            continue;
+                        };
+                        let wake = gate.as_mut().filter(|g| g.has_detector());
+                        match listener.hear(&buf[..n], stt, wake) {
+                            Some(interrupt::Interruption::Stop(text)) if ringing => {
+                                // Between the answer's sentences a round
+                                // sounds: the word stops the ringing.
+                                tracing::info!("stop word {text:?} over the ringing: stopping it");
+                                if let Some(ring) = ring.as_mut() {
+                                    ring.stop_quietly();
+                                }
+                            }
+                            Some(interrupt::Interruption::Stop(text)) => {
+                                tracing::info!("barge-in: stop word {text:?} while answering");
+                                turn_cancel.cancel();
+                                speaker.stop();
+                                barge = Some(Barge::Stop);
+                            }
+                            Some(interrupt::Interruption::WakeWord(word)) => {
+                                tracing::info!(%word, "barge-in: wake word while answering; listening");
+                                turn_cancel.cancel();
+                                speaker.stop();
+                                if let Some(ring) = ring.as_mut() {
+                                    ring.stop_quietly();
+                                }
+                                barge = Some(Barge::WakeWord);
+                                if gate.as_ref().is_some_and(|g| g.earcon) {
+                                    speaker.play("earcon", wake::earcon());
+                                }
+                                // The request may follow in the same
+                                // breath: the endpointer takes it from just
+                                // before the detection.
+                                match Endpointer::new(vad) {
+                                    Ok(fresh) => *endpointer = fresh,
+                                    Err(_) => endpointer.reset(),
+                                }
+                                if let Some(g) = gate.as_mut() {
+                                    let preroll = g.take_preroll();
+                                    pending.extend(endpointer.push(&preroll));
+                                    g.awake_until = Some(Instant::now() + WAKE_WINDOW);
+                                }
+                            }
+                            None => {}
+                        }
                     }
                     Ok(_) | Err(AudioError::Ended) => {}
                     Err(e) => {
@@ -740,8 +831,15 @@ impl VoiceLoop {
             barge,
             endpoint,
         );
-        if barge != Some(Barge::Voice) {
-            self.after_speaking();
+        match barge {
+            // What was said after the interruption is already in the
+            // endpointer (the next request).
+            Some(Barge::Voice | Barge::WakeWord) => {
+                if barge == Some(Barge::WakeWord) {
+                    self.light(LedState::Listening);
+                }
+            }
+            _ => self.after_speaking(),
         }
         barge
     }
@@ -801,7 +899,7 @@ impl VoiceLoop {
             "turn_id": outcome.turn_id,
             "route": outcome.route,
             "intent": outcome.intent,
-            "barge_in": barge.map(|b| format!("{b:?}").to_lowercase()),
+            "barge_in": barge.map(Barge::label),
             // How the request's end was found (speculate.rs).
             "endpoint": endpoint,
             // Stamps in ms after the end of speech was decided (VAD end).
@@ -947,6 +1045,32 @@ impl VoiceLoop {
     }
 
     /// Stop everything ringing (here and, through the timers, elsewhere).
+    /// The microphone while a round sounds: the stop word stops the
+    /// ringing, the wake word stops it and opens the microphone. True when
+    /// either was heard.
+    fn interrupt_ringing(&mut self, samples: &[i16], pending: &mut VecDeque<VadEvent>) -> bool {
+        let Some(listener) = self.interrupter.as_mut() else {
+            return false;
+        };
+        let gate = self.wake.as_mut().filter(|g| g.has_detector());
+        match listener.hear(samples, &self.stt, gate) {
+            Some(interrupt::Interruption::Stop(text)) => {
+                tracing::info!("stop word {text:?} over the ringing: stopping it");
+                self.stop_ringing();
+                self.after_speaking();
+                true
+            }
+            Some(interrupt::Interruption::WakeWord(word)) => {
+                tracing::info!(%word, "wake word while ringing: stopping it and listening");
+                self.stop_ringing();
+                self.source.flush();
+                self.open_window(pending, true);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn stop_ringing(&mut self) {
         if let Some(ring) = self.ring.as_mut() {
             ring.stop(self.speaker.as_ref());

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::audio::playback::Clip;
 use crate::audio::SAMPLE_RATE;
 use crate::paths::Paths;
 use crate::wake::{WakeConfig, WakeDetector, WakeMode};
@@ -39,6 +40,8 @@ pub struct WakeGate {
     /// `wake.follow_up_ms` / `wake.follow_up_always`.
     follow_up: Duration,
     follow_up_always: bool,
+    /// `wake.earcon`: play [`earcon`] when the microphone opens.
+    pub(crate) earcon: bool,
 }
 
 impl WakeGate {
@@ -59,6 +62,7 @@ impl WakeGate {
             awake_until: None,
             follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
             follow_up_always: false,
+            earcon: false,
         }
     }
 
@@ -74,6 +78,7 @@ impl WakeGate {
             awake_until: None,
             follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
             follow_up_always: false,
+            earcon: false,
         }
     }
 
@@ -102,7 +107,10 @@ impl WakeGate {
                 Err(e) => Some(WakeGate::button_only(Some(format!("{e:#}")))),
             },
         };
-        gate.map(|g| g.with_follow_up(wake.follow_up_ms, wake.follow_up_always))
+        gate.map(|mut g| {
+            g.earcon = wake.earcon;
+            g.with_follow_up(wake.follow_up_ms, wake.follow_up_always)
+        })
     }
 
     /// Follow-up listening: `ms` without the wake word after an answer
@@ -163,6 +171,11 @@ impl WakeGate {
         }
     }
 
+    /// A detector is there (not button only).
+    pub(crate) fn has_detector(&self) -> bool {
+        self.detector.is_some()
+    }
+
     /// Ms of audio fed so far.
     pub fn position_ms(&self) -> u64 {
         self.detector.as_ref().map_or(0, |d| d.position_ms())
@@ -214,9 +227,49 @@ impl WakeGate {
     }
 }
 
+/// The wake sound: two short rising notes (E5 → B5, 70 ms each, soft
+/// edges) at a third of full scale, 22.05 kHz. Short, so a request said
+/// in the same breath is barely covered; tonal, so whisper marks it as an
+/// annotation (dropped) rather than a word.
+pub fn earcon() -> Clip {
+    let rate = 22_050u32;
+    let rate_f = rate as f32;
+    let mut samples = Vec::new();
+    for freq in [659.25f32, 987.77] {
+        let n = (0.07 * rate_f) as usize;
+        let fade = (0.01 * rate_f) as usize;
+        for i in 0..n {
+            let edge = (i.min(n - 1 - i) as f32 / fade as f32).min(1.0);
+            let t = i as f32 / rate_f;
+            samples.push(0.33 * edge * (std::f32::consts::TAU * freq * t).sin());
+        }
+    }
+    Clip::new(samples, rate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_earcon_is_short_soft_and_rising() {
+        let clip = earcon();
+        assert!(
+            clip.seconds() > 0.1 && clip.seconds() < 0.2,
+            "{}",
+            clip.seconds()
+        );
+        let peak = clip.samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
+        assert!(peak > 0.3 && peak <= 0.34, "{peak}");
+        // Zero crossings per second: the second note is higher.
+        let half = clip.samples.len() / 2;
+        let crossings = |x: &[f32]| {
+            x.windows(2)
+                .filter(|w| (w[0] < 0.0) != (w[1] < 0.0))
+                .count()
+        };
+        assert!(crossings(&clip.samples[half..]) > crossings(&clip.samples[..half]) * 14 / 10);
+    }
 
     #[test]
     fn follow_up_listening_opens_after_a_question_or_always_when_enabled() {

@@ -64,6 +64,13 @@ pub struct WakeConfig {
     pub follow_up_ms: u64,
     /// Follow-up listening after every answer, not only questions.
     pub follow_up_always: bool,
+    /// While the device talks or rings, the wake word or a stop word
+    /// ("stop", "enough", "be quiet") cuts it off (`voice_loop::interrupt`).
+    pub stop_word: bool,
+    /// A short rising two-note sound when the wake word (or a press) opens
+    /// the microphone. Whisper's annotation of it ("[BEEP]") is dropped
+    /// from the transcript, so it never becomes part of a request.
+    pub earcon: bool,
 }
 
 impl Default for WakeConfig {
@@ -77,6 +84,8 @@ impl Default for WakeConfig {
             refractory_ms: 2000,
             follow_up_ms: 5000,
             follow_up_always: false,
+            stop_word: true,
+            earcon: true,
         }
     }
 }

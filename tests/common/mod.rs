@@ -160,3 +160,27 @@ pub fn alsa_file_config(dir: &Path, in_raw: &Path, out_raw: &Path) -> PathBuf {
     .expect("write asound.conf");
     conf
 }
+
+/// The share of `samples`' energy at `freq` Hz (Goertzel, one bin).
+pub fn tone_share(samples: &[f32], freq: f32, rate: f32) -> f32 {
+    let w = 2.0 * std::f32::consts::PI * freq / rate;
+    let coeff = 2.0 * w.cos();
+    let (mut s1, mut s2) = (0.0f32, 0.0f32);
+    for &x in samples {
+        let s0 = x + coeff * s1 - s2;
+        s2 = s1;
+        s1 = s0;
+    }
+    let bin = s1 * s1 + s2 * s2 - coeff * s1 * s2;
+    let energy: f32 = samples.iter().map(|x| x * x).sum();
+    // A pure tone of N samples puts N/2 · energy into its bin.
+    bin / (energy * samples.len() as f32 / 2.0).max(f32::MIN_POSITIVE)
+}
+
+pub fn played_raw(out_raw: &Path) -> Vec<f32> {
+    std::fs::read(out_raw)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect()
+}
