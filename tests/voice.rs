@@ -672,7 +672,8 @@ fn silence(seconds: f32) -> Vec<i16> {
 /// Issue 17 point 8: `earshot mute` reaches the running loop through the
 /// control socket in the state directory: the capture is closed, the
 /// lights show red (`muted` from the file backend), unmute opens it again;
-/// with no loop running it says so in one line.
+/// a long press of the button mutes too (a short one while muted does
+/// not unmute); with no loop running it says so in one line.
 #[test]
 fn mute_reaches_the_running_loop_and_says_when_none_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -694,8 +695,13 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
                 .env("EARSHOT_CONFIG", &config),
         )
     };
+    let fifo = dir.path().join("button");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: creating a FIFO at a fresh path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let mut child = common::earshot(dir.path())
-        .args(["run", "--no-barge-in"])
+        .args(["run", "--no-barge-in", "--button"])
+        .arg(format!("script:{}", fifo.display()))
         .env("EARSHOT_CONFIG", &config)
         .env("ALSA_CONFIG_PATH", &conf)
         .env("EARSHOT_LOG", "info")
@@ -746,6 +752,33 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
         &mut seen,
     );
     assert!(on.is_some(), "{}", seen.join("\n"));
+    // A long press (held past device.long_press_ms, 1500) mutes too; a
+    // short one doesn't unmute.
+    let mut button = open_fifo_writer(&fifo, &mut child);
+    writeln!(button, "press").unwrap();
+    button.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(1800));
+    writeln!(button, "release").unwrap();
+    button.flush().unwrap();
+    let long = common::wait_for(
+        &stderr,
+        "long press: muted",
+        Duration::from_secs(30),
+        &mut seen,
+    );
+    assert!(long.is_some(), "{}", seen.join("\n"));
+    let muted = common::wait_for(
+        &stderr,
+        "muted: the microphone is off",
+        Duration::from_secs(60),
+        &mut seen,
+    );
+    assert!(muted.is_some(), "{}", seen.join("\n"));
+    writeln!(button, "click").unwrap();
+    button.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(common::stdout(&mute("status")).trim(), "muted");
+    drop(button);
     sigterm(&child);
     let status = wait_exit(&mut child, Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
