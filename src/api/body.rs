@@ -53,7 +53,7 @@ fn read_failed(e: &std::io::Error) -> ApiError {
             408,
             "the request body did not arrive in time (api.body_timeout_ms); send it faster or raise the limit",
         ),
-        std::io::ErrorKind::Interrupted => {
+        _ if super::wire::is_shutdown(e) => {
             ApiError::unavailable("earshot is shutting down; retry in a moment")
         }
         std::io::ErrorKind::InvalidInput => ApiError::bad_request(

@@ -153,7 +153,7 @@ pub fn read_head(stream: &TcpStream, deadline: Deadline) -> Result<(Head, Vec<u8
                     HeadError::TimedOut
                 })
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(HeadError::Stopped),
+            Err(e) if is_shutdown(&e) => return Err(HeadError::Stopped),
             Err(e) => return Err(HeadError::Io(e)),
         };
         let fresh = &chunk[..n];
@@ -202,11 +202,17 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, Vec<u8>)>, HeadError> {
 }
 
 /// One read that gives up at `deadline` (`TimedOut`) or on shutdown
-/// (`Interrupted`), waking every [`READ_SLICE`] to look.
+/// ([`is_shutdown`]), waking every [`READ_SLICE`] to look.
 fn read_within(stream: &TcpStream, buf: &mut [u8], deadline: Deadline) -> io::Result<usize> {
     loop {
         if deadline.stop.load(Ordering::SeqCst) {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, "shutting down"));
+            // Not `Interrupted`: std's readers (`io::copy`, `read_to_end`)
+            // retry that for ever, and a lingering connection spun until
+            // the process was killed instead of shutting down.
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "shutting down",
+            ));
         }
         let left = deadline.at.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -219,6 +225,11 @@ fn read_within(stream: &TcpStream, buf: &mut [u8], deadline: Deadline) -> io::Re
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The error [`read_within`] gives when the server is shutting down.
+pub fn is_shutdown(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::ConnectionAborted
 }
 
 /// A read or write that ended only because its time slice (or a signal)
@@ -474,6 +485,47 @@ pub fn response_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection lingering after an early answer, its client still
+    /// connected and silent, ends at shutdown — not at its deadline, and
+    /// never in a busy loop (it used to spin until killed).
+    #[test]
+    fn lingering_and_body_reads_end_at_shutdown() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let started = Instant::now();
+            let lingering = scope.spawn(|| {
+                linger(
+                    &server,
+                    DRAIN_LIMIT,
+                    Deadline::after(Duration::from_secs(30), &stop),
+                )
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            stop.store(true, Ordering::SeqCst);
+            lingering.join().unwrap();
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{:?}",
+                started.elapsed()
+            );
+        });
+        // A body read at shutdown: a 503, at once.
+        let started = Instant::now();
+        let err = read_body(
+            &server,
+            b"",
+            Framing::Length(10),
+            1024,
+            Deadline::after(Duration::from_secs(30), &stop),
+        )
+        .unwrap_err();
+        assert_eq!(err.status, 503, "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
 
     #[test]
     fn heads_parse_and_are_bounded() {
