@@ -378,6 +378,13 @@ pub trait Transcriber: Send + Sync {
     fn name(&self) -> &'static str;
     /// Transcribe one utterance.
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError>;
+    /// Transcribe a word or two as fast as possible (the stop word during
+    /// playback): one bounded pass, no fallback. Default: [`transcribe`].
+    ///
+    /// [`transcribe`]: Transcriber::transcribe
+    fn transcribe_word(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        self.transcribe(audio)
+    }
     /// Make the first real call as fast as the rest (load pages, build
     /// graphs). Default: nothing to do.
     fn warm_up(&self) -> Result<(), SttError> {
@@ -479,6 +486,24 @@ impl Stt {
                 }
             }
         })
+    }
+
+    /// A word or two (the stop word heard during playback), by the first
+    /// engine that works, each on its shortest path.
+    pub fn transcribe_word(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        let started = Instant::now();
+        let mut failures: Vec<String> = self.unavailable.clone();
+        for engine in &self.engines {
+            match engine.transcribe_word(audio) {
+                Ok(mut t) => {
+                    t.fallbacks = failures;
+                    t.timings.stt_ms = started.elapsed().as_millis() as u64;
+                    return Ok(t);
+                }
+                Err(e) => failures.push(format!("{}: {e}", engine.name())),
+            }
+        }
+        Err(SttError::AllFailed(failures))
     }
 
     /// Transcribe 16 kHz mono audio with the first engine that works.

@@ -29,6 +29,8 @@ use crate::audio::SAMPLE_RATE;
 
 /// Encoder frames per second of audio (mel hop 10 ms, conv stride 2).
 const CTX_PER_SEC: f32 = 50.0;
+/// Decoder budget of [`WhisperStt::word_plan`].
+pub const WORD_TOKENS: u32 = 6;
 /// whisper.cpp refuses less than 100 ms and is unreliable under ~1 s:
 /// shorter utterances are padded with silence to this many samples.
 const MIN_SAMPLES: usize = SAMPLE_RATE as usize + SAMPLE_RATE as usize / 10;
@@ -551,6 +553,28 @@ impl WhisperStt {
         Ok((d, note))
     }
 
+    /// The plan for a word or two (the stop word): the context just covers
+    /// the (padded) audio, and the decoder stops after
+    /// [`WORD_TOKENS`] tokens ("okay, stop it" is five), so a looping
+    /// decoder costs little.
+    pub fn word_plan(&self, samples: usize) -> Plan {
+        let f = &self.cfg.fast;
+        let audio_ms = samples.max(MIN_SAMPLES) as u64 * 1000 / u64::from(SAMPLE_RATE);
+        // No lead silence: the utterance starts with the endpointer's
+        // pre-roll already.
+        let secs = (audio_ms + 100) as f32 / 1000.0;
+        let ctx = ((secs * CTX_PER_SEC).ceil() as u32).div_ceil(8) * 8;
+        Plan {
+            audio_ctx: ctx.min(self.model_ctx),
+            max_tokens: WORD_TOKENS,
+            single_segment: true,
+            no_timestamps: true,
+            temperature_fallback: false,
+            wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
+            lead_ms: 0,
+        }
+    }
+
     /// The retry after a rejected fast pass: `wide_scale` × its context,
     /// or `None` when that reaches the model's full context (then the full
     /// pass runs directly) or the retry is off (`wide_scale` ≤ 1).
@@ -778,6 +802,38 @@ impl Transcriber for WhisperStt {
             avg_logprob: Some(decoded.avg_logprob),
             min_logprob: Some(decoded.min_logprob),
             weakest_word: Some(decoded.weakest.trim().to_string()),
+            fallbacks: Vec::new(),
+        })
+    }
+
+    fn transcribe_word(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        let _live = crate::cpu::LiveWork::begin();
+        let started = Instant::now();
+        let audio_ms = audio.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
+        let plan = self.word_plan(audio.len());
+        let (d, trimmed) = self.pass(audio, &plan)?;
+        let cleaned = text::clean(&d.text);
+        let no_speech = cleaned.is_empty() || (d.no_speech_prob > 0.6 && d.avg_logprob < -1.0);
+        let timings = SttTimings {
+            audio_ms,
+            fast_ms: Some(d.elapsed.as_millis() as u64),
+            stt_ms: started.elapsed().as_millis() as u64,
+            ..Default::default()
+        };
+        Ok(Transcript {
+            text: if no_speech { String::new() } else { cleaned },
+            no_speech,
+            engine: "whisper".into(),
+            path: "word".into(),
+            reason: format!(
+                "a word: audio_ctx {}, ≤ {} tokens{trimmed}",
+                plan.audio_ctx, plan.max_tokens
+            ),
+            timings,
+            audio_ctx: Some(plan.audio_ctx),
+            avg_logprob: Some(d.avg_logprob),
+            min_logprob: Some(d.min_logprob),
+            weakest_word: Some(d.weakest.trim().to_string()),
             fallbacks: Vec::new(),
         })
     }

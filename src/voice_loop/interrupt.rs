@@ -151,7 +151,7 @@ impl Interrupter {
                 continue;
             }
             self.stats.transcribed += 1;
-            match stt.transcribe(&u.to_f32()) {
+            match stt.transcribe_word(&u.to_f32()) {
                 Ok(t) if !t.no_speech && super::ring::is_stop_word(&t.text) => {
                     return Some(Interruption::Stop(t.text.trim().to_string()));
                 }
