@@ -92,7 +92,7 @@ say "fetching the pinned sources into $DL"
 crate oww-rs 0.3.3 d2a492188104214331630dee9125e20b13b7d54cc375f28e01163d1490884ac7
 crate livekit-wakeword 0.1.3 4f66023a64fefe9aa5b717223379936d4a6ee15f6af93f94e15f1790b4c7f887
 if [[ ! -f $DL/pocketsphinx-5.1.1.tar.gz ]]; then
-    pip download --quiet --no-deps --no-binary :all: --no-build-isolation -d "$DL" pocketsphinx==5.1.1 >&2 ||
+    pip download --quiet --no-deps --no-binary :all: -d "$DL" pocketsphinx==5.1.1 >&2 ||
         [[ -f $DL/pocketsphinx-5.1.1.tar.gz ]]
 fi
 check "$DL/pocketsphinx-5.1.1.tar.gz" 675778b309a22dfc9b7d37f7621976bba491d2a5f8c59696bd77fd6d07271355
@@ -106,7 +106,7 @@ deb bucklespring-data 1.4.0-2 2add9f5583b3afc9c0b528066f4578baff930b74d4a94c8a25
 deb dict-devil 1.0-13.1 6a535684def2a1f70cd42da16d12d43f0e9dc3e54e4a329178eebab3170e3154
 
 to16k() { # IN OUT [sox input options before IN]
-    sox -R "$1" -r 16000 -c 1 -b 16 "$2"
+    sox -V1 -R "$1" -r 16000 -c 1 -b 16 "$2"
 }
 
 rms() { # FILE -> RMS amplitude (0..1)
@@ -213,14 +213,14 @@ for f in "$POS"/piper/*-a.wav "$POS/real/oww-hey_jarvis.wav"; do
         mix "$f" "$WORK/keyboard.wav" 5 3 "$POS/real-noise/$base-keyboard5.wav"
         mix "$f" "$WORK/music.wav" 5 30 "$POS/real-noise/$base-music5.wav"
     fi
-    # A small room and a large one (reverberance %, HF damping %, room scale %).
-    room=$((n % 2 == 0 ? 40 : 90))
-    sox "$f" -r 16000 -c 1 -b 16 "$POS/$dest-reverb/$base-room$room.wav" \
-        pad 0 0.5 reverb 50 50 "$room" 100 10 0 channels 1 gain -n -1
-    if [[ $dest == real ]]; then
-        sox "$f" -r 16000 -c 1 -b 16 "$POS/real-reverb/$base-room40.wav" \
-            pad 0 0.5 reverb 50 50 40 100 10 0 channels 1 gain -n -1
-    fi
+    # A small room and a large one (reverberance %, HF damping %, room
+    # scale %): the Piper clips take turns, the real one gets both.
+    rooms=$((n % 2 == 0 ? 40 : 90))
+    [[ $dest == real ]] && rooms="40 90"
+    for room in $rooms; do
+        sox "$f" -r 16000 -c 1 -b 16 "$POS/$dest-reverb/$base-room$room.wav" \
+            pad 0 0.5 reverb 50 50 "$room" 100 10 0 channels 1 gain -n -1
+    done
     n=$((n + 1))
 done
 
