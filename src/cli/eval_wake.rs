@@ -135,14 +135,15 @@ fn print_text(r: &EvalReport, positives: bool, negatives: bool) {
         );
         for (source, c) in &r.positive_sources {
             println!(
-                "  {source:<24} {:>3}/{:<3} missed ({:.1} %)",
+                "  {source:<24} {:>3}/{:<3} missed ({:.1} %), weakest clip peaks at {:.3}",
                 c.false_rejects,
                 c.clips,
-                c.false_reject_rate * 100.0
+                c.false_reject_rate * 100.0,
+                c.min_peak
             );
         }
-        for path in &r.rejected {
-            println!("  missed {path}");
+        for miss in &r.rejected {
+            println!("  missed {} (peak {:.3})", miss.file, miss.peak);
         }
     }
     if negatives {
@@ -152,10 +153,11 @@ fn print_text(r: &EvalReport, positives: bool, negatives: bool) {
         );
         for (source, c) in &r.negative_sources {
             println!(
-                "  {source:<24} {:>3} in {:>6.1} min ({:.2} per hour)",
+                "  {source:<24} {:>3} in {:>6.1} min ({:.2} per hour), highest probability {:.3}",
                 c.false_accepts,
                 c.hours * 60.0,
-                c.false_accepts_per_hour
+                c.false_accepts_per_hour,
+                c.max_peak
             );
         }
         for a in &r.accepted {

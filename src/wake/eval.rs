@@ -38,6 +38,10 @@ pub trait FrameDetector {
     /// Feed 16 kHz mono samples; the 80 ms frames (counted from the last
     /// [`reset`](Self::reset)) on which the word fired.
     fn feed(&mut self, samples: &[i16]) -> Result<Vec<u64>>;
+    /// The highest probability scored since the last call (0 if none),
+    /// to say how near the threshold a set came, not only whether it
+    /// crossed it.
+    fn take_peak(&mut self) -> f32;
 }
 
 /// The in-process openWakeWord pipeline for one word, with `[wake]`'s
@@ -47,6 +51,7 @@ pub struct OnnxFrames {
     models: super::onnx::WakeModels,
     stream: super::onnx::Stream,
     decision: super::onnx::Decision,
+    peak: f32,
 }
 
 #[cfg(feature = "onnx")]
@@ -57,6 +62,7 @@ impl OnnxFrames {
             models,
             stream: super::onnx::Stream::new(1),
             decision,
+            peak: 0.0,
         }
     }
 }
@@ -68,13 +74,21 @@ impl FrameDetector for OnnxFrames {
     }
 
     fn feed(&mut self, samples: &[i16]) -> Result<Vec<u64>> {
-        Ok(self
+        let scores = self
             .models
-            .push(&mut self.stream, samples, &self.decision)?
+            .push(&mut self.stream, samples, &self.decision)?;
+        for s in &scores {
+            self.peak = self.peak.max(s.probability);
+        }
+        Ok(scores
             .into_iter()
             .filter(|s| s.fired)
             .map(|s| s.frame)
             .collect())
+    }
+
+    fn take_peak(&mut self) -> f32 {
+        std::mem::take(&mut self.peak)
     }
 }
 
@@ -151,10 +165,18 @@ pub struct PositiveCount {
     pub clips: usize,
     pub false_rejects: usize,
     pub false_reject_rate: f64,
+    /// The weakest clip's highest probability: how far below the
+    /// threshold the hardest clip stayed, or how far above it.
+    pub min_peak: f32,
 }
 
 impl PositiveCount {
-    fn add(&mut self, accepted: bool) {
+    fn add(&mut self, accepted: bool, peak: f32) {
+        self.min_peak = if self.clips == 0 {
+            peak
+        } else {
+            self.min_peak.min(peak)
+        };
         self.clips += 1;
         if !accepted {
             self.false_rejects += 1;
@@ -169,9 +191,17 @@ pub struct PositiveReport {
     pub total: PositiveCount,
     pub sources: BTreeMap<String, PositiveCount>,
     /// The clips it missed, to listen to.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Rejected>,
     /// Seconds of audio fed (with the padding).
     pub audio_s: f64,
+}
+
+/// A positive clip the detector missed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Rejected {
+    pub file: String,
+    /// Its highest probability.
+    pub peak: f32,
 }
 
 /// Run every positive clip through a fresh stream.
@@ -187,6 +217,7 @@ pub fn score_positives(
     for clip in clips {
         let samples = load(&clip.path)?;
         detector.reset();
+        detector.take_peak();
         let mut audio = Vec::with_capacity(lead.len() + samples.len() + tail.len());
         audio.extend_from_slice(&lead);
         audio.extend_from_slice(&samples);
@@ -197,15 +228,19 @@ pub fn score_positives(
                 accepted = true;
             }
         }
+        let peak = detector.take_peak();
         report.audio_s += audio.len() as f64 / RATE as f64;
-        report.total.add(accepted);
+        report.total.add(accepted, peak);
         report
             .sources
             .entry(clip.source.clone())
             .or_default()
-            .add(accepted);
+            .add(accepted, peak);
         if !accepted {
-            report.rejected.push(clip.path.display().to_string());
+            report.rejected.push(Rejected {
+                file: clip.path.display().to_string(),
+                peak,
+            });
         }
     }
     Ok(report)
@@ -218,6 +253,8 @@ pub struct NegativeCount {
     pub hours: f64,
     pub false_accepts: usize,
     pub false_accepts_per_hour: f64,
+    /// The highest probability scored anywhere in it.
+    pub max_peak: f32,
 }
 
 impl NegativeCount {
@@ -254,6 +291,7 @@ pub fn score_negatives(
 ) -> Result<NegativeReport> {
     let mut report = NegativeReport::default();
     detector.reset();
+    detector.take_peak();
     // Where each file starts in the stream, in samples.
     let mut starts: Vec<u64> = Vec::with_capacity(clips.len());
     let mut fed: u64 = 0;
@@ -284,6 +322,13 @@ pub fn score_negatives(
             let chunk = std::mem::take(&mut carry);
             take(detector.feed(&chunk)?, &starts, clips, &mut report);
         }
+        // The carried tail belongs to the next file; its score is counted
+        // there (less than 80 ms of audio either way).
+        let peak = detector.take_peak();
+        if let Some(count) = report.sources.get_mut(&clip.source) {
+            count.max_peak = count.max_peak.max(peak);
+        }
+        report.total.max_peak = report.total.max_peak.max(peak);
     }
     report.total.files = clips.len();
     report.total.hours = fed as f64 / RATE as f64 / 3600.0;
@@ -334,7 +379,11 @@ pub struct EvalReport {
     pub refractory_ms: u64,
     pub positive_sources: BTreeMap<String, PositiveCount>,
     pub negative_sources: BTreeMap<String, NegativeCount>,
-    pub rejected: Vec<String>,
+    /// The weakest positive clip's highest probability.
+    pub positive_min_peak: f32,
+    /// The highest probability anywhere in the negatives.
+    pub negative_max_peak: f32,
+    pub rejected: Vec<Rejected>,
     pub accepted: Vec<FalseAccept>,
     /// Audio seconds run through the detector, and the wall time it took.
     pub audio_s: f64,
@@ -364,6 +413,8 @@ impl EvalReport {
             threshold: decision.0,
             trigger_frames: decision.1,
             refractory_ms: decision.2,
+            positive_min_peak: positives.total.min_peak,
+            negative_max_peak: negatives.total.max_peak,
             positive_sources: positives.sources,
             negative_sources: negatives.sources,
             rejected: positives.rejected,
@@ -387,6 +438,7 @@ mod tests {
         last: Option<u64>,
         refractory: u64,
         resets: usize,
+        peak: f32,
     }
 
     impl Fake {
@@ -396,6 +448,7 @@ mod tests {
                 last: None,
                 refractory,
                 resets: 0,
+                peak: 0.0,
             }
         }
     }
@@ -410,13 +463,18 @@ mod tests {
             assert!(samples.len() <= FRAME_SAMPLES);
             let frame = self.frame;
             self.frame += 1;
-            let loud = samples.iter().any(|s| s.unsigned_abs() > 10_000);
+            let loudest = samples.iter().map(|s| s.unsigned_abs()).max().unwrap_or(0);
+            self.peak = self.peak.max(f32::from(loudest) / 32_768.0);
+            let loud = loudest > 10_000;
             let cooling = self.last.is_some_and(|l| frame < l + self.refractory);
             if loud && !cooling {
                 self.last = Some(frame);
                 return Ok(vec![frame]);
             }
             Ok(Vec::new())
+        }
+        fn take_peak(&mut self) -> f32 {
+            std::mem::take(&mut self.peak)
         }
     }
 
@@ -453,7 +511,7 @@ mod tests {
         let mut load = loader(HashMap::from([
             ("a/1.wav", burst(16_000, 100)),
             ("a/2.wav", burst(16_000, 15_999)),
-            ("b/1.wav", vec![0; 16_000]),
+            ("b/1.wav", vec![300; 16_000]),
             ("b/2.wav", burst(8_000, 4_000)),
         ]));
         let mut fake = Fake::new(0);
@@ -465,7 +523,12 @@ mod tests {
         assert_eq!(r.sources["piper"].false_rejects, 0);
         assert_eq!(r.sources["real"].false_rejects, 1);
         assert!((r.sources["real"].false_reject_rate - 0.5).abs() < 1e-12);
-        assert_eq!(r.rejected, vec!["b/1.wav".to_string()]);
+        assert_eq!(r.rejected.len(), 1);
+        assert_eq!(r.rejected[0].file, "b/1.wav");
+        // The missed clip's peak, and the weakest clip per source.
+        assert!((r.rejected[0].peak - 300.0 / 32_768.0).abs() < 1e-6);
+        assert!((r.sources["real"].min_peak - 300.0 / 32_768.0).abs() < 1e-6);
+        assert!((r.sources["piper"].min_peak - 20_000.0 / 32_768.0).abs() < 1e-6);
         // 3 s of padding around each clip.
         assert!((r.audio_s - (1.0 + 1.0 + 1.0 + 0.5 + 4.0 * 3.0)).abs() < 1e-9);
     }
@@ -505,6 +568,8 @@ mod tests {
         assert_eq!(r.sources["books"].false_accepts, 1);
         assert!((r.sources["books"].false_accepts_per_hour - 20.0).abs() < 1e-6);
         assert_eq!(r.accepts[1].file, "n/books/2.wav");
+        assert!((r.sources["tv"].max_peak - 20_000.0 / 32_768.0).abs() < 1e-6);
+        assert!((r.total.max_peak - 20_000.0 / 32_768.0).abs() < 1e-6);
         // The fake's frame k covers samples k×1280..(k+1)×1280; the window
         // end the eval reports is k×1280 + 1760, within 0.11 s of the burst.
         assert!((r.accepts[1].at_s - 10.0).abs() < 0.12, "{:?}", r.accepts);
@@ -520,6 +585,9 @@ mod tests {
             fn feed(&mut self, samples: &[i16]) -> Result<Vec<u64>> {
                 self.0.push(samples.len());
                 Ok(Vec::new())
+            }
+            fn take_peak(&mut self) -> f32 {
+                0.0
             }
         }
         let clips = vec![clip("x", "a"), clip("y", "a"), clip("z", "b")];
@@ -579,14 +647,15 @@ mod tests {
     #[test]
     fn the_report_carries_the_issue_fields() {
         let mut pos = PositiveReport::default();
-        pos.total.add(true);
-        pos.total.add(false);
+        pos.total.add(true, 0.9);
+        pos.total.add(false, 0.2);
         let neg = NegativeReport {
             total: NegativeCount {
                 files: 1,
                 hours: 2.0,
                 false_accepts: 1,
                 false_accepts_per_hour: 0.5,
+                max_peak: 0.7,
             },
             ..Default::default()
         };
@@ -612,5 +681,6 @@ mod tests {
         assert_eq!(v["clips"], 2);
         assert_eq!(v["false_reject_rate"], 0.5);
         assert_eq!(v["false_accepts_per_hour"], 0.5);
+        assert!((r.positive_min_peak - 0.2).abs() < 1e-6);
     }
 }
