@@ -238,8 +238,10 @@ split5() { # IN PREFIX
 
 say "negatives: real speech (Asterisk's English prompts, pocketsphinx's test speech, other wake words)"
 mkdir -p "$NEG/real-asterisk" "$NEG/real-registries"
-# Every prompt (one speaker, 8 kHz), in name order, back to back.
-find "$DL/deb/usr/share/asterisk/sounds" -name '*.wav' | LC_ALL=C sort >"$WORK/asterisk.lst"
+# Every prompt (one speaker, 8 kHz), in name order, back to back; not the
+# ten files of plain silence (silence/1.wav … 10.wav, 55 s).
+find "$DL/deb/usr/share/asterisk/sounds" -name '*.wav' -not -path '*/silence/*' |
+    LC_ALL=C sort >"$WORK/asterisk.lst"
 mapfile -t prompts <"$WORK/asterisk.lst"
 sox "${prompts[@]}" -r 16000 -c 1 -b 16 "$WORK/asterisk.wav"
 split5 "$WORK/asterisk.wav" "$NEG/real-asterisk/asterisk"
