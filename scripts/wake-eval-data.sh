@@ -5,7 +5,11 @@
 # then run:
 #   earshot eval wake --positives OUT_DIR/positives --negatives OUT_DIR/negatives
 #
-# Usage: scripts/wake-eval-data.sh OUT_DIR
+# Usage: scripts/wake-eval-data.sh OUT_DIR [--long]
+#   --long: instead, add OUT_DIR/negatives-long/ (about 5 h more speech
+#   without the wake word, the rest of the text, mostly espeak-ng), for a
+#   false-accept rate that 1.7 h cannot bound (zero accepts in T hours only
+#   says the rate is below 3/T per hour at 95 %); run it after a plain run.
 #   EARSHOT=path/to/earshot      (default target/release/earshot, then PATH)
 #   EARSHOT_MODELS_DIR=DIR       (the Piper voice; default ./models)
 #
@@ -20,10 +24,11 @@
 # Outside the repository: the data is about 250 MB.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-    echo "usage: $0 OUT_DIR" >&2
+if [[ $# -lt 1 || $# -gt 2 || ${2:---long} != --long ]]; then
+    echo "usage: $0 OUT_DIR [--long]" >&2
     exit 2
 fi
+LONG=${2:-}
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 DL="$OUT/downloads"
@@ -31,8 +36,10 @@ WORK="$OUT/work"
 POS="$OUT/positives"
 NEG="$OUT/negatives"
 mkdir -p "$DL" "$WORK"
-rm -rf "$POS" "$NEG"
-mkdir -p "$POS" "$NEG"
+if [[ -z $LONG ]]; then
+    rm -rf "$POS" "$NEG"
+    mkdir -p "$POS" "$NEG"
+fi
 
 EARSHOT=${EARSHOT:-$HERE/target/release/earshot}
 if [[ ! -x $EARSHOT ]]; then
@@ -163,6 +170,61 @@ sox "${music[@]}" -r 16000 -c 1 -b 16 "$WORK/music.wav"
 # Pink noise (a fan, a road), repeatable.
 sox -R -n -r 16000 -c 1 -b 16 "$WORK/pink.wav" synth 120 pinknoise
 
+# The Devil's Dictionary as plain sentences, cut into parts of ~600 words
+# (text-000.txt …): the same parts on every run.
+make_texts() {
+zcat "$DL/deb/usr/share/dictd/devil.dict.dz" | python3 -c '
+import re, sys
+text = sys.stdin.read()
+start = text.find("PREFACE")
+text = text[start:] if start >= 0 else text
+text = re.sub(r"[{}_]", "", text)
+text = re.sub(r"\s+", " ", text)
+words = text.split(" ")
+os = sys.argv[1]
+for i in range(0, len(words), 600):
+    open(f"{os}/text-{i // 600:03d}.txt", "w").write(" ".join(words[i:i + 600]) + "\n")
+' "$WORK"
+}
+
+if [[ -n $LONG ]]; then
+    [[ -d $NEG ]] || {
+        echo "run $0 $OUT first (without --long)" >&2
+        exit 1
+    }
+    make_texts
+    texts=("$WORK"/text-*.txt)
+    LNEG="$OUT/negatives-long"
+    rm -rf "$LNEG"
+    mkdir -p "$LNEG/synth-piper" "$LNEG/synth-espeak" "$LNEG/mixed-music"
+    say "long negatives: parts 17-$((${#texts[@]} - 1)) of the text; every 4th with Piper, the rest with 8 espeak-ng voices, every 5th over music (10 dB SNR)"
+    voices=(en-us en-gb+f3 en-gb-scotland+m3 en-gb-x-rp en-029+f4 en-us-nyc+klatt en-us+m3 en-gb-x-gbclan+f2)
+    scales=(0.9 1.0 1.1)
+    for ((i = 17; i < ${#texts[@]}; i++)); do
+        if ((i % 4 == 0)); then
+            piper_say "$(piper_dir "${scales[$((i % 3))]}" 0.667)" "$(cat "${texts[$i]}")" "$WORK/speech.wav"
+            name=part$i-piper
+        else
+            voice=${voices[$((i % 8))]}
+            espeak-ng -v "$voice" -s $((150 + i % 3 * 15)) -f "${texts[$i]}" -w "$WORK/espeak.wav"
+            to16k "$WORK/espeak.wav" "$WORK/speech.wav"
+            name=part$i-${voice/+/-}
+        fi
+        if ((i % 5 == 0)); then
+            mix "$WORK/speech.wav" "$WORK/music.wav" 10 $((i * 37 % 600)) "$LNEG/mixed-music/$name.wav"
+        elif [[ $name == *piper ]]; then
+            cp "$WORK/speech.wav" "$LNEG/synth-piper/$name.wav"
+        else
+            cp "$WORK/speech.wav" "$LNEG/synth-espeak/$name.wav"
+        fi
+    done
+    for dir in "$LNEG"/*/; do
+        secs=$(for f in "$dir"*.wav; do soxi -D "$f"; done | awk '{s += $1} END {printf "%.1f", s}')
+        echo "  negatives-long/$(basename "$dir"): $(ls "$dir" | wc -l) files, $secs s" >&2
+    done
+    exit 0
+fi
+
 # --- positives --------------------------------------------------------------
 say "positives: Piper at 4 speeds x 3 noise scales x 2 phrasings"
 mkdir -p "$POS/piper"
@@ -259,19 +321,7 @@ to16k "$DL/livekit-wakeword-0.1.3/tests/fixtures/negative.wav" "$NEG/real-regist
 to16k "$DL/oww-rs-0.3.3/test_data/ahoj_hugo_man.wav" "$NEG/real-registries/oww-ahoj_hugo_man.wav"
 to16k "$DL/oww-rs-0.3.3/test_data/ahoj_hugo_woman.wav" "$NEG/real-registries/oww-ahoj_hugo_woman.wav"
 
-# The Devil's Dictionary as plain sentences, cut into parts of ~600 words.
-zcat "$DL/deb/usr/share/dictd/devil.dict.dz" | python3 -c '
-import re, sys
-text = sys.stdin.read()
-start = text.find("PREFACE")
-text = text[start:] if start >= 0 else text
-text = re.sub(r"[{}_]", "", text)
-text = re.sub(r"\s+", " ", text)
-words = text.split(" ")
-os = sys.argv[1]
-for i in range(0, len(words), 600):
-    open(f"{os}/text-{i // 600:03d}.txt", "w").write(" ".join(words[i:i + 600]) + "\n")
-' "$WORK"
+make_texts
 texts=("$WORK"/text-*.txt)
 say "negatives: ${#texts[@]} parts of The Devil's Dictionary; synthesising"
 
