@@ -21,7 +21,8 @@
 # (en_US-joe-medium through `earshot say`) and espeak-ng. Piper samples
 # noise inside the model, so two runs give slightly different Piper audio;
 # sox runs with -R (repeatable noise) and every list is in a fixed order.
-# Outside the repository: the data is about 250 MB.
+# Keep OUT_DIR outside the repository: about 450 MB with the downloads,
+# 1 GB with --long.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 || ${2:---long} != --long ]]; then

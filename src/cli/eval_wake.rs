@@ -11,6 +11,8 @@ use anyhow::{anyhow, bail, Result};
 
 use crate::wake::eval::{self, EvalReport, Padding};
 
+/// `earshot eval wake`'s flags: the decision settings are not among them,
+/// so the eval measures what `[wake]` configures for the voice loop.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EvalWakeArgs {
     /// Clips that each hold the wake word (*.wav, any rate; one

@@ -295,8 +295,8 @@ pub fn score_negatives(
     // Where each file starts in the stream, in samples.
     let mut starts: Vec<u64> = Vec::with_capacity(clips.len());
     let mut fed: u64 = 0;
-    // The detector keeps up to a chunk of audio between calls: carry the
-    // tail so chunks stay 80 ms across file boundaries.
+    // Feed whole 80 ms chunks, as a microphone delivers them: a file's
+    // last partial chunk is carried into the next file.
     let mut carry: Vec<i16> = Vec::with_capacity(FRAME_SAMPLES);
     for (i, clip) in clips.iter().enumerate() {
         let samples = load(&clip.path)?;
