@@ -153,8 +153,13 @@ EOF
 
 piper_say() { # MODELS_DIR TEXT OUT
     : >"$WORK/empty.toml"
+    # `--` before the text: a part may start with "--".
     EARSHOT_CONFIG="$WORK/empty.toml" EARSHOT_STATE_DIR="$WORK/state" EARSHOT_MODELS_DIR="$1" \
-        "$EARSHOT" say "$2" --engine piper --out "$WORK/say.wav" 2>/dev/null
+        "$EARSHOT" say --engine piper --out "$WORK/say.wav" -- "$2" 2>"$WORK/say.err" || {
+        cat "$WORK/say.err" >&2
+        echo "earshot say failed (above)" >&2
+        exit 1
+    }
     to16k "$WORK/say.wav" "$3"
 }
 
