@@ -221,6 +221,8 @@ enum EvalWhat {
     Intents(earshot::cli::eval::IntentsArgs),
     /// Knowledge retrieval: precision, recall, F1, latency, tier spread, diversity.
     Retrieval(earshot::cli::eval_retrieval::RetrievalArgs),
+    /// The wake word: false rejects on clips with it, false accepts per hour without.
+    Wake(earshot::cli::eval_wake::EvalWakeArgs),
 }
 
 #[derive(Subcommand)]
@@ -331,6 +333,7 @@ fn main() -> ExitCode {
         Command::Eval { what } => match what {
             EvalWhat::Intents(args) => earshot::cli::eval::intents(config, args),
             EvalWhat::Retrieval(args) => earshot::cli::eval_retrieval::run(config, args),
+            EvalWhat::Wake(args) => earshot::cli::eval_wake::run(config, args),
         },
         Command::Tool { name, args } => earshot::cli::tool::run(config, &name, args.as_deref()),
         Command::Timers { action } => earshot::cli::timers::run(config, action),

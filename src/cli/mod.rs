@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod esphome;
 pub mod eval;
 pub mod eval_retrieval;
+pub mod eval_wake;
 pub mod export;
 pub mod feedback;
 pub mod history;

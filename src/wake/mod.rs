@@ -13,6 +13,7 @@
 //! [`strip`] takes the wake word out of the transcript.
 
 pub mod bench;
+pub mod eval;
 pub mod onnx;
 pub mod strip;
 pub mod wyoming;
