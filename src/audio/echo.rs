@@ -23,7 +23,7 @@ use super::SAMPLE_RATE;
 /// Samples per envelope frame (10 ms at 16 kHz).
 const FRAME: usize = 160;
 /// Coarse offsets refined sample by sample.
-const CANDIDATES: usize = 3;
+const CANDIDATES: usize = 8;
 
 /// Above this share of its energy explained by the playback, a word heard
 /// during playback is taken for the device's own voice. An echo alone with
