@@ -41,6 +41,10 @@ fn transcribe_16k(samples: &[f32]) -> String {
 /// phrase and kept under target/ for this test binary.
 fn piper_utterance(text: &str) -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    // Tests run in parallel and share phrases: one makes a file while no
+    // other reads it half-written.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
     let path = dir
         .path()
