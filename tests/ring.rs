@@ -941,7 +941,7 @@ fn saying_stop_while_it_answers_cuts_the_answer_off() {
     // The end of "stop" → silence: hang-over plus a short transcription
     // (a debug build on a busy machine; the release figure is in
     // BENCHMARKS.md).
-    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
     let turn = log
         .iter()
         .find(|l| l.contains("turn timings:"))
@@ -977,7 +977,7 @@ fn saying_stop_over_a_ring_round_cuts_the_round() {
         None,
     );
     assert!(later - at_stop <= 0.011, "{at_stop} s, then {later} s");
-    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
     let tea: String = rusqlite::Connection::open(dir.path().join("earshot.db"))
         .unwrap()
         .query_row("SELECT state FROM timers WHERE label = 'tea'", [], |r| {
