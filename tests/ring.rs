@@ -599,6 +599,16 @@ fn timers_ring_through_the_speaker_and_missed_ones_are_announced_once() {
     assert!(loud < 100, "{loud} loud samples played on the second start");
 }
 
+/// The state of the timer labelled `label` in the device's database.
+fn timer_state(dir: &Path, label: &str) -> String {
+    rusqlite::Connection::open(dir.join("earshot.db"))
+        .unwrap()
+        .query_row("SELECT state FROM timers WHERE label = ?1", [label], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
 /// A microphone on a FIFO that ALSA's file plugin reads as its capture
 /// file, fed at real-time pace like a real one: silence, and, when asked,
 /// an utterance (written whole, so no read inside it comes up short).
@@ -721,13 +731,7 @@ fn saying_stop_while_a_timer_rings_stops_it_with_no_wake_word_and_no_turn() {
     let took = said_at.elapsed();
     drop(mic);
     let log = device.stop();
-    let tea: String = rusqlite::Connection::open(dir.path().join("earshot.db"))
-        .unwrap()
-        .query_row("SELECT state FROM timers WHERE label = 'tea'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(tea, "done");
+    assert_eq!(timer_state(dir.path(), "tea"), "done");
     // Stopped by the word, long before ring_secs (60 s) would have.
     assert!(took < Duration::from_secs(20), "took {took:?}");
     let heard = log
@@ -978,13 +982,7 @@ fn saying_stop_over_a_ring_round_cuts_the_round() {
     );
     assert!(later - at_stop <= 0.011, "{at_stop} s, then {later} s");
     assert!(took < Duration::from_secs(6), "took {took:?}");
-    let tea: String = rusqlite::Connection::open(dir.path().join("earshot.db"))
-        .unwrap()
-        .query_row("SELECT state FROM timers WHERE label = 'tea'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(tea, "done");
+    assert_eq!(timer_state(dir.path(), "tea"), "done");
     // Cut mid-round: no "round played" for the round it was said over,
     // no round after, and no turn.
     let after: Vec<&String> = log

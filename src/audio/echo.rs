@@ -141,7 +141,7 @@ pub fn echo_share(mic: &[f32], reference: &[f32]) -> f32 {
     }
     // Coarse: normalised correlation of the mean-removed envelopes.
     let mut scored: Vec<(f32, usize)> = (0..=ref_env.len() - n)
-        .map(|lag| (ncc(&mic_env, &ref_env[lag..lag + n], true), lag))
+        .map(|lag| (ncc(&mic_env, &ref_env[lag..lag + n]), lag))
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     let mic_norm = energy(mic).sqrt();
@@ -198,17 +198,10 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// Normalised cross-correlation of two equal-length series (mean removed
-/// when `centred`).
-fn ncc(a: &[f32], b: &[f32], centred: bool) -> f32 {
-    let (ma, mb) = if centred {
-        (
-            a.iter().sum::<f32>() / a.len() as f32,
-            b.iter().sum::<f32>() / b.len() as f32,
-        )
-    } else {
-        (0.0, 0.0)
-    };
+/// Normalised cross-correlation of two equal-length series, mean removed.
+fn ncc(a: &[f32], b: &[f32]) -> f32 {
+    let ma = a.iter().sum::<f32>() / a.len() as f32;
+    let mb = b.iter().sum::<f32>() / b.len() as f32;
     let (mut ab, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);
     for (x, y) in a.iter().zip(b) {
         let (x, y) = (x - ma, y - mb);

@@ -48,14 +48,7 @@ pub fn run(config_path: Option<&Path>, args: BenchWakeArgs) -> Result<bool> {
     let word = args
         .word
         .clone()
-        .or_else(|| {
-            config
-                .wake
-                .effective_words(&config.wyoming)
-                .first()
-                .cloned()
-        })
-        .unwrap_or_else(|| "hey_jarvis".into());
+        .unwrap_or_else(|| config.wake.first_word(&config.wyoming));
     let peer_python = args.peer_python.clone().unwrap_or_else(default_peer);
     let opts = BenchOptions {
         audio,

@@ -52,14 +52,7 @@ pub fn run(config_path: Option<&Path>, args: EvalWakeArgs) -> Result<bool> {
     let word = args
         .word
         .clone()
-        .or_else(|| {
-            config
-                .wake
-                .effective_words(&config.wyoming)
-                .first()
-                .cloned()
-        })
-        .unwrap_or_else(|| "hey_jarvis".into());
+        .unwrap_or_else(|| config.wake.first_word(&config.wyoming));
     // List before loading models: a wrong path fails at once.
     let positives = args
         .positives

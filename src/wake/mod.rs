@@ -109,6 +109,15 @@ impl WakeConfig {
         Ok(())
     }
 
+    /// The first word in effect (what a bench or eval measures when none
+    /// is named), `hey_jarvis` if the list is empty.
+    pub fn first_word(&self, wyoming: &WyomingConfig) -> String {
+        self.effective_words(wyoming)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "hey_jarvis".into())
+    }
+
     /// The words in effect: `wake.words`, unless it is the default and the
     /// older `wyoming.wake_words` names some.
     pub fn effective_words(&self, wyoming: &WyomingConfig) -> Vec<String> {
