@@ -37,6 +37,7 @@ pub fn run(
         && config.wyoming.satellites.is_empty()
         // Issue 22: ESPHome devices listen too.
         && config.esphome.devices.is_empty()
+        && !config.esphome.discover
     {
         anyhow::bail!(
             "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"

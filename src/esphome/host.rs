@@ -23,6 +23,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -61,15 +62,29 @@ enum Lost {
     Shutdown,
 }
 
-/// The running device threads.
+/// The running device threads. Devices can be added while it runs
+/// ([`EsphomeHosts::add`]: mDNS discovery); every one shares the same
+/// services, voice chain and answer-audio listener.
 pub struct EsphomeHosts {
-    threads: Vec<JoinHandle<()>>,
+    shared: Option<Arc<Shared>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What every device thread shares.
+struct Shared {
+    cfg: EsphomeConfig,
+    vad: VadConfig,
+    services: Services,
+    stt: Stt,
+    tts: SharedTts,
+    urls: AudioUrls,
+    shutdown: CancelToken,
 }
 
 impl EsphomeHosts {
-    /// Start one thread per `[[esphome.devices]]` entry (none: nothing
-    /// starts, no listener). `tts` builds the shared voice chain, only
-    /// when a device is configured.
+    /// Start one thread per `[[esphome.devices]]` entry. With no device
+    /// and no `discover`, nothing starts (no listener). `tts` builds the
+    /// shared voice chain, only when a device may come.
     pub fn start(
         services: &Services,
         stt: &Stt,
@@ -78,56 +93,90 @@ impl EsphomeHosts {
         vad: &VadConfig,
         shutdown: &CancelToken,
     ) -> Result<EsphomeHosts, String> {
-        let mut threads = Vec::new();
-        if cfg.devices.is_empty() {
-            return Ok(EsphomeHosts { threads });
+        if cfg.devices.is_empty() && !cfg.discover {
+            return Ok(EsphomeHosts {
+                shared: None,
+                threads: Mutex::new(Vec::new()),
+            });
         }
         let urls = AudioUrls::start(&cfg.audio_bind, shutdown)?;
-        let tts = SharedTts::new(tts());
+        let shared = Arc::new(Shared {
+            cfg: cfg.clone(),
+            vad: vad.clone(),
+            services: services.clone(),
+            stt: stt.clone(),
+            tts: SharedTts::new(tts()),
+            urls,
+            shutdown: shutdown.clone(),
+        });
+        let hosts = EsphomeHosts {
+            shared: Some(shared),
+            threads: Mutex::new(Vec::new()),
+        };
         for (i, device) in cfg.devices.iter().enumerate() {
-            let key = if device.encryption_key.trim().is_empty() {
-                None
-            } else {
-                Some(
-                    super::decode_key(&device.encryption_key)
-                        .map_err(|e| format!("esphome.devices[{i}].encryption_key: {e}"))?,
-                )
-            };
-            let host = Device {
-                entry: device.clone(),
-                key,
-                cfg: cfg.clone(),
-                vad: vad.clone(),
-                services: services.clone(),
-                stt: stt.clone(),
-                tts: tts.clone(),
-                urls: urls.clone(),
-                shutdown: shutdown.clone(),
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("esphome {}", device.address))
-                .spawn(move || host.run())
-                .map_err(|e| format!("cannot start an ESPHome device thread: {e}"))?;
-            threads.push(thread);
+            if device.address.trim().is_empty() {
+                // A name-only entry: the key of a device discovery finds.
+                continue;
+            }
+            hosts
+                .add(device.clone())
+                .map_err(|e| format!("esphome.devices[{i}]: {e}"))?;
         }
-        tracing::info!(count = threads.len(), "esphome device hosts started");
-        Ok(EsphomeHosts { threads })
+        tracing::info!(count = hosts.len(), "esphome device hosts started");
+        Ok(hosts)
+    }
+
+    /// Start driving one more device (its own reconnecting thread).
+    /// Errors: a key that does not decode, no thread, or no hosts running.
+    pub fn add(&self, entry: DeviceEntry) -> Result<(), String> {
+        let Some(shared) = &self.shared else {
+            return Err("ESPHome device hosting is not running".into());
+        };
+        let key = if entry.encryption_key.trim().is_empty() {
+            None
+        } else {
+            Some(
+                super::decode_key(&entry.encryption_key)
+                    .map_err(|e| format!("encryption_key: {e}"))?,
+            )
+        };
+        let name = format!("esphome {}", entry.address);
+        let host = Device {
+            entry,
+            key,
+            shared: shared.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || host.run())
+            .map_err(|e| format!("cannot start an ESPHome device thread: {e}"))?;
+        self.threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(thread);
+        Ok(())
     }
 
     /// How many devices are driven.
     pub fn len(&self) -> usize {
-        self.threads.len()
+        self.threads.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Whether no device is driven.
     pub fn is_empty(&self) -> bool {
-        self.threads.is_empty()
+        self.len() == 0
+    }
+
+    /// Whether devices can be added ([`EsphomeHosts::add`]).
+    pub fn running(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Wait for every device thread (after the shutdown token was
     /// cancelled).
     pub fn join(self) {
-        for t in self.threads {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
             let _ = t.join();
         }
     }
@@ -137,13 +186,14 @@ impl EsphomeHosts {
 struct Device {
     entry: DeviceEntry,
     key: Option<[u8; 32]>,
-    cfg: EsphomeConfig,
-    vad: VadConfig,
-    services: Services,
-    stt: Stt,
-    tts: SharedTts,
-    urls: AudioUrls,
-    shutdown: CancelToken,
+    shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for Device {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 /// One live connection.

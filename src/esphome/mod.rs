@@ -37,6 +37,14 @@ pub struct EsphomeConfig {
     pub password: String,
     /// ESPHome voice devices `earshot run` hosts (`[[esphome.devices]]`).
     pub devices: Vec<DeviceEntry>,
+    /// Also host the ESPHome voice devices found on the LAN over mDNS
+    /// (`_esphomelib._tcp`); a device with an encryption key needs a
+    /// `[[esphome.devices]]` entry with its `name` and `encryption_key`.
+    pub discover: bool,
+    /// `earshot run` also serves as an ESPHome device Home Assistant adopts
+    /// (on `bind`), running HA's Assist pipeline through earshot's
+    /// microphone, wake word and speaker while HA is connected.
+    pub serve: bool,
     /// Where the answer audio the devices fetch is served (`ADDR:PORT`);
     /// each URL names the address the device was reached from. Only
     /// used with `devices`.
@@ -57,8 +65,13 @@ pub struct EsphomeConfig {
 #[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeviceEntry {
-    /// `host:port` of the device's API (port 6053 by default).
+    /// `host:port` of the device's API (port 6053 by default). Empty with
+    /// `name` set: the key for a device `discover` finds by that name.
     pub address: String,
+    /// What you call the device ("kitchen"): the target of "tell the
+    /// kitchen …", and the mDNS name discovery matches. Empty: the name
+    /// the device reports.
+    pub name: String,
     /// The device's API encryption key (base64 32 bytes); empty = plaintext.
     pub encryption_key: String,
     /// The device's legacy API password; empty = none.
@@ -70,6 +83,7 @@ impl std::fmt::Debug for DeviceEntry {
         let hide = |s: &str| if s.is_empty() { "" } else { "***" };
         f.debug_struct("DeviceEntry")
             .field("address", &self.address)
+            .field("name", &self.name)
             .field("encryption_key", &hide(&self.encryption_key))
             .field("password", &hide(&self.password))
             .finish()
@@ -84,6 +98,8 @@ impl Default for EsphomeConfig {
             encryption_key: String::new(),
             password: String::new(),
             devices: Vec::new(),
+            discover: false,
+            serve: false,
             audio_bind: "0.0.0.0:6055".into(),
             connect_timeout_ms: 3000,
             request_timeout_ms: 15000,
@@ -115,9 +131,9 @@ impl EsphomeConfig {
             decode_key(&self.encryption_key).map_err(|e| format!("esphome.encryption_key: {e}"))?;
         }
         for (i, device) in self.devices.iter().enumerate() {
-            if device.address.trim().is_empty() {
+            if device.address.trim().is_empty() && device.name.trim().is_empty() {
                 return Err(format!(
-                    "esphome.devices[{i}].address is empty; use host:6053"
+                    "esphome.devices[{i}] has neither address nor name; set address = \"host:6053\" (or name, for a discovered device's key)"
                 ));
             }
             if !device.encryption_key.trim().is_empty() {
