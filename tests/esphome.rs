@@ -564,3 +564,12 @@ fn config_show_masks_the_device_keys_and_passwords() {
         assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
     }
 }
+
+/// mDNS discovery and announcement, inside a network namespace.
+#[path = "esphome/mdns.rs"]
+mod mdns;
+
+/// `[esphome] serve = true` in `earshot run`: Home Assistant's pipeline
+/// through earshot's microphone and speaker.
+#[path = "esphome/satellite.rs"]
+mod satellite;

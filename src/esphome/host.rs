@@ -67,7 +67,9 @@ enum Lost {
 /// services, voice chain and answer-audio listener.
 pub struct EsphomeHosts {
     shared: Option<Arc<Shared>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// mDNS discovery (`[esphome] discover`); dropping it stops browsing.
+    _discovery: Option<super::discover::Discovery>,
 }
 
 /// What every device thread shares.
@@ -96,7 +98,8 @@ impl EsphomeHosts {
         if cfg.devices.is_empty() && !cfg.discover {
             return Ok(EsphomeHosts {
                 shared: None,
-                threads: Mutex::new(Vec::new()),
+                threads: Arc::default(),
+                _discovery: None,
             });
         }
         let urls = AudioUrls::start(&cfg.audio_bind, shutdown)?;
@@ -109,9 +112,10 @@ impl EsphomeHosts {
             urls,
             shutdown: shutdown.clone(),
         });
-        let hosts = EsphomeHosts {
-            shared: Some(shared),
-            threads: Mutex::new(Vec::new()),
+        let mut hosts = EsphomeHosts {
+            shared: Some(shared.clone()),
+            threads: Arc::default(),
+            _discovery: None,
         };
         for (i, device) in cfg.devices.iter().enumerate() {
             if device.address.trim().is_empty() {
@@ -121,6 +125,12 @@ impl EsphomeHosts {
             hosts
                 .add(device.clone())
                 .map_err(|e| format!("esphome.devices[{i}]: {e}"))?;
+        }
+        if cfg.discover {
+            let threads = hosts.threads.clone();
+            let add: super::discover::AddDevice =
+                Box::new(move |entry| spawn(&shared, &threads, entry));
+            hosts._discovery = Some(super::discover::start(cfg, shutdown, add)?);
         }
         tracing::info!(count = hosts.len(), "esphome device hosts started");
         Ok(hosts)
@@ -132,29 +142,7 @@ impl EsphomeHosts {
         let Some(shared) = &self.shared else {
             return Err("ESPHome device hosting is not running".into());
         };
-        let key = if entry.encryption_key.trim().is_empty() {
-            None
-        } else {
-            Some(
-                super::decode_key(&entry.encryption_key)
-                    .map_err(|e| format!("encryption_key: {e}"))?,
-            )
-        };
-        let name = format!("esphome {}", entry.address);
-        let host = Device {
-            entry,
-            key,
-            shared: shared.clone(),
-        };
-        let thread = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || host.run())
-            .map_err(|e| format!("cannot start an ESPHome device thread: {e}"))?;
-        self.threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(thread);
-        Ok(())
+        spawn(shared, &self.threads, entry)
     }
 
     /// How many devices are driven.
@@ -180,6 +168,34 @@ impl EsphomeHosts {
             let _ = t.join();
         }
     }
+}
+
+/// Start one device's reconnecting thread.
+fn spawn(
+    shared: &Arc<Shared>,
+    threads: &Mutex<Vec<JoinHandle<()>>>,
+    entry: DeviceEntry,
+) -> Result<(), String> {
+    let key = if entry.encryption_key.trim().is_empty() {
+        None
+    } else {
+        Some(super::decode_key(&entry.encryption_key).map_err(|e| format!("encryption_key: {e}"))?)
+    };
+    let name = format!("esphome {}", entry.address);
+    let host = Device {
+        entry,
+        key,
+        shared: shared.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || host.run())
+        .map_err(|e| format!("cannot start an ESPHome device thread: {e}"))?;
+    threads
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(thread);
+    Ok(())
 }
 
 /// One device's reconnecting driver.

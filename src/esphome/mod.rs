@@ -10,11 +10,13 @@
 //! (`earshot esphome serve`). The `[esphome]` section lives here.
 
 pub mod audio_url;
+pub mod discover;
 pub mod frame;
 pub mod host;
 pub mod mdns;
 pub mod messages;
 pub mod noise;
+pub mod satellite;
 pub mod server;
 
 use base64::Engine as _;

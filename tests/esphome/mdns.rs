@@ -1,0 +1,1 @@
+// Being written (issue 22): mDNS tests.
