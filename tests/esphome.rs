@@ -293,11 +293,18 @@ struct SimDevice {
 
 impl SimDevice {
     fn start(mode: &str, pcm: &Path, key: Option<&str>) -> SimDevice {
+        SimDevice::start_as(mode, pcm, key, "kitchen", 0b11111)
+    }
+
+    /// A device of another name and feature flags.
+    fn start_as(mode: &str, pcm: &Path, key: Option<&str>, name: &str, flags: u32) -> SimDevice {
         let mut child = Command::new(python())
             .arg(repo().join("tests/esphome/device.py"))
             .arg(mode)
             .arg(pcm)
             .arg(key.unwrap_or("-"))
+            .arg(name)
+            .arg(flags.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -360,15 +367,24 @@ fn earshot_hosts_esphome_devices_one_stalling_one_corrupt_one_off() {
     let mut speaker = SimDevice::start("speak", &pcm, Some(KEY));
     let mut stalled = SimDevice::start("stall", &pcm, None);
     let mut corrupt = SimDevice::start("corrupt", &pcm, None);
-    let off = {
+    // voice assistant | API audio | timers | announce: no speaker of its
+    // own over the API.
+    let mut office = SimDevice::start_as("idle", &pcm, None, "office", 0b11101);
+    let free_port = || {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+        l.local_addr().unwrap().port()
     };
+    let off = format!("127.0.0.1:{}", free_port());
+    let api = format!("127.0.0.1:{}", free_port());
     let config = d.join("earshot.toml");
     std::fs::write(
         &config,
         format!(
-            r#"[esphome]
+            r#"[api]
+enabled = true
+bind = "{api}"
+
+[esphome]
 audio_bind = "127.0.0.1:0"
 request_timeout_ms = 4000
 reconnect_min_ms = 100
@@ -386,10 +402,14 @@ address = "{}"
 
 [[esphome.devices]]
 address = "{off}"
+
+[[esphome.devices]]
+address = "{}"
 "#,
             speaker.address(),
             stalled.address(),
-            corrupt.address()
+            corrupt.address(),
+            office.address()
         ),
     )
     .unwrap();
@@ -428,6 +448,19 @@ address = "{off}"
         assert!(out.status.success(), "{}", common::stderr(&out));
         speaker.wait_for("VOICE_ASSISTANT_TIMER_FINISHED", Duration::from_secs(60))
     };
+    // Announcements: "tell the office …" reaches the office only; a
+    // speaker that is not there is named back, nothing sent.
+    let chat = |text: &str| -> serde_json::Value {
+        let mut reply = ureq::post(&format!("http://{api}/api/chat"))
+            .send_json(serde_json::json!({ "text": text }))
+            .expect("POST /api/chat");
+        reply.body_mut().read_json().expect("chat JSON")
+    };
+    let office_ready = office.wait_for("subscribed", Duration::from_secs(60));
+    let told = chat("Tell the office that dinner is ready");
+    let office_heard = office.wait_for("\"announce\"", Duration::from_secs(60));
+    let unknown = chat("announce in the garage that dinner is ready");
+    let kitchen_heard_it = speaker.wait_for("\"announce\"", Duration::from_secs(2));
     let stall_seen = stalled.wait_for("stalling", Duration::from_secs(60));
     let _ = corrupt.wait_for("connected", Duration::from_secs(60));
     // The stalled device is dropped after request_timeout_ms and comes back.
@@ -490,6 +523,8 @@ address = "{off}"
             "VOICE_ASSISTANT_INTENT_END",
             "VOICE_ASSISTANT_TTS_START",
             "VOICE_ASSISTANT_TTS_END",
+            "VOICE_ASSISTANT_TTS_STREAM_START",
+            "VOICE_ASSISTANT_TTS_STREAM_END",
             "VOICE_ASSISTANT_RUN_END",
         ],
         "{:?}",
@@ -521,6 +556,40 @@ address = "{off}"
     assert_eq!(first["riff"], true);
     assert!(first["bytes"].as_u64().unwrap() > 10_000, "{first}");
     assert_eq!(fetch("fetch2")["status"], 404, "a URL serves once");
+    // The device has a speaker: the answer came over the API too, as
+    // audible 16 kHz speech (at least half a second of it).
+    let streamed = fetch("streamed");
+    assert!(streamed["bytes"].as_u64().unwrap() > 16_000, "{streamed}");
+    assert!(streamed["rms"].as_f64().unwrap() > 0.01, "{streamed}");
+
+    assert!(office_ready, "the office device never subscribed");
+    assert_eq!(told["response"], "Okay, I told the office.", "{told}");
+    assert!(
+        office_heard,
+        "no announcement reached the office: {:?}\n{text}",
+        office.seen
+    );
+    let announce = office
+        .seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v.get("announce").cloned())
+        .unwrap();
+    assert_eq!(announce["text"], "Dinner is ready.", "{announce}");
+    assert_eq!(announce["fetch"]["status"], 200, "{announce}");
+    assert_eq!(announce["fetch"]["riff"], true, "{announce}");
+    assert!(text.contains("announcement played"), "{text}");
+    assert!(
+        !kitchen_heard_it,
+        "the kitchen got the office's announcement"
+    );
+    let unknown = unknown["response"].as_str().unwrap_or("");
+    assert!(
+        unknown.starts_with("I don't know a speaker called garage")
+            && unknown.contains("kitchen")
+            && unknown.contains("office"),
+        "{unknown}"
+    );
     assert!(!url.contains(KEY));
 
     for needle in [&stall_lost, &corrupt_lost, &off_lost] {

@@ -70,6 +70,10 @@ pub struct Services {
     /// Timers, alarms and reminders: the one service the tools, the tree,
     /// the API and the device's scheduler share.
     pub timers: crate::timers::Timers,
+    /// Issue 22: the speakers of other rooms announcements reach (the
+    /// ESPHome devices register while connected); the tree and the
+    /// `announce` tool send into it.
+    pub announcements: crate::device::announce::Announcements,
     /// The wall clock every LLM prompt states the time from (its "Now:"
     /// line); the system clock, pinned by tests.
     pub clock: WallClock,

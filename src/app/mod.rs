@@ -130,11 +130,13 @@ pub fn assemble(
     let todos = crate::tools::todo_backend(&config.tools, user_id, &store);
     let timers = crate::timers::Timers::new(&config.timers, &paths, store.clone());
     let calendar = crate::calendar::Calendar::new(&config.calendar, store.clone());
+    let announcements = crate::device::announce::Announcements::default();
     let mut tools =
         crate::tools::build_registry(&config.tools, user_id, todos.clone(), conversations);
     crate::tools::timers::offer(&mut tools, &config.tools, &timers);
     crate::tools::calendar::offer(&mut tools, &config.tools, &calendar);
     crate::tools::email::offer(&mut tools, &config.tools, &config.email);
+    crate::tools::announce::offer(&mut tools, &config.tools, &announcements);
     crate::tools::composio::offer(&mut tools, &config.tools, &config.composio, user_id, &store);
     crate::knowledge::tool::offer(
         &mut tools,
@@ -151,6 +153,7 @@ pub fn assemble(
         timers: Some(timers.clone()),
         calendar: calendar.clone(),
         mail: crate::tools::email::Mailbox::new(&config.email),
+        announcements: announcements.clone(),
         mail_by_tree: !llm.can_use_tools(),
     };
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
@@ -180,6 +183,7 @@ pub fn assemble(
         calendar,
         clock: crate::agent::system_clock(),
         timers,
+        announcements,
     }
 }
 

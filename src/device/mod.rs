@@ -1,5 +1,6 @@
 //! The device around the software: button, LEDs, systemd notify, the clock.
 
+pub mod announce;
 pub mod button;
 pub mod clock;
 pub mod control;

@@ -48,6 +48,8 @@ use crate::wyoming::satellite::SharedTts;
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Between requests the connection is pinged after this much silence.
 const PING_AFTER: Duration = Duration::from_secs(20);
+/// Samples per streamed answer chunk (32 ms at 16 kHz).
+const STREAM_CHUNK: usize = 512;
 /// `SubscribeVoiceAssistantRequest` flag: audio over the API connection.
 const SUBSCRIBE_API_AUDIO: u32 = 1;
 
@@ -218,6 +220,10 @@ struct Link {
     codec: Codec,
     /// The address of ours the device reached (the answer URL's host).
     local_ip: IpAddr,
+    /// The device's voice assistant feature flags (`features::*`).
+    flags: u32,
+    /// The names the device reported (name, friendly name).
+    names: Vec<String>,
 }
 
 impl Link {
@@ -398,6 +404,8 @@ impl Device {
             stream,
             codec,
             local_ip,
+            flags: 0,
+            names: Vec::new(),
         };
         link.send(
             ids::HELLO_REQUEST,
@@ -433,6 +441,11 @@ impl Device {
                 info.name, info.voice_assistant_feature_flags
             )));
         }
+        link.flags = info.voice_assistant_feature_flags;
+        link.names = [info.name.clone(), info.friendly_name.clone()]
+            .into_iter()
+            .filter(|n| !n.trim().is_empty())
+            .collect();
         link.send(
             ids::SUBSCRIBE_VOICE_ASSISTANT_REQUEST,
             &pb::SubscribeVoiceAssistantRequest {
@@ -467,7 +480,17 @@ impl Device {
         // Timers ring on the device: the scheduler's events become the
         // firmware's timer events (it plays its own alarm).
         let timers = self.services.timers.subscribe();
+        // Announcements ("tell the kitchen …") reach a device that plays
+        // them, under the name it is called by and the names it reports.
+        let announcements = (link.flags & features::ANNOUNCE != 0).then(|| {
+            let mut names: Vec<&str> = vec![self.entry.name.as_str()];
+            names.extend(link.names.iter().map(String::as_str));
+            self.services.announcements.register(&names)
+        });
         loop {
+            for announcement in announcements.iter().flat_map(|r| r.pending()) {
+                self.announce(&mut link, &announcement.text)?;
+            }
             for event in timers.try_iter() {
                 if let Some(msg) = timer_event(&event) {
                     tracing::info!(
@@ -503,8 +526,16 @@ impl Device {
                         .map_err(FrameError::Io)?;
                 }
             }
-            // Anything else between requests (late audio, announce
-            // finished, timer acknowledgements) needs no answer.
+            if kind == ids::VOICE_ASSISTANT_ANNOUNCE_FINISHED {
+                let done: pb::VoiceAssistantAnnounceFinished = decode(kind, &payload)?;
+                tracing::info!(
+                    "esphome {}: announcement {}",
+                    self.label(),
+                    if done.success { "played" } else { "not played" }
+                );
+            }
+            // Anything else between requests (late audio, timer
+            // acknowledgements) needs no answer.
         }
     }
 
@@ -595,6 +626,12 @@ impl Device {
                 );
                 link.event(Ev::VoiceAssistantTtsEnd, &[("url", &url)])?;
                 let total = ms(audio_end);
+                // A device with its own speaker takes the answer over the
+                // API as well (as Home Assistant sends it), the URL being
+                // the fallback it may ignore.
+                if link.flags & features::SPEAKER != 0 {
+                    self.stream_answer(link, &clip.samples, clip.sample_rate)?;
+                }
                 // What the protocol layer added: everything but the three
                 // engines (events, framing, encryption, the URL).
                 let protocol = total - stt_ms - turn_ms - tts_ms;
@@ -616,6 +653,75 @@ impl Device {
             }
         }
         link.event(Ev::VoiceAssistantRunEnd, &[])
+    }
+
+    /// Play an announcement on the device: the sentence in earshot's voice
+    /// at a single-use URL, in `VoiceAssistantAnnounceRequest` (the device
+    /// answers `VoiceAssistantAnnounceFinished` later; the session logs
+    /// it). A voice that fails is one log line; the connection stays.
+    fn announce(&self, link: &mut Link, text: &str) -> Result<(), Lost> {
+        let mut tts = self.tts.clone();
+        match tts.synthesize(text) {
+            Ok(clip) => {
+                let url = self.urls.publish(
+                    link.local_ip,
+                    audio_url::wav(&clip.samples, clip.sample_rate),
+                );
+                tracing::info!("esphome {}: announcing {text:?}", self.label());
+                link.send(
+                    ids::VOICE_ASSISTANT_ANNOUNCE_REQUEST,
+                    &pb::VoiceAssistantAnnounceRequest {
+                        media_id: url,
+                        text: text.to_string(),
+                        preannounce_media_id: String::new(),
+                        start_conversation: false,
+                    },
+                )
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "esphome {}: could not voice the announcement: {e}",
+                    self.label()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The answer over the API: `TTS_STREAM_START`, 16 kHz mono s16le in
+    /// 32 ms chunks paced at 0.9× real time (the device's buffer is small;
+    /// Home Assistant paces the same), `TTS_STREAM_END`.
+    fn stream_answer(&self, link: &mut Link, samples: &[f32], rate: u32) -> Result<(), Lost> {
+        let pcm = match crate::audio::resample::to_16k(samples, rate) {
+            Ok(s) => crate::audio::to_i16(&s),
+            Err(e) => {
+                tracing::warn!("esphome {}: cannot stream the answer: {e}", self.label());
+                return Ok(());
+            }
+        };
+        link.event(Ev::VoiceAssistantTtsStreamStart, &[])?;
+        let started = Instant::now();
+        let mut sent = 0usize;
+        for chunk in pcm.chunks(STREAM_CHUNK) {
+            if self.shutdown.is_cancelled() {
+                return Err(Lost::Shutdown);
+            }
+            link.send(
+                ids::VOICE_ASSISTANT_AUDIO,
+                &pb::VoiceAssistantAudio {
+                    data: chunk.iter().flat_map(|s| s.to_le_bytes()).collect(),
+                    end: false,
+                    ..Default::default()
+                },
+            )?;
+            sent += chunk.len();
+            // Ahead of the device by at most the first chunk's worth.
+            let due = Duration::from_secs_f64(0.9 * (sent - chunk.len()) as f64 / 16_000.0);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+        link.event(Ev::VoiceAssistantTtsStreamEnd, &[])
     }
 
     /// The device's audio until the VAD ends the utterance (`None`: it

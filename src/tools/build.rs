@@ -81,6 +81,10 @@ pub const TOOLS: &[Entry] = &[
         "composio_connect",
         "a link that connects an app account (Gmail, GitHub, …)",
     ),
+    tool(
+        "announce",
+        "say a message on other rooms' speakers (ESPHome devices)",
+    ),
 ];
 
 const fn tool(name: &'static str, summary: &'static str) -> Entry {

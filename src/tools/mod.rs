@@ -4,6 +4,7 @@
 //! never crashes the agent: every failure becomes a short string the model
 //! can read, and a tool that is not configured is not offered at all.
 
+pub mod announce;
 mod build;
 pub mod calculator;
 pub mod calendar;
@@ -90,6 +91,8 @@ impl Default for ToolsConfig {
                 "composio_search".into(),
                 "composio_execute".into(),
                 "composio_connect".into(),
+                // Issue 22: the speakers of other rooms.
+                "announce".into(),
             ],
             tavily_api_key: String::new(),
             tavily_base_url: "https://api.tavily.com".into(),

@@ -11,6 +11,7 @@
 //! Groups, one file each: [`clock`], [`math`], [`todo`], [`device`],
 //! [`memory`], [`timers`].
 
+pub mod announce;
 pub mod calendar;
 pub mod clock;
 pub mod device;
@@ -50,6 +51,9 @@ pub struct ActionEnv {
     /// Issue 18: the configured mailbox (the agent's email tools read the
     /// same), `None` without `[email]`.
     pub mail: Option<crate::tools::email::Mailbox>,
+    /// Issue 22: the speakers of other rooms ("tell the kitchen …"); the
+    /// same hub the agent's `announce` tool and the ESPHome hosts use.
+    pub announcements: crate::device::announce::Announcements,
     /// Whether the tree answers mail itself: no model that can call tools
     /// is there (else the agent does, with the tools).
     pub mail_by_tree: bool,
@@ -66,6 +70,7 @@ impl ActionEnv {
             memory: None,
             timers: None,
             mail: None,
+            announcements: Default::default(),
             mail_by_tree: true,
         }
     }
@@ -268,6 +273,8 @@ impl ActionRegistry {
             Arc::new(calendar::CalendarRead),
             Arc::new(calendar::CalendarWrite),
             Arc::new(mail::MailRead),
+            Arc::new(announce::AnnounceRead),
+            Arc::new(announce::AnnounceSend),
         ];
         for action in all {
             reg.register(action);
@@ -398,9 +405,11 @@ mod tests {
             "calendar_read",
             "calendar_write",
             "mail_read",
+            "announce_read",
+            "announce_send",
         ] {
             assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
         }
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 34);
     }
 }

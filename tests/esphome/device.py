@@ -3,12 +3,19 @@ protobuf messages aioesphomeapi ships (`api_pb2`, the ESPHome API's own
 schema: no message layout is written here) and, when a key is given, the
 `noise` library aioesphomeapi uses, as the responder ESPHome firmware is.
 
-usage: device.py MODE PCM_FILE [KEY|-]
+usage: device.py MODE PCM_FILE [KEY|-] [NAME] [FLAGS]
 MODE: speak  - on each connection, one voice request streaming PCM_FILE
-               (16 kHz mono s16le), then report the events and fetch the
+               (16 kHz mono s16le), then report the events, the answer
+               streamed over the API (with the speaker flag) and fetch the
                answer URL twice;
       stall  - start a request and then send nothing;
-      corrupt - answer the hello with garbage.
+      corrupt - answer the hello with garbage;
+      idle   - only stay connected.
+Every mode that stays connected plays announcements: it fetches the
+media URL and answers VoiceAssistantAnnounceFinished.
+NAME: the device's name (default kitchen); FLAGS: its voice assistant
+feature flags (default 31: voice assistant, speaker, API audio, timers,
+announce).
 Prints `port N` first, then one JSON line per thing seen.
 """
 import base64
@@ -25,7 +32,8 @@ from aioesphomeapi.core import MESSAGE_TYPE_TO_PROTO
 ID_OF = {cls: ident for ident, cls in MESSAGE_TYPE_TO_PROTO.items()}
 EVENT_NAME = {v: k for k, v in pb.VoiceAssistantEvent.items()}
 # voice assistant | speaker | API audio | timers | announce
-FLAGS = 0b11111
+FLAGS = int(sys.argv[5]) if len(sys.argv) > 5 else 0b11111
+NAME = sys.argv[4] if len(sys.argv) > 4 else "kitchen"
 # One request per process (a reconnect does not ask again).
 SPOKE = []
 
@@ -78,7 +86,7 @@ class Conn:
         hello = self._noise_frame()
         proto.set_prologue(b"NoiseAPIInit" + len(hello).to_bytes(2, "big") + hello)
         proto.start_handshake()
-        self._send_noise_frame(b"\x01kitchen\x00AA:BB:CC:DD:EE:FF\x00")
+        self._send_noise_frame(b"\x01" + NAME.encode() + b"\x00AA:BB:CC:DD:EE:FF\x00")
         msg = self._noise_frame()
         assert msg[0] == 0
         proto.read_message(msg[1:])
@@ -128,10 +136,10 @@ def setup(conn, mode):
             if mode == "corrupt":
                 conn.sock.sendall(b"\x07 this is not a frame \xff\xff\xff")
                 return False
-            conn.send(pb.HelloResponse(api_version_major=1, api_version_minor=10, name="kitchen"))
+            conn.send(pb.HelloResponse(api_version_major=1, api_version_minor=10, name=NAME))
         elif isinstance(msg, pb.DeviceInfoRequest):
             conn.send(pb.DeviceInfoResponse(
-                name="kitchen", mac_address="AA:BB:CC:DD:EE:FF", model="sim",
+                name=NAME, friendly_name=NAME.title() + " Voice", mac_address="AA:BB:CC:DD:EE:FF", model="sim",
                 voice_assistant_feature_flags=FLAGS))
         elif isinstance(msg, pb.SubscribeVoiceAssistantRequest):
             say({"subscribed": msg.subscribe, "flags": msg.flags})
@@ -147,6 +155,24 @@ def fetch(url):
             return {"status": r.status, "bytes": len(body), "riff": body[:4] == b"RIFF"}
     except urllib.error.HTTPError as e:
         return {"status": e.code}
+
+
+def announced(conn, msg):
+    """Play an announcement: fetch its audio, say what came, finish it."""
+    got = fetch(msg.media_id)
+    say({"announce": {"text": msg.text, "fetch": got}})
+    conn.send(pb.VoiceAssistantAnnounceFinished(success=got.get("status") == 200))
+
+
+def rms(pcm):
+    n = len(pcm) // 2
+    if not n:
+        return 0.0
+    total = 0
+    for i in range(n):
+        s = int.from_bytes(pcm[2 * i : 2 * i + 2], "little", signed=True)
+        total += s * s
+    return (total / n) ** 0.5 / 32768.0
 
 
 def speak(conn, pcm):
@@ -167,8 +193,12 @@ def speak(conn, pcm):
 
     streamer = threading.Thread(target=stream, daemon=True)
     started = False
+    answer = None
     while True:
         msg = conn.read()
+        if isinstance(msg, pb.VoiceAssistantAudio) and answer is not None:
+            answer.extend(msg.data)
+            continue
         if isinstance(msg, pb.VoiceAssistantResponse):
             say({"response": {"port": msg.port, "error": msg.error}})
             if not started:
@@ -183,6 +213,11 @@ def speak(conn, pcm):
             if name == "VOICE_ASSISTANT_TTS_END":
                 say({"fetch1": fetch(data["url"])})
                 say({"fetch2": fetch(data["url"])})
+            if name == "VOICE_ASSISTANT_TTS_STREAM_START":
+                answer = bytearray()
+            if name == "VOICE_ASSISTANT_TTS_STREAM_END" and answer is not None:
+                say({"streamed": {"bytes": len(answer), "rms": rms(answer)}})
+                answer = None
             if name == "VOICE_ASSISTANT_RUN_END":
                 return
         elif isinstance(msg, pb.PingRequest):
@@ -210,6 +245,8 @@ def serve_one(sock, mode, pcm, key):
         elif isinstance(msg, pb.VoiceAssistantTimerEventResponse):
             say({"timer_event": timer_names[msg.event_type], "name": msg.name,
                  "total_seconds": msg.total_seconds})
+        elif isinstance(msg, pb.VoiceAssistantAnnounceRequest):
+            announced(conn, msg)
 
 
 def main():
