@@ -43,6 +43,14 @@ pub fn run(
             "audio.input is \"none\" and wyoming.satellites is empty: nothing would listen; set audio.input to a microphone or list a satellite"
         );
     }
+    // Issue 22: `[esphome] serve`: bound before anything loads (a taken
+    // port or a missing key is one line at once), Home Assistant served
+    // from here on; its pipeline takes requests once the loop runs.
+    let esphome_serve = if config.esphome.serve {
+        Some(EsphomeServe::start(&config.esphome, &shutdown)?)
+    } else {
+        None
+    };
     // Speaking first: every later failure can then be said out loud.
     let sink: Arc<dyn AudioSink> = match playback::open_output(&config.audio.output) {
         Ok(sink) => sink,
@@ -230,9 +238,15 @@ pub fn run(
     notifier.ready();
     notifier.status("listening");
     let mut heartbeat = Heartbeat::new(notifier);
-    let summary = voice.run(&mut || {
-        heartbeat.beat();
-    })?;
+    let remote = esphome_serve
+        .as_ref()
+        .map(|s| s.satellite.as_ref() as &dyn crate::voice_loop::remote::RemotePipeline);
+    let summary = voice.run_with_remote(
+        &mut || {
+            heartbeat.beat();
+        },
+        remote,
+    )?;
     notifier.stopping();
     shutdown.cancel();
     satellites.join();
@@ -247,6 +261,62 @@ pub fn run(
         summary.reason
     );
     Ok(true)
+}
+
+/// `[esphome] serve` inside `earshot run`: the bound server on its own
+/// thread (one more per Home Assistant connection), the mDNS announcement
+/// (only on the bound interfaces; none on loopback) and the satellite the
+/// voice loop hands requests to.
+struct EsphomeServe {
+    satellite: Arc<crate::esphome::satellite::Satellite>,
+    _mdns: Option<crate::esphome::mdns::Announcer>,
+}
+
+impl EsphomeServe {
+    fn start(
+        config: &crate::esphome::EsphomeConfig,
+        shutdown: &CancelToken,
+    ) -> Result<EsphomeServe> {
+        use crate::esphome::satellite::{Satellite, SatelliteVoice};
+        let satellite = Satellite::new();
+        let server = crate::esphome::server::Server::bind(&config.bind, config)?
+            .with_voice(Arc::new(SatelliteVoice(satellite.clone())));
+        let addr = server.local_addr();
+        let how = if server.encrypted() {
+            "encrypted"
+        } else {
+            "plaintext"
+        };
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "earshot: listening on esphome://{addr} ({how})");
+            let _ = out.flush();
+        }
+        tracing::info!("esphome: serving Home Assistant on {addr} ({how})");
+        // A failure to announce is a warning: Home Assistant can still add
+        // it by address.
+        let (name, mac) = server.identity();
+        let mdns = match crate::esphome::mdns::announce(addr, name, mac) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!("esphome: not announced over mDNS: {e}");
+                None
+            }
+        };
+        let stop = shutdown.clone();
+        std::thread::Builder::new()
+            .name("esphome-serve".into())
+            .spawn(move || {
+                if let Err(e) = server.run(&stop, &mut || {}) {
+                    tracing::error!("esphome: the server stopped: {e}");
+                }
+            })?;
+        Ok(EsphomeServe {
+            satellite,
+            _mdns: mdns,
+        })
+    }
 }
 
 /// The stop word and the wake word during playback (`[wake] stop_word`);

@@ -9,6 +9,14 @@
 //! entity list (an "Assist in progress" binary sensor beside the voice
 //! assistant), states, pings, subscriptions and `DisconnectRequest`.
 //!
+//! Inside `earshot run` (`[esphome] serve`) a [`Voice`] handler — the
+//! satellite of [`super::satellite`] — takes the voice assistant messages
+//! (subscription, pipeline events, audio, announcements, timers) and
+//! sends on the connection through its [`Link`]. Every connection writes
+//! through one writer thread fed by a bounded channel, so any thread may
+//! send without holding a lock across the network, and frames keep their
+//! order (the Noise nonce counts them).
+//!
 //! Every failure stays inside its connection and is one log line: a frame
 //! over the limits, an unknown message type, a wrong key, a message before
 //! the hello, a peer silent past [`IDLE_TIMEOUT`]. Past
@@ -17,9 +25,11 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
 
 use prost::Message;
 use sha2::Digest;
@@ -90,6 +100,128 @@ pub struct Server {
     listener: TcpListener,
     addr: SocketAddr,
     identity: Arc<Identity>,
+    voice: Option<Arc<dyn Voice>>,
+}
+
+/// Frames queued for one connection's writer before a sender waits.
+const OUTBOX: usize = 512;
+
+/// What takes the voice assistant messages of every connection (the
+/// satellite of `earshot run`; `earshot esphome serve` has none and
+/// ignores them, as firmware without the component does).
+pub trait Voice: Send + Sync {
+    /// A message after the hello and the password that the connection
+    /// does not answer itself; `Ok(true)` when it was taken. An error
+    /// closes that connection.
+    fn message(&self, link: &Arc<Link>, kind: u32, payload: &[u8]) -> Result<bool, FrameError>;
+    /// The connection is gone; drop whatever refers to it.
+    fn closed(&self, link: &Arc<Link>);
+}
+
+/// Why a frame could not be queued for a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("the connection is closed")]
+    Closed,
+    #[error("the connection did not drain its frames in {} s", WRITE_TIMEOUT.as_secs())]
+    Stalled,
+}
+
+/// The sending side of one connection: frames go to its writer thread
+/// through a bounded channel (a stalled peer makes a sender wait at most
+/// [`WRITE_TIMEOUT`], then fails).
+pub struct Link {
+    id: u64,
+    peer: SocketAddr,
+    out: Sender<(u32, Vec<u8>)>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Link {
+    /// A number unique to this connection in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Who is on the other end.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Queue one message.
+    pub fn send<M: Message>(&self, kind: u32, msg: &M) -> Result<(), LinkError> {
+        if self.is_closed() {
+            return Err(LinkError::Closed);
+        }
+        match self
+            .out
+            .send_timeout((kind, msg.encode_to_vec()), WRITE_TIMEOUT)
+        {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::SendTimeoutError::Timeout(_)) => Err(LinkError::Stalled),
+            Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => Err(LinkError::Closed),
+        }
+    }
+
+    /// Queue one message without waiting (from a thread that must not,
+    /// such as the voice loop's).
+    pub fn try_send<M: Message>(&self, kind: u32, msg: &M) -> Result<(), LinkError> {
+        if self.is_closed() {
+            return Err(LinkError::Closed);
+        }
+        match self.out.try_send((kind, msg.encode_to_vec())) {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::TrySendError::Full(_)) => Err(LinkError::Stalled),
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(LinkError::Closed),
+        }
+    }
+
+    /// End the connection: the writer sends what is queued, then shuts
+    /// the socket.
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Connection numbers for [`Link::id`].
+static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+/// The writer thread of one connection: encode (Noise counts frames, so
+/// only this thread encodes) and write each queued frame; after
+/// [`Link::close`] or a failed write, shut the socket so the reader ends
+/// too.
+fn writer(
+    mut stream: TcpStream,
+    codec: Arc<Codec>,
+    rx: Receiver<(u32, Vec<u8>)>,
+    closed: Arc<AtomicBool>,
+) {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok((kind, payload)) => {
+                let written = codec
+                    .encode(kind, &payload)
+                    .and_then(|bytes| stream.write_all(&bytes).map_err(FrameError::from));
+                if let Err(e) = written {
+                    tracing::debug!("esphome: write failed: {e}");
+                    closed.store(true, Ordering::SeqCst);
+                    break;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if closed.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// A stable, locally administered MAC address for a device name (Home
@@ -138,7 +270,15 @@ impl Server {
                 key,
                 password: config.password.clone(),
             }),
+            voice: None,
         })
+    }
+
+    /// Hand the voice assistant messages of every connection to `voice`
+    /// (`earshot run`'s satellite).
+    pub fn with_voice(mut self, voice: Arc<dyn Voice>) -> Server {
+        self.voice = Some(voice);
+        self
     }
 
     /// The address actually bound.
@@ -173,11 +313,12 @@ impl Server {
                     }
                     live.fetch_add(1, Ordering::SeqCst);
                     let identity = Arc::clone(&self.identity);
+                    let voice = self.voice.clone();
                     let live = Arc::clone(&live);
                     let spawned = std::thread::Builder::new()
                         .name("esphome-conn".into())
                         .spawn(move || {
-                            match serve_connection(stream, &identity) {
+                            match serve_connection(stream, peer, &identity, voice.as_deref()) {
                                 Ok(()) | Err(FrameError::Closed) => {
                                     tracing::debug!("esphome: {peer}: disconnected")
                                 }
@@ -206,15 +347,13 @@ struct Session {
     authenticated: bool,
 }
 
-fn send<M: Message>(
-    stream: &mut TcpStream,
-    codec: &Codec,
-    kind: u32,
-    msg: &M,
-) -> Result<(), FrameError> {
-    let bytes = codec.encode(kind, &msg.encode_to_vec())?;
-    stream.write_all(&bytes)?;
-    Ok(())
+fn send<M: Message>(link: &Link, kind: u32, msg: &M) -> Result<(), FrameError> {
+    link.send(kind, msg).map_err(|e| {
+        FrameError::Io(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            e.to_string(),
+        ))
+    })
 }
 
 fn decode<M: Message + Default>(kind: u32, payload: &[u8]) -> Result<M, FrameError> {
@@ -226,21 +365,42 @@ fn decode<M: Message + Default>(kind: u32, payload: &[u8]) -> Result<M, FrameErr
     })
 }
 
-fn serve_connection(mut stream: TcpStream, id: &Identity) -> Result<(), FrameError> {
+fn serve_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    id: &Identity,
+    voice: Option<&dyn Voice>,
+) -> Result<(), FrameError> {
     stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let _ = stream.set_nodelay(true);
-    let codec = match &id.key {
+    let codec = Arc::new(match &id.key {
         Some(key) => noise::accept(&mut stream, key, &id.name, &id.mac)?,
         None => Codec::plain(),
-    };
+    });
+    let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
+    let closed = Arc::new(AtomicBool::new(false));
+    let link = Arc::new(Link {
+        id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
+        peer,
+        out: tx,
+        closed: Arc::clone(&closed),
+    });
+    {
+        let stream = stream.try_clone()?;
+        let codec = Arc::clone(&codec);
+        std::thread::Builder::new()
+            .name("esphome-write".into())
+            .spawn(move || writer(stream, codec, rx, closed))?;
+    }
     let mut session = Session {
         hello: false,
         authenticated: id.password.is_empty(),
     };
-    loop {
+    let result = (|| loop {
         let (kind, payload) = match codec.read(&mut stream) {
             Ok(m) => m,
+            Err(_) if link.is_closed() => return Err(FrameError::Closed),
             Err(e) if e.is_timeout() => {
                 return Err(FrameError::Handshake(if session.hello {
                     format!("silent for {} s", IDLE_TIMEOUT.as_secs())
@@ -250,23 +410,28 @@ fn serve_connection(mut stream: TcpStream, id: &Identity) -> Result<(), FrameErr
             }
             Err(e) => return Err(e),
         };
-        if !handle(&mut stream, &codec, id, &mut session, kind, &payload)? {
+        if !handle(&link, id, &mut session, kind, &payload, voice)? {
             return Ok(());
         }
         if session.hello {
             stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
         }
+    })();
+    if let Some(voice) = voice {
+        voice.closed(&link);
     }
+    link.close();
+    result
 }
 
 /// One message; `Ok(false)` ends the connection cleanly.
 fn handle(
-    stream: &mut TcpStream,
-    codec: &Codec,
+    link: &Arc<Link>,
     id: &Identity,
     session: &mut Session,
     kind: u32,
     payload: &[u8],
+    voice: Option<&dyn Voice>,
 ) -> Result<bool, FrameError> {
     let Some(name) = ids::name(kind) else {
         return Err(FrameError::Type(u64::from(kind)));
@@ -287,22 +452,16 @@ fn handle(
                 server_info: format!("earshot {}", env!("CARGO_PKG_VERSION")),
                 name: id.name.clone(),
             };
-            send(stream, codec, ids::HELLO_RESPONSE, &reply)?;
+            send(link, ids::HELLO_RESPONSE, &reply)?;
             return Ok(true);
         }
         ids::PING_REQUEST => {
-            send(
-                stream,
-                codec,
-                ids::PING_RESPONSE,
-                &pb::PingResponse::default(),
-            )?;
+            send(link, ids::PING_RESPONSE, &pb::PingResponse::default())?;
             return Ok(true);
         }
         ids::DISCONNECT_REQUEST => {
             send(
-                stream,
-                codec,
+                link,
                 ids::DISCONNECT_RESPONSE,
                 &pb::DisconnectResponse::default(),
             )?;
@@ -319,8 +478,7 @@ fn handle(
         let ok =
             id.password.is_empty() || constant_eq(auth.password.as_bytes(), id.password.as_bytes());
         send(
-            stream,
-            codec,
+            link,
             ids::AUTHENTICATION_RESPONSE,
             &pb::AuthenticationResponse {
                 invalid_password: !ok,
@@ -333,7 +491,7 @@ fn handle(
         return Ok(true);
     }
     if kind == ids::DEVICE_INFO_REQUEST {
-        send(stream, codec, ids::DEVICE_INFO_RESPONSE, &device_info(id))?;
+        send(link, ids::DEVICE_INFO_RESPONSE, &device_info(id))?;
         return Ok(true);
     }
     if !session.authenticated {
@@ -351,15 +509,9 @@ fn handle(
                 icon: "mdi:account-voice".into(),
                 ..Default::default()
             };
+            send(link, ids::LIST_ENTITIES_BINARY_SENSOR_RESPONSE, &sensor)?;
             send(
-                stream,
-                codec,
-                ids::LIST_ENTITIES_BINARY_SENSOR_RESPONSE,
-                &sensor,
-            )?;
-            send(
-                stream,
-                codec,
+                link,
                 ids::LIST_ENTITIES_DONE_RESPONSE,
                 &pb::ListEntitiesDoneResponse::default(),
             )?;
@@ -370,7 +522,7 @@ fn handle(
                 state: false,
                 ..Default::default()
             };
-            send(stream, codec, ids::BINARY_SENSOR_STATE_RESPONSE, &state)?;
+            send(link, ids::BINARY_SENSOR_STATE_RESPONSE, &state)?;
         }
         ids::VOICE_ASSISTANT_CONFIGURATION_REQUEST => {
             let reply = pb::VoiceAssistantConfigurationResponse {
@@ -378,15 +530,15 @@ fn handle(
                 active_wake_words: Vec::new(),
                 max_active_wake_words: 1,
             };
-            send(
-                stream,
-                codec,
-                ids::VOICE_ASSISTANT_CONFIGURATION_RESPONSE,
-                &reply,
-            )?;
+            send(link, ids::VOICE_ASSISTANT_CONFIGURATION_RESPONSE, &reply)?;
         }
         ids::GET_TIME_RESPONSE => {}
         _ => {
+            if let Some(voice) = voice {
+                if voice.message(link, kind, payload)? {
+                    return Ok(true);
+                }
+            }
             // A message ESPHome knows but this device has nothing for
             // (subscriptions to logs, services, Bluetooth …): ignored, as
             // firmware without that component does.

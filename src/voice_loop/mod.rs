@@ -41,6 +41,7 @@
 //! the round and is heard.
 
 pub mod interrupt;
+pub mod remote;
 pub mod ring;
 pub mod speculate;
 pub mod wake;
@@ -152,6 +153,17 @@ impl VoiceLoop {
     /// every iteration — at least every [`TICK`] while idle or speaking —
     /// and is where the systemd watchdog is fed.
     pub fn run(&mut self, tick: &mut dyn FnMut()) -> Result<Summary> {
+        self.run_with_remote(tick, None)
+    }
+
+    /// [`VoiceLoop::run`], with requests going to `remote` while it is
+    /// ready (`[esphome] serve`: Home Assistant's pipeline), and what it
+    /// queues played between turns.
+    pub fn run_with_remote(
+        &mut self,
+        tick: &mut dyn FnMut(),
+        remote: Option<&dyn remote::RemotePipeline>,
+    ) -> Result<Summary> {
         let mut summary = Summary::default();
         let mut pending: VecDeque<VadEvent> = VecDeque::new();
         // After a barge-in by button the press is still held: capture
@@ -187,7 +199,7 @@ impl VoiceLoop {
         }
         let mut mute = Mute::start(&self.services);
         loop {
-            let heard = self.listen(tick, &mut pending, &mut held, &mut mute);
+            let heard = self.listen(tick, &mut pending, &mut held, &mut mute, remote);
             let (utterance, pressed_at) = match heard {
                 Heard::Speech(u, pressed_at) => (u, pressed_at),
                 Heard::Shutdown => {
@@ -199,6 +211,22 @@ impl VoiceLoop {
                     break;
                 }
             };
+            // Home Assistant's pipeline while it is connected (not for
+            // "stop" over a ringing timer, which is local).
+            if let Some(remote) = remote.filter(|r| r.ready() && !self.ringing()) {
+                if let Some(pressed) = self.remote_turn(remote, tick, &utterance) {
+                    summary.turns += 1;
+                    if pressed {
+                        summary.barge_ins += 1;
+                        held = true;
+                    }
+                    if self.shutdown.is_cancelled() {
+                        summary.reason = "signal".into();
+                        break;
+                    }
+                    continue;
+                }
+            }
             let barge = self.one_turn(tick, utterance, pressed_at, &mut conversation, &mut pending);
             summary.turns += 1;
             match barge {
@@ -228,6 +256,7 @@ impl VoiceLoop {
         pending: &mut VecDeque<VadEvent>,
         held: &mut bool,
         mute: &mut Mute,
+        remote: Option<&dyn remote::RemotePipeline>,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
         // A ring round was queued: the microphone hears it until it ends.
@@ -304,6 +333,16 @@ impl VoiceLoop {
             }
             let awake = self.awake();
             let quiet = !self.endpointer.is_speaking() && !awake && pending.is_empty();
+            if let Some(remote) = remote {
+                // An announcement or a timer from Home Assistant: played
+                // when nothing is being heard, the microphone dropped
+                // meanwhile (never a request).
+                if quiet && !echo && !self.ringing() && !self.speaker.is_speaking() {
+                    if self.play_remote_pending(remote, tick) {
+                        continue;
+                    }
+                }
+            }
             if self.ring_tick(quiet) {
                 if !echo {
                     if let Some(listener) = self.interrupter.as_mut() {
