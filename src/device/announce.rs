@@ -143,7 +143,7 @@ impl Announcements {
         self.lock()
             .speakers
             .iter()
-            .any(|s| s.names.iter().any(|n| *n == want))
+            .any(|s| s.names.contains(&want))
             .then_some(want)
     }
 
@@ -170,7 +170,7 @@ impl Announcements {
                 let found: Vec<&Speaker> = hub
                     .speakers
                     .iter()
-                    .filter(|s| s.names.iter().any(|n| *n == want))
+                    .filter(|s| s.names.contains(&want))
                     .collect();
                 if found.is_empty() {
                     drop(hub);
