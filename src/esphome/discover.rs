@@ -21,7 +21,7 @@
 //!   how to add it, and not hosted (it would only fail the handshake
 //!   forever).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -121,6 +121,9 @@ impl Found {
     }
 }
 
+/// Instance names decided (lower case) → the address an added one has.
+pub type Seen = HashMap<String, Option<SocketAddr>>;
+
 /// What to do with one resolved service.
 #[derive(Debug)]
 pub enum Decision {
@@ -133,19 +136,25 @@ pub enum Decision {
 }
 
 /// Decide what one resolved service becomes; `seen` holds the lower-cased
-/// instance names already decided (added, refused or skipped for good).
-pub fn decide(cfg: &EsphomeConfig, found: &Found, seen: &mut HashSet<String>) -> Decision {
+/// instance names already decided (added, refused or skipped for good),
+/// with the address an added one was given: the same device at a new
+/// address (DHCP) is added again, which moves it (the hosts keep one
+/// thread per name).
+pub fn decide(cfg: &EsphomeConfig, found: &Found, seen: &mut Seen) -> Decision {
     let name = found.instance.trim();
     let lower = name.to_lowercase();
     if name.is_empty() {
         return Decision::Skip("no instance name");
     }
-    if seen.contains(&lower) {
-        return Decision::Skip("already seen");
+    if let Some(before) = seen.get(&lower) {
+        match (before, found.socket_addr()) {
+            (Some(old), Some(new)) if *old != new => {}
+            _ => return Decision::Skip("already seen"),
+        }
     }
     let platform = found.txt.get("platform").map(|p| p.to_lowercase());
     if platform.as_deref() == Some("earshot") && lower == cfg.name.trim().to_lowercase() {
-        seen.insert(lower);
+        seen.insert(lower, None);
         return Decision::Skip("earshot's own announcement");
     }
     let Some(addr) = found.socket_addr() else {
@@ -153,7 +162,7 @@ pub fn decide(cfg: &EsphomeConfig, found: &Found, seen: &mut HashSet<String>) ->
         return Decision::Skip("no usable address yet");
     };
     if configured(cfg, found, &lower, addr) {
-        seen.insert(lower);
+        seen.insert(lower, None);
         return Decision::Skip("configured by address");
     }
     let keyed = cfg
@@ -162,13 +171,14 @@ pub fn decide(cfg: &EsphomeConfig, found: &Found, seen: &mut HashSet<String>) ->
         .find(|d| d.address.trim().is_empty() && d.name.trim().to_lowercase() == lower);
     let encryption_key = keyed.map(|d| d.encryption_key.clone()).unwrap_or_default();
     let password = keyed.map(|d| d.password.clone()).unwrap_or_default();
-    seen.insert(lower);
     if found.encrypted() && encryption_key.trim().is_empty() {
+        seen.insert(lower, None);
         return Decision::Refuse(format!(
             "esphome: discovered {name:?} at {addr}, but it is encrypted and no key is configured; \
              to host it add [[esphome.devices]] with name = \"{name}\" and encryption_key = \"<its api encryption key>\""
         ));
     }
+    seen.insert(lower, Some(addr));
     Decision::Add(DeviceEntry {
         address: addr.to_string(),
         name: name.to_string(),
@@ -250,7 +260,7 @@ fn browse(
     shutdown: &CancelToken,
     stop: &CancelToken,
 ) {
-    let mut seen = HashSet::new();
+    let mut seen = Seen::new();
     while !shutdown.is_cancelled() && !stop.is_cancelled() {
         let event = match events.recv_timeout(POLL) {
             Ok(event) => event,
@@ -330,15 +340,22 @@ mod tests {
     #[test]
     fn a_plain_device_becomes_an_entry_once() {
         let cfg = EsphomeConfig::default();
-        let mut seen = HashSet::new();
+        let mut seen = Seen::new();
         let f = found("kitchen", "192.168.1.40", &[("mac", "aabbccddeeff")]);
         let e = added(decide(&cfg, &f, &mut seen));
         assert_eq!(e.address, "192.168.1.40:6053");
         assert_eq!(e.name, "kitchen");
         assert!(e.encryption_key.is_empty() && e.password.is_empty());
-        // Re-announced (or seen on another interface, any case): once.
-        let again = found("Kitchen", "192.168.1.41", &[]);
+        // Re-announced at the same address (any case): once.
+        let again = found("Kitchen", "192.168.1.40", &[]);
         assert!(matches!(decide(&cfg, &again, &mut seen), Decision::Skip(_)));
+        // At a new address (DHCP): added again, which moves it.
+        let moved = found("kitchen", "192.168.1.41", &[]);
+        assert_eq!(
+            added(decide(&cfg, &moved, &mut seen)).address,
+            "192.168.1.41:6053"
+        );
+        assert!(matches!(decide(&cfg, &moved, &mut seen), Decision::Skip(_)));
     }
 
     #[test]
@@ -354,7 +371,7 @@ mod tests {
             ..Default::default()
         };
         let f = found("kitchen", "10.0.0.7", &[NOISE]);
-        let e = added(decide(&cfg, &f, &mut HashSet::new()));
+        let e = added(decide(&cfg, &f, &mut Seen::new()));
         assert_eq!(e.encryption_key, KEY);
         assert_eq!(e.password, "pw");
         assert_eq!(e.address, "10.0.0.7:6053");
@@ -363,7 +380,7 @@ mod tests {
     #[test]
     fn an_encrypted_device_without_a_key_is_named_once_and_not_added() {
         let cfg = EsphomeConfig::default();
-        let mut seen = HashSet::new();
+        let mut seen = Seen::new();
         let f = found("porch", "10.0.0.8", &[NOISE]);
         match decide(&cfg, &f, &mut seen) {
             Decision::Refuse(line) => {
@@ -395,7 +412,7 @@ mod tests {
             found("garage", "10.0.0.12", &[]),
             found("EARSHOT", "10.0.0.13", &[("platform", "earshot"), NOISE]),
         ] {
-            let d = decide(&cfg, &f, &mut HashSet::new());
+            let d = decide(&cfg, &f, &mut Seen::new());
             assert!(matches!(d, Decision::Skip(_)), "{}: {d:?}", f.instance);
         }
         // Another port on a configured address is another device; another
@@ -403,11 +420,11 @@ mod tests {
         let mut other_port = found("study2", "10.0.0.9", &[]);
         other_port.port = 6054;
         assert_eq!(
-            added(decide(&cfg, &other_port, &mut HashSet::new())).address,
+            added(decide(&cfg, &other_port, &mut Seen::new())).address,
             "10.0.0.9:6054"
         );
         let other = found("den", "10.0.0.14", &[("platform", "earshot")]);
-        added(decide(&cfg, &other, &mut HashSet::new()));
+        added(decide(&cfg, &other, &mut Seen::new()));
     }
 
     #[test]
@@ -415,7 +432,7 @@ mod tests {
         let mut f = found("x", "fe80::1", &[]);
         assert_eq!(f.socket_addr(), None);
         // No address yet is not final.
-        let mut seen = HashSet::new();
+        let mut seen = Seen::new();
         assert!(matches!(
             decide(&EsphomeConfig::default(), &f, &mut seen),
             Decision::Skip(_)

@@ -21,6 +21,7 @@
 //! microphone never wait on it (each has its own thread; the STT and the
 //! TTS chain are shared the same way as the Wyoming satellites').
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,10 @@ struct Shared {
     tts: SharedTts,
     urls: AudioUrls,
     shutdown: CancelToken,
+    /// Where each named device is dialled now (lower-cased name → the
+    /// address its thread reads at every reconnect): a device discovery
+    /// finds again at a new address (DHCP) moves, no second thread.
+    addresses: Mutex<HashMap<String, Arc<Mutex<String>>>>,
 }
 
 impl EsphomeHosts {
@@ -113,6 +118,7 @@ impl EsphomeHosts {
             tts: SharedTts::new(tts()),
             urls,
             shutdown: shutdown.clone(),
+            addresses: Mutex::default(),
         });
         let mut hosts = EsphomeHosts {
             shared: Some(shared.clone()),
@@ -183,10 +189,30 @@ fn spawn(
     } else {
         Some(super::decode_key(&entry.encryption_key).map_err(|e| format!("encryption_key: {e}"))?)
     };
+    let address = Arc::new(Mutex::new(entry.address.clone()));
+    let named = entry.name.trim().to_lowercase();
+    if !named.is_empty() {
+        let mut addresses = shared.addresses.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(current) = addresses.get(&named) {
+            let mut current = current.lock().unwrap_or_else(|p| p.into_inner());
+            if *current != entry.address {
+                tracing::info!(
+                    "esphome {}: {:?} moved to {}",
+                    *current,
+                    entry.name,
+                    entry.address
+                );
+                *current = entry.address;
+            }
+            return Ok(());
+        }
+        addresses.insert(named, address.clone());
+    }
     let name = format!("esphome {}", entry.address);
     let host = Device {
         entry,
         key,
+        address,
         shared: shared.clone(),
     };
     let thread = std::thread::Builder::new()
@@ -203,6 +229,8 @@ fn spawn(
 /// One device's reconnecting driver.
 struct Device {
     entry: DeviceEntry,
+    /// Where it is dialled now (moves when discovery sees it elsewhere).
+    address: Arc<Mutex<String>>,
     key: Option<[u8; 32]>,
     shared: Arc<Shared>,
 }
@@ -335,8 +363,11 @@ fn decode<M: Message + Default>(kind: u32, payload: &[u8]) -> Result<M, Lost> {
 }
 
 impl Device {
-    fn label(&self) -> &str {
-        &self.entry.address
+    fn label(&self) -> String {
+        self.address
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn run(self) {
@@ -378,8 +409,7 @@ impl Device {
     fn connect(&self) -> Result<Link, Lost> {
         let timeout = Duration::from_millis(self.cfg.connect_timeout_ms.max(1));
         let addr: SocketAddr = self
-            .entry
-            .address
+            .label()
             .to_socket_addrs()
             .map_err(|e| Lost::Device(format!("cannot resolve it: {e}")))?
             .next()
@@ -600,10 +630,9 @@ impl Device {
         let mut input = TurnInput::text(text.clone());
         input.source = "esphome".into();
         input.conversation_id = *conversation;
-        input.extra.insert(
-            "esphome_device".into(),
-            serde_json::json!(self.entry.address),
-        );
+        input
+            .extra
+            .insert("esphome_device".into(), serde_json::json!(self.label()));
         let mut sink = CollectSink::default();
         let turn_started = Instant::now();
         let outcome = run_turn(&self.services, input, &mut sink, &self.shutdown);
