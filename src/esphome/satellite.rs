@@ -62,8 +62,9 @@ const CHUNK: usize = 1024;
 const PLAY_PIECE: usize = SAMPLE_RATE as usize / 4;
 /// Announcements and chimes waiting for the loop.
 const MAX_PENDING: usize = 8;
-/// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection.
-const SUBSCRIBE_API_AUDIO: u32 = 1;
+/// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection
+/// (aioesphomeapi's `VoiceAssistantSubscriptionFlag.API_AUDIO`, 1 << 2).
+const SUBSCRIBE_API_AUDIO: u32 = 1 << 2;
 /// How often the worker looks at its channel and the cancel token.
 const POLL: Duration = Duration::from_millis(20);
 

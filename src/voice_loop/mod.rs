@@ -337,10 +337,13 @@ impl VoiceLoop {
                 // An announcement or a timer from Home Assistant: played
                 // when nothing is being heard, the microphone dropped
                 // meanwhile (never a request).
-                if quiet && !echo && !self.ringing() && !self.speaker.is_speaking() {
-                    if self.play_remote_pending(remote, tick) {
-                        continue;
-                    }
+                if quiet
+                    && !echo
+                    && !self.ringing()
+                    && !self.speaker.is_speaking()
+                    && self.play_remote_pending(remote, tick)
+                {
+                    continue;
                 }
             }
             if self.ring_tick(quiet) {

@@ -1,1 +1,396 @@
-// Being written (issue 22): satellite tests.
+//! `[esphome] serve = true` in `earshot run`: earshot as Home Assistant's
+//! voice satellite. Home Assistant is `tests/esphome/ha_satellite.py` on
+//! aioesphomeapi's APIClient (the library HA's ESPHome integration runs);
+//! earshot's microphone is a WAV of real (Piper) speech written into a
+//! FIFO once HA is subscribed, so the order is fixed without sleeps: the
+//! input opens only when the test writes it.
+//!
+//! One `earshot run` (models loaded once) covers: an announcement and a
+//! finished HA timer played before the first request; a request streamed
+//! to HA (whisper hears it in what HA received) and HA's answer WAV played
+//! from its URL; an answer streamed over the API; a 404, a non-WAV and a
+//! too-large answer (one log line each, back to listening); HA not
+//! answering in time and HA unsubscribed, both answered locally.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::common;
+
+/// A child killed on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The test venv's Python running `ha_satellite.py`, killed on drop.
+fn home_assistant(port: u16, outdir: &Path) -> (Killed, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(super::python())
+        .arg(super::repo().join("tests/esphome/ha_satellite.py"))
+        .arg(port.to_string())
+        .arg(outdir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the Home Assistant client");
+    let lines = common::lines(child.stdout.take().unwrap());
+    (Killed(child), lines)
+}
+
+/// Wait for a log line containing `needle` (or the process to end).
+fn log_line(log: &Path, needle: &str, limit: Duration, child: &mut Child) -> Option<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains(needle)) {
+            return Some(line.to_string());
+        }
+        if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Open a FIFO for writing once its reader is there (non-blocking tries,
+/// so an earshot that died fails the test instead of hanging it), then
+/// make it blocking for the write.
+fn fifo_writer(fifo: &Path, child: &mut Child) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(file) => {
+                // SAFETY: fcntl on a descriptor we own.
+                unsafe {
+                    let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                }
+                return file;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => panic!("cannot open {}: {e}", fifo.display()),
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("earshot exited ({status:?}) before opening its input");
+        }
+        assert!(Instant::now() < deadline, "the input was never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whisper, to hear what Home Assistant received.
+fn transcribe(samples: &[i16]) -> String {
+    let config = earshot::config::Config {
+        models_dir: common::models_dir(),
+        stt: earshot::stt::SttConfig {
+            order: earshot::stt::Order::LocalOnly,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let stt = earshot::app::stt(&config).expect("whisper model");
+    stt.transcribe(&earshot::audio::to_f32(samples))
+        .expect("transcribe")
+        .text
+}
+
+/// Seconds of `samples` (50 ms windows) where `freq` carries most of the
+/// energy, and the first such window.
+fn tone_windows(samples: &[f32], rate: u32, freq: f32) -> (usize, Option<usize>) {
+    let window = rate as usize / 20;
+    let mut count = 0;
+    let mut first = None;
+    for (i, w) in samples.chunks_exact(window).enumerate() {
+        let energy: f32 = w.iter().map(|x| x * x).sum::<f32>() / w.len() as f32;
+        if energy > 1e-4 && common::tone_share(w, freq, rate as f32) > 0.8 {
+            count += 1;
+            first.get_or_insert(i);
+        }
+    }
+    (count, first)
+}
+
+#[test]
+fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let request: Vec<i16> = std::fs::read(super::spoken_pcm(d))
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    // Seven requests, each followed by more silence than the hang-over.
+    let mut input = vec![0i16; 8_000];
+    for _ in 0..7 {
+        input.extend(&request);
+        input.extend(std::iter::repeat_n(0i16, 24_000));
+    }
+    let fifo = d.join("mic.wav");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: creating a FIFO at a fresh path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let config = d.join("earshot.toml");
+    std::fs::write(
+        &config,
+        "[esphome]\nserve = true\nbind = \"127.0.0.1:0\"\nname = \"kitchen\"\n",
+    )
+    .unwrap();
+    let log = d.join("earshot.log");
+    let out = d.join("out.wav");
+    let mut earshot = common::earshot(d)
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--json", "--input"])
+        .arg(&fifo)
+        .arg("--output")
+        .arg(&out)
+        .env("EARSHOT_LOG", "info")
+        // No LLM: the tree answers the local turns on the device.
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .env("EARSHOT_TEST_CLOCK", "15:27")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = common::lines(earshot.stdout.take().unwrap());
+    let mut earshot = Killed(earshot);
+    let mut seen = Vec::new();
+    // Bound before any model loads: the line comes first.
+    let listening = common::wait_for(
+        &stdout,
+        "earshot: listening on esphome://",
+        Duration::from_secs(60),
+        &mut seen,
+    )
+    .unwrap_or_else(|| {
+        panic!(
+            "no listening line; stdout {seen:?}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    assert!(listening.contains("127.0.0.1:"), "{listening}");
+    assert!(listening.ends_with("(plaintext)"), "{listening}");
+    let port: u16 = listening
+        .split("esphome://")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|addr| addr.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+
+    let (_ha, ha_lines) = home_assistant(port, d);
+    let mut ha_seen = Vec::new();
+    assert!(
+        common::wait_for(
+            &ha_lines,
+            "\"subscribed\"",
+            Duration::from_secs(60),
+            &mut ha_seen
+        )
+        .is_some(),
+        "HA never subscribed: {ha_seen:?}"
+    );
+    // The announcement is fetched and waiting before the microphone has
+    // anything: it plays first.
+    assert!(
+        log_line(
+            &log,
+            "announcement ready",
+            Duration::from_secs(60),
+            &mut earshot.0
+        )
+        .is_some(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    {
+        let mut mic = fifo_writer(&fifo, &mut earshot.0);
+        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
+            .unwrap();
+    }
+    // The input ends after the seventh request: earshot stops by itself.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = earshot.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let done = common::wait_for(&ha_lines, "\"done\"", Duration::from_secs(10), &mut ha_seen);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        done.is_some(),
+        "HA did not see every request: {ha_seen:?}\n{text}"
+    );
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{text}");
+    while let Ok(line) = stdout.try_recv() {
+        seen.push(line);
+    }
+    let ha: Vec<serde_json::Value> = ha_seen
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let find = |key: &str, n: u64| {
+        ha.iter()
+            .find(|v| v[key] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} {n} in {ha_seen:?}"))
+    };
+
+    // The announcement was played and finished.
+    assert!(
+        ha.iter().any(|v| v["announced"] == true),
+        "{ha_seen:?}\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("playing for Home Assistant") && l.contains("timer")),
+        "the finished timer did not ring:\n{text}"
+    );
+    // Six requests went to HA, in order, the conversation carried on.
+    for (n, plan) in ["url", "stream", "missing", "hang", "notwav", "huge"]
+        .iter()
+        .enumerate()
+    {
+        let start = find("start", n as u64 + 1);
+        assert_eq!(start["plan"], *plan, "{start}");
+    }
+    assert_eq!(find("start", 1)["conversation_id"], "");
+    assert_eq!(find("start", 2)["conversation_id"], "conv-1");
+    assert!(
+        !ha.iter().any(|v| v["start"] == 7),
+        "the seventh request went to HA after it unsubscribed: {ha_seen:?}"
+    );
+    // The request's audio: plausible length, real speech, the words.
+    let first = find("run", 1);
+    let bytes = first["audio_bytes"].as_u64().unwrap() as usize;
+    let received: Vec<i16> = std::fs::read(d.join("run1.raw"))
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(received.len() * 2, bytes);
+    let seconds = received.len() as f32 / 16_000.0;
+    let speech = request.len() as f32 / 16_000.0;
+    assert!(
+        seconds >= speech * 0.6 && seconds <= speech + 2.0,
+        "{seconds} s sent for {speech} s of speech"
+    );
+    let rms = (received.iter().map(|&s| f64::from(s).powi(2)).sum::<f64>()
+        / received.len().max(1) as f64)
+        .sqrt();
+    assert!(rms > 300.0, "silent audio (rms {rms})");
+    let heard = common::words(&transcribe(&received));
+    assert!(heard.contains("what time is it"), "HA got {heard:?}");
+    // The hung request was given up with the stop, not left running.
+    let hang_stop = find("stop", 4);
+    assert_eq!(hang_stop["abort"], true, "{hang_stop}");
+    assert_eq!(hang_stop["audio_bytes"], 0, "{hang_stop}");
+
+    // Two requests were answered locally: HA too slow, HA gone.
+    assert!(
+        text.contains("Home Assistant did not answer the request in 3 s; answering locally"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Home Assistant unsubscribed; answering locally"),
+        "{text}"
+    );
+    let turns: Vec<serde_json::Value> = seen
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(turns.len(), 2, "{seen:?}\n{text}");
+    for turn in &turns {
+        assert_eq!(
+            common::words(turn["text"].as_str().unwrap()),
+            "what time is it"
+        );
+        let answer = turn["answer"].as_str().unwrap();
+        assert!(answer.contains("3:27"), "{answer}");
+    }
+
+    // Bad answers: one line each, nothing played, back to listening.
+    let bad = |needle: &str| {
+        text.lines()
+            .filter(|l| {
+                l.contains("cannot play the answer from http://127.0.0.1:") && l.contains(needle)
+            })
+            .count()
+    };
+    assert_eq!(
+        bad("HTTP 404"),
+        1,
+        "the streamed answer's URL is not fetched:\n{text}"
+    );
+    assert_eq!(bad("not a WAV file"), 1, "{text}");
+    assert_eq!(bad("larger than"), 1, "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+
+    // What the speaker played: the announcement (440 Hz), then the URL's
+    // answer (1000 Hz), then the streamed one (1500 Hz).
+    let reader = hound::WavReader::open(&out).expect("the output WAV");
+    let rate = reader.spec().sample_rate;
+    let played: Vec<f32> = reader
+        .into_samples::<i16>()
+        .map(|s| f32::from(s.unwrap()) / 32768.0)
+        .collect();
+    let (chime, chime_at) = tone_windows(&played, rate, 440.0);
+    let (answer, answer_at) = tone_windows(&played, rate, 1000.0);
+    let (streamed, streamed_at) = tone_windows(&played, rate, 1500.0);
+    assert!(chime >= 8, "announcement: {chime} windows");
+    assert!(answer >= 10, "answer from the URL: {answer} windows");
+    assert!(streamed >= 10, "streamed answer: {streamed} windows");
+    assert!(
+        chime_at < answer_at && answer_at < streamed_at,
+        "order {chime_at:?} {answer_at:?} {streamed_at:?}"
+    );
+    for line in text
+        .lines()
+        .filter(|l| l.contains("esphome satellite") || l.contains("remote turn"))
+    {
+        eprintln!("{line}");
+    }
+    eprintln!("satellite test: {:.1} s", started.elapsed().as_secs_f32());
+}
+
+/// Off loopback without a key, `earshot run` refuses at once, in one line
+/// (the bind comes before any model).
+#[test]
+fn serve_off_loopback_without_a_key_refuses_to_start_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("earshot.toml");
+    std::fs::write(&config, "[esphome]\nserve = true\nbind = \"0.0.0.0:0\"\n").unwrap();
+    let started = Instant::now();
+    let out = common::run(
+        common::earshot(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "--input", "none-such.wav"]),
+    );
+    assert!(!out.status.success());
+    let err = common::stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("encryption_key"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused only after {:?}",
+        started.elapsed()
+    );
+}
