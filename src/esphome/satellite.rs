@@ -62,6 +62,8 @@ const CHUNK: usize = 1024;
 const PLAY_PIECE: usize = SAMPLE_RATE as usize / 4;
 /// Announcements and chimes waiting for the loop.
 const MAX_PENDING: usize = 8;
+/// Announcements being fetched at once; more are refused at once.
+const MAX_FETCHING: usize = 2;
 /// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection
 /// (aioesphomeapi's `VoiceAssistantSubscriptionFlag.API_AUDIO`, 1 << 2).
 const SUBSCRIBE_API_AUDIO: u32 = 1 << 2;
@@ -98,6 +100,8 @@ struct State {
 pub struct Satellite {
     state: Mutex<State>,
     agent: ureq::Agent,
+    /// Announcements being fetched.
+    fetching: std::sync::atomic::AtomicUsize,
 }
 
 /// Why an answer or announcement could not be played (one log line).
@@ -123,6 +127,7 @@ impl Satellite {
         Arc::new(Satellite {
             state: Mutex::default(),
             agent,
+            fetching: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -161,62 +166,90 @@ impl Satellite {
 
     /// An announcement: fetched here (its own thread), played by the loop.
     fn announce(self: &Arc<Self>, link: &Arc<Link>, request: pb::VoiceAssistantAnnounceRequest) {
+        use std::sync::atomic::Ordering;
+        let refuse = |link: &Link, why: &str| {
+            tracing::warn!("esphome satellite: an announcement is not played: {why}");
+            let _ = link.try_send(
+                ids::VOICE_ASSISTANT_ANNOUNCE_FINISHED,
+                &pb::VoiceAssistantAnnounceFinished { success: false },
+            );
+        };
+        if self.fetching.fetch_add(1, Ordering::SeqCst) >= MAX_FETCHING {
+            self.fetching.fetch_sub(1, Ordering::SeqCst);
+            refuse(link, "too many at once");
+            return;
+        }
         let me = Arc::clone(self);
         let link = Arc::clone(link);
+        let refused = Arc::clone(&link);
         let spawned = std::thread::Builder::new()
             .name("esphome-announce".into())
             .spawn(move || {
-                if request.start_conversation {
-                    tracing::info!("esphome satellite: an announcement that starts a conversation is played only");
-                }
-                let mut clips = Vec::new();
-                if !request.preannounce_media_id.is_empty() {
-                    match me.fetch(&request.preannounce_media_id) {
-                        Ok(clip) => clips.push(clip),
-                        Err(e) => tracing::warn!(
-                            "esphome satellite: the announcement's chime from {} is not played: {e}",
-                            origin(&request.preannounce_media_id)
-                        ),
-                    }
-                }
-                let mut text = String::new();
-                if !request.media_id.is_empty() {
-                    match me.fetch(&request.media_id) {
-                        Ok(clip) => clips.push(clip),
-                        Err(e) => {
-                            tracing::warn!(
-                                "esphome satellite: cannot play the announcement from {}: {e}{}",
-                                origin(&request.media_id),
-                                if request.text.is_empty() { "" } else { "; saying its text" }
-                            );
-                            text = request.text.clone();
-                        }
-                    }
-                } else {
-                    text = request.text.clone();
-                }
-                let finished = Arc::clone(&link);
-                let done = Box::new(move |success: bool| {
-                    let reply = pb::VoiceAssistantAnnounceFinished { success };
-                    if let Err(e) = finished.try_send(ids::VOICE_ASSISTANT_ANNOUNCE_FINISHED, &reply) {
-                        tracing::warn!("esphome satellite: announcement finished, not told: {e}");
-                    }
-                });
-                if clips.is_empty() && text.trim().is_empty() {
-                    done(false);
-                    return;
-                }
-                tracing::info!("esphome satellite: announcement ready");
-                me.queue(Pending {
-                    label: "announcement".into(),
-                    clips,
-                    text,
-                    done: Some(done),
-                });
+                me.prepare(&link, request);
+                me.fetching.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            tracing::warn!("esphome satellite: no thread for an announcement; not played");
+            self.fetching.fetch_sub(1, Ordering::SeqCst);
+            refuse(&refused, "no thread for it");
         }
+    }
+
+    /// Fetch an announcement's media and queue it for the loop (or answer
+    /// that it failed).
+    fn prepare(&self, link: &Arc<Link>, request: pb::VoiceAssistantAnnounceRequest) {
+        if request.start_conversation {
+            tracing::info!(
+                "esphome satellite: an announcement that starts a conversation is played only"
+            );
+        }
+        let mut clips = Vec::new();
+        if !request.preannounce_media_id.is_empty() {
+            match self.fetch(&request.preannounce_media_id) {
+                Ok(clip) => clips.push(clip),
+                Err(e) => tracing::warn!(
+                    "esphome satellite: the announcement's chime from {} is not played: {e}",
+                    origin(&request.preannounce_media_id)
+                ),
+            }
+        }
+        let mut text = String::new();
+        if !request.media_id.is_empty() {
+            match self.fetch(&request.media_id) {
+                Ok(clip) => clips.push(clip),
+                Err(e) => {
+                    tracing::warn!(
+                        "esphome satellite: cannot play the announcement from {}: {e}{}",
+                        origin(&request.media_id),
+                        if request.text.is_empty() {
+                            ""
+                        } else {
+                            "; saying its text"
+                        }
+                    );
+                    text = request.text.clone();
+                }
+            }
+        } else {
+            text = request.text.clone();
+        }
+        let finished = Arc::clone(link);
+        let done = Box::new(move |success: bool| {
+            let reply = pb::VoiceAssistantAnnounceFinished { success };
+            if let Err(e) = finished.try_send(ids::VOICE_ASSISTANT_ANNOUNCE_FINISHED, &reply) {
+                tracing::warn!("esphome satellite: announcement finished, not told: {e}");
+            }
+        });
+        if clips.is_empty() && text.trim().is_empty() {
+            done(false);
+            return;
+        }
+        tracing::info!("esphome satellite: announcement ready");
+        self.queue(Pending {
+            label: "announcement".into(),
+            clips,
+            text,
+            done: Some(done),
+        });
     }
 
     /// GET a WAV (bounded) as a clip.

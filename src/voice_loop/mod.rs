@@ -473,7 +473,15 @@ impl VoiceLoop {
             now_ms = wake.position_ms(),
             "wake word heard: listening"
         );
+        // The detection may lag the audio read so far: the word ended
+        // that much before the end of the pre-roll.
+        let lag = detection
+            .timestamp_ms
+            .map_or(0, |at| wake.position_ms().saturating_sub(at));
         self.open_window(pending, true);
+        if let Some(wake) = self.wake.as_mut() {
+            wake.word_end_ms = wake.word_end_ms.map(|end| end.saturating_sub(lag));
+        }
         true
     }
 
@@ -493,6 +501,8 @@ impl VoiceLoop {
         let preroll = wake.take_preroll();
         if with_preroll && !preroll.is_empty() {
             pending.extend(self.endpointer.push(&preroll));
+        } else {
+            wake.word_end_ms = None;
         }
     }
 
@@ -993,6 +1003,9 @@ impl VoiceLoop {
     /// mode, after which no 16 kHz frame is ever voiced (the loop went deaf
     /// after its first turn).
     fn reset_endpointer(&mut self) {
+        if let Some(gate) = self.wake.as_mut() {
+            gate.word_end_ms = None;
+        }
         match Endpointer::new(&self.vad) {
             Ok(fresh) => self.endpointer = fresh,
             Err(e) => {

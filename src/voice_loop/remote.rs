@@ -20,6 +20,13 @@ use crate::cancel::CancelToken;
 use crate::device::leds::LedState;
 use crate::tts::speaker::Speaker;
 
+/// The detection fires a little into what follows the wake word (a
+/// request in the same breath): this much before it is kept.
+const WORD_MARGIN_MS: u64 = 300;
+
+/// Shorter audio after the wake word is not a request (0.3 s).
+const MIN_REQUEST: usize = SAMPLE_RATE as usize * 3 / 10;
+
 /// One request for the remote pipeline.
 pub struct RemoteRequest<'a> {
     /// The utterance, 16 kHz mono.
@@ -83,7 +90,21 @@ impl super::VoiceLoop {
         tick: &mut dyn FnMut(),
         utterance: &Utterance,
     ) -> Option<bool> {
-        let wake_word = self.wake.as_ref().and_then(|g| g.words().first().cloned());
+        // After a detection, the request starts where the wake word ended
+        // (HA's STT is not told to drop it); after a press, all of it.
+        let word_end = self.wake.as_ref().and_then(|g| g.word_end_ms);
+        let wake_word = word_end.and_then(|_| self.wake.as_ref()?.words().first().cloned());
+        let skip = word_end.map_or(0, |end| {
+            let from = end.saturating_sub(WORD_MARGIN_MS);
+            (from.saturating_sub(utterance.start_ms) * u64::from(SAMPLE_RATE) / 1000) as usize
+        });
+        let samples = utterance.samples.get(skip..).unwrap_or_default();
+        if samples.len() < MIN_REQUEST {
+            // Only the wake word: the local loop hears it and waits for
+            // the request, which then goes to the remote side.
+            tracing::debug!("only the wake word; the loop listens for the request");
+            return None;
+        }
         self.light(LedState::Thinking);
         let cancel = CancelToken::new();
         let speaker = self.speaker.clone();
@@ -101,7 +122,7 @@ impl super::VoiceLoop {
             let worker = scope.spawn(|| {
                 remote.run(
                     RemoteRequest {
-                        samples: &utterance.samples,
+                        samples,
                         wake_word: wake_word.as_deref(),
                     },
                     &speaker,

@@ -42,6 +42,12 @@ pub struct WakeGate {
     follow_up_always: bool,
     /// `wake.earcon`: play [`earcon`] when the microphone opens.
     pub(crate) earcon: bool,
+    /// Where the wake word ended in the endpointer's time (the end of the
+    /// pre-roll it was handed), while the window a detection opened is
+    /// being heard; `None` after a press or once the endpointer restarts.
+    /// A remote pipeline gets the request from here on, without the wake
+    /// word (as firmware streams after its detection).
+    pub(crate) word_end_ms: Option<u64>,
 }
 
 impl WakeGate {
@@ -63,6 +69,7 @@ impl WakeGate {
             follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
             follow_up_always: false,
             earcon: false,
+            word_end_ms: None,
         }
     }
 
@@ -79,6 +86,7 @@ impl WakeGate {
             follow_up: Duration::from_millis(WakeConfig::default().follow_up_ms),
             follow_up_always: false,
             earcon: false,
+            word_end_ms: None,
         }
     }
 
@@ -196,7 +204,9 @@ impl WakeGate {
 
     /// The audio kept from before now (emptied).
     pub fn take_preroll(&mut self) -> Vec<i16> {
-        self.preroll.drain(..).collect()
+        let preroll: Vec<i16> = self.preroll.drain(..).collect();
+        self.word_end_ms = Some(preroll.len() as u64 * 1000 / u64::from(SAMPLE_RATE));
+        preroll
     }
 
     /// A detection since the last [`rearm`](Self::rearm), if any.

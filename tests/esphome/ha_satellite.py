@@ -3,7 +3,7 @@ APIClient (what Home Assistant's ESPHome integration runs) against
 `earshot run` with `[esphome] serve = true`, acting as HA's Assist
 pipeline for earshot's requests.
 
-usage: ha_satellite.py PORT OUTDIR
+usage: ha_satellite.py PORT OUTDIR [PLAN]
 
 It serves its own answer audio over HTTP (a 1000 Hz tone WAV, a 440 Hz
 announcement WAV, a 404, an MP3-looking body, a body over earshot's
@@ -17,6 +17,9 @@ finished timer, then answers each request by the plan below, in order:
   5. "notwav":  TTS_END's URL is not a WAV
   6. "huge":    TTS_END's URL is larger than earshot takes; HA
                 unsubscribes before RUN_END (what follows is local)
+
+PLAN (comma-separated) replaces the plan above; the announcement and the
+timer are then left out.
 
 Prints one JSON line per step on stdout; the audio of each request goes
 to OUTDIR/runN.raw (16 kHz mono s16le as received).
@@ -101,8 +104,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 async def main() -> None:
+    global PLAN
     port = int(sys.argv[1])
     outdir = sys.argv[2]
+    full = len(sys.argv) < 4
+    if not full:
+        PLAN = sys.argv[3].split(",")
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -199,15 +206,16 @@ async def main() -> None:
         handle_announcement_finished=handle_announcement_finished,
     )
     say(subscribed=True)
-    # A finished HA timer rings on the device.
-    client.send_voice_assistant_timer_event(
-        TimerEv.VOICE_ASSISTANT_TIMER_FINISHED, "t1", "tea", 60, 0, False)
-    announce = asyncio.ensure_future(
-        client.send_voice_assistant_announcement_await_response(
-            f"{base}/chime.wav", 120, text="Dinner is ready."))
-    say(announce_sent=True)
-    result = await announce
-    say(announced=result.success)
+    if full:
+        # A finished HA timer rings on the device.
+        client.send_voice_assistant_timer_event(
+            TimerEv.VOICE_ASSISTANT_TIMER_FINISHED, "t1", "tea", 60, 0, False)
+        announce = asyncio.ensure_future(
+            client.send_voice_assistant_announcement_await_response(
+                f"{base}/chime.wav", 120, text="Dinner is ready."))
+        say(announce_sent=True)
+        result = await announce
+        say(announced=result.success)
     await asyncio.wait_for(all_done, 120)
     say(done=True, runs=len(runs))
     # Stay connected until the test ends us.

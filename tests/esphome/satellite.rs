@@ -13,7 +13,7 @@
 //! answering in time and HA unsubscribed, both answered locally.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -30,11 +30,16 @@ impl Drop for Killed {
 }
 
 /// The test venv's Python running `ha_satellite.py`, killed on drop.
-fn home_assistant(port: u16, outdir: &Path) -> (Killed, std::sync::mpsc::Receiver<String>) {
+fn home_assistant(
+    port: u16,
+    outdir: &Path,
+    plan: Option<&str>,
+) -> (Killed, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(super::python())
         .arg(super::repo().join("tests/esphome/ha_satellite.py"))
         .arg(port.to_string())
         .arg(outdir)
+        .args(plan)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -122,76 +127,140 @@ fn tone_windows(samples: &[f32], rate: u32, freq: f32) -> (usize, Option<usize>)
     (count, first)
 }
 
+/// `earshot run --json` with `[esphome] serve` on a free loopback port,
+/// its microphone a FIFO (`mic.wav`) the test writes when it is ready,
+/// answers to `out.wav`, no LLM (the tree answers local turns).
+struct Earshot {
+    process: Killed,
+    stdout: std::sync::mpsc::Receiver<String>,
+    log: PathBuf,
+    port: u16,
+    fifo: PathBuf,
+    seen: Vec<String>,
+}
+
+impl Earshot {
+    fn start(d: &Path, args: &[&str]) -> Earshot {
+        let fifo = d.join("mic.wav");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: creating a FIFO at a fresh path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let config = d.join("earshot.toml");
+        std::fs::write(
+            &config,
+            "[esphome]\nserve = true\nbind = \"127.0.0.1:0\"\nname = \"kitchen\"\n",
+        )
+        .unwrap();
+        let log = d.join("earshot.log");
+        let mut child = common::earshot(d)
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "--json", "--input"])
+            .arg(&fifo)
+            .arg("--output")
+            .arg(d.join("out.wav"))
+            .args(args)
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = common::lines(child.stdout.take().unwrap());
+        let process = Killed(child);
+        let mut seen = Vec::new();
+        // Bound before any model loads: the line comes first.
+        let listening = common::wait_for(
+            &stdout,
+            "earshot: listening on esphome://",
+            Duration::from_secs(60),
+            &mut seen,
+        )
+        .unwrap_or_else(|| {
+            panic!(
+                "no listening line; stdout {seen:?}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+        assert!(listening.contains("127.0.0.1:"), "{listening}");
+        assert!(listening.ends_with("(plaintext)"), "{listening}");
+        let port: u16 = listening
+            .split("esphome://")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|addr| addr.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("a port");
+        Earshot {
+            process,
+            stdout,
+            log,
+            port,
+            fifo,
+            seen,
+        }
+    }
+}
+
+/// Wait for the process to end by itself.
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// 16 kHz mono samples of a raw s16le file.
+fn raw_i16(path: &Path) -> Vec<i16> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+/// `text` in earshot's Piper voice, 16 kHz mono.
+fn piper(d: &Path, text: &str) -> Vec<i16> {
+    let wav = d.join("phrase.wav");
+    let out = common::run(
+        common::earshot(d)
+            .args(["say", text, "--engine", "piper", "--out"])
+            .arg(&wav),
+    );
+    assert!(out.status.success(), "say failed: {}", common::stderr(&out));
+    let (samples, _) = earshot::audio::wav::read_16k_mono(&wav, None).expect("read the phrase");
+    earshot::audio::to_i16(&samples)
+}
+
 #[test]
 fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let request: Vec<i16> = std::fs::read(super::spoken_pcm(d))
-        .unwrap()
-        .chunks_exact(2)
-        .map(|b| i16::from_le_bytes([b[0], b[1]]))
-        .collect();
+    let request = raw_i16(&super::spoken_pcm(d));
     // Seven requests, each followed by more silence than the hang-over.
     let mut input = vec![0i16; 8_000];
     for _ in 0..7 {
         input.extend(&request);
         input.extend(std::iter::repeat_n(0i16, 24_000));
     }
-    let fifo = d.join("mic.wav");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: creating a FIFO at a fresh path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let config = d.join("earshot.toml");
-    std::fs::write(
-        &config,
-        "[esphome]\nserve = true\nbind = \"127.0.0.1:0\"\nname = \"kitchen\"\n",
-    )
-    .unwrap();
-    let log = d.join("earshot.log");
+    let Earshot {
+        process: mut earshot,
+        stdout,
+        log,
+        port,
+        fifo,
+        mut seen,
+    } = Earshot::start(d, &[]);
     let out = d.join("out.wav");
-    let mut earshot = common::earshot(d)
-        .arg("--config")
-        .arg(&config)
-        .args(["run", "--json", "--input"])
-        .arg(&fifo)
-        .arg("--output")
-        .arg(&out)
-        .env("EARSHOT_LOG", "info")
-        // No LLM: the tree answers the local turns on the device.
-        .env("LLM_BASE_URL", "http://127.0.0.1:9")
-        .env("EARSHOT_TEST_CLOCK", "15:27")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let stdout = common::lines(earshot.stdout.take().unwrap());
-    let mut earshot = Killed(earshot);
-    let mut seen = Vec::new();
-    // Bound before any model loads: the line comes first.
-    let listening = common::wait_for(
-        &stdout,
-        "earshot: listening on esphome://",
-        Duration::from_secs(60),
-        &mut seen,
-    )
-    .unwrap_or_else(|| {
-        panic!(
-            "no listening line; stdout {seen:?}\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
-    });
-    assert!(listening.contains("127.0.0.1:"), "{listening}");
-    assert!(listening.ends_with("(plaintext)"), "{listening}");
-    let port: u16 = listening
-        .split("esphome://")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|addr| addr.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .expect("a port");
-
-    let (_ha, ha_lines) = home_assistant(port, d);
+    let (_ha, ha_lines) = home_assistant(port, d, None);
     let mut ha_seen = Vec::new();
     assert!(
         common::wait_for(
@@ -222,16 +291,7 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
             .unwrap();
     }
     // The input ends after the seventh request: earshot stops by itself.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = earshot.0.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut earshot.0, Duration::from_secs(120));
     let done = common::wait_for(&ha_lines, "\"done\"", Duration::from_secs(10), &mut ha_seen);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
@@ -280,11 +340,7 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
     // The request's audio: plausible length, real speech, the words.
     let first = find("run", 1);
     let bytes = first["audio_bytes"].as_u64().unwrap() as usize;
-    let received: Vec<i16> = std::fs::read(d.join("run1.raw"))
-        .unwrap()
-        .chunks_exact(2)
-        .map(|b| i16::from_le_bytes([b[0], b[1]]))
-        .collect();
+    let received = raw_i16(&d.join("run1.raw"));
     assert_eq!(received.len() * 2, bytes);
     let seconds = received.len() as f32 / 16_000.0;
     let speech = request.len() as f32 / 16_000.0;
@@ -368,6 +424,73 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
         eprintln!("{line}");
     }
     eprintln!("satellite test: {:.1} s", started.elapsed().as_secs_f32());
+}
+
+/// After the wake word, HA gets the request without it (as firmware
+/// streams after its detection) and the wake word's name.
+#[test]
+fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut input = vec![0i16; 16_000];
+    input.extend(piper(d, "Hey Jarvis, what time is it?"));
+    input.extend(std::iter::repeat_n(0i16, 32_000));
+    let Earshot {
+        process: mut earshot,
+        log,
+        port,
+        fifo,
+        ..
+    } = Earshot::start(d, &["--wake", "wake"]);
+    let (_ha, ha_lines) = home_assistant(port, d, Some("url"));
+    let mut ha_seen = Vec::new();
+    assert!(
+        common::wait_for(
+            &ha_lines,
+            "\"subscribed\"",
+            Duration::from_secs(60),
+            &mut ha_seen
+        )
+        .is_some(),
+        "HA never subscribed: {ha_seen:?}"
+    );
+    // The subscription is in before the microphone has anything.
+    assert!(log_line(
+        &log,
+        "Home Assistant subscribed",
+        Duration::from_secs(30),
+        &mut earshot.0
+    )
+    .is_some());
+    {
+        let mut mic = fifo_writer(&fifo, &mut earshot.0);
+        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
+            .unwrap();
+    }
+    let status = wait_exit(&mut earshot.0, Duration::from_secs(120));
+    let done = common::wait_for(&ha_lines, "\"done\"", Duration::from_secs(10), &mut ha_seen);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(done.is_some(), "{ha_seen:?}\n{text}");
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{text}");
+    assert!(text.contains("wake word heard"), "{text}");
+    let run: serde_json::Value = ha_seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["run"] == 1)
+        .expect("a run");
+    assert!(
+        run["wake_word"]
+            .as_str()
+            .is_some_and(|w| w.contains("jarvis")),
+        "{run}"
+    );
+    let heard = common::words(&transcribe(&raw_i16(&d.join("run1.raw"))));
+    for line in text.lines().filter(|l| l.contains("wake word heard")) {
+        eprintln!("{line}");
+    }
+    eprintln!("HA heard {heard:?}");
+    assert!(heard.contains("what time is it"), "HA got {heard:?}");
+    assert!(!heard.contains("jarvis"), "HA got the wake word: {heard:?}");
 }
 
 /// Off loopback without a key, `earshot run` refuses at once, in one line
