@@ -51,8 +51,11 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 const PING_AFTER: Duration = Duration::from_secs(20);
 /// Samples per streamed answer chunk (32 ms at 16 kHz).
 const STREAM_CHUNK: usize = 512;
-/// `SubscribeVoiceAssistantRequest` flag: audio over the API connection.
-const SUBSCRIBE_API_AUDIO: u32 = 1;
+/// `SubscribeVoiceAssistantRequest` flags: audio over the API connection.
+/// The proto's `VOICE_ASSISTANT_SUBSCRIBE_API_AUDIO` is 1, while Home
+/// Assistant's client (aioesphomeapi `VoiceAssistantSubscriptionFlag`)
+/// sends 1 << 2; both bits are set so firmware reading either sees it.
+const SUBSCRIBE_API_AUDIO: u32 = 1 | 1 << 2;
 
 /// Why a device's connection ended (logged once, then a reconnect).
 #[derive(Debug, thiserror::Error)]
