@@ -41,6 +41,9 @@ use crate::cancel::CancelToken;
 use crate::tts::speaker::Speaker;
 use crate::voice_loop::remote::{Pending, RemoteOutcome, RemotePipeline, RemoteRequest};
 
+/// A request this long after HA's last answer starts a new conversation
+/// (ESPHome's `conversation_timeout` default).
+pub const CONVERSATION_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long HA has to answer a request before the loop answers locally.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A running pipeline silent this long (no event, no audio) is given up.
@@ -67,6 +70,8 @@ const MAX_FETCHING: usize = 2;
 /// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection
 /// (aioesphomeapi's `VoiceAssistantSubscriptionFlag.API_AUDIO`, 1 << 2).
 const SUBSCRIBE_API_AUDIO: u32 = 1 << 2;
+/// How long an abort may wait to be written.
+const ABORT_FLUSH: Duration = Duration::from_millis(500);
 /// How often the worker looks at its channel and the cancel token.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -91,8 +96,9 @@ struct State {
     run: Option<(u64, Sender<RunEvent>)>,
     /// Announcements and chimes for the loop.
     pending: VecDeque<Pending>,
-    /// The conversation HA named at the last `INTENT_END`.
-    conversation_id: String,
+    /// The conversation HA named at the last `INTENT_END`, and when; it
+    /// is forgotten after [`CONVERSATION_TIMEOUT`] (as firmware does).
+    conversation: Option<(String, Instant)>,
 }
 
 /// The satellite: the server's [`Voice`] and the loop's
@@ -469,7 +475,7 @@ impl Run {
                     Some(Ev::VoiceAssistantIntentEnd) => {
                         let id = get("conversation_id");
                         if !id.is_empty() && id.len() <= 200 {
-                            sat.state().conversation_id = id;
+                            sat.state().conversation = Some((id, Instant::now()));
                         }
                     }
                     Some(Ev::VoiceAssistantTtsStart) => self.answer = get("text"),
@@ -548,14 +554,17 @@ impl Satellite {
         }
     }
 
+    /// Tell HA to abort the request (what firmware sends when stopped),
+    /// and give it a moment to leave: this may be the last word before
+    /// the process exits (SIGTERM).
     fn abort(link: &Link) {
-        let _ = link.try_send(
-            ids::VOICE_ASSISTANT_REQUEST,
-            &pb::VoiceAssistantRequest {
-                start: false,
-                ..Default::default()
-            },
-        );
+        let stop = pb::VoiceAssistantRequest {
+            start: false,
+            ..Default::default()
+        };
+        if link.try_send(ids::VOICE_ASSISTANT_REQUEST, &stop).is_ok() {
+            link.wait_written(ABORT_FLUSH);
+        }
     }
 
     fn drive(
@@ -745,7 +754,13 @@ impl RemotePipeline for Satellite {
             }
             let (tx, rx) = crossbeam_channel::bounded(4096);
             state.run = Some((link.id(), tx));
-            (link, rx, state.conversation_id.clone())
+            let conversation = state
+                .conversation
+                .as_ref()
+                .filter(|(_, at)| at.elapsed() < CONVERSATION_TIMEOUT)
+                .map(|(id, _)| id.clone())
+                .unwrap_or_default();
+            (link, rx, conversation)
         };
         let _guard = RunGuard(self);
         self.drive(&link, &rx, request, conversation_id, speaker, cancel)

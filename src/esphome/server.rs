@@ -135,6 +135,8 @@ pub struct Link {
     peer: SocketAddr,
     out: Sender<(u32, Vec<u8>)>,
     closed: Arc<AtomicBool>,
+    /// Frames queued and not yet written.
+    unwritten: Arc<AtomicUsize>,
 }
 
 impl Link {
@@ -158,14 +160,17 @@ impl Link {
         if self.is_closed() {
             return Err(LinkError::Closed);
         }
-        match self
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        let sent = match self
             .out
             .send_timeout((kind, msg.encode_to_vec()), WRITE_TIMEOUT)
         {
-            Ok(()) => Ok(()),
+            Ok(()) => return Ok(()),
             Err(crossbeam_channel::SendTimeoutError::Timeout(_)) => Err(LinkError::Stalled),
             Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => Err(LinkError::Closed),
-        }
+        };
+        self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        sent
     }
 
     /// Queue one message without waiting (from a thread that must not,
@@ -174,10 +179,29 @@ impl Link {
         if self.is_closed() {
             return Err(LinkError::Closed);
         }
-        match self.out.try_send((kind, msg.encode_to_vec())) {
-            Ok(()) => Ok(()),
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        let sent = match self.out.try_send((kind, msg.encode_to_vec())) {
+            Ok(()) => return Ok(()),
             Err(crossbeam_channel::TrySendError::Full(_)) => Err(LinkError::Stalled),
             Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(LinkError::Closed),
+        };
+        self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        sent
+    }
+
+    /// Wait (at most `limit`) until every queued frame is written; false
+    /// when some are not (or the connection ended first). For a last word
+    /// before the process exits.
+    pub fn wait_written(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if self.unwritten.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if self.is_closed() || std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
@@ -200,6 +224,7 @@ fn writer(
     codec: Arc<Codec>,
     rx: Receiver<(u32, Vec<u8>)>,
     closed: Arc<AtomicBool>,
+    unwritten: Arc<AtomicUsize>,
 ) {
     loop {
         match rx.recv_timeout(TICK) {
@@ -207,6 +232,7 @@ fn writer(
                 let written = codec
                     .encode(kind, &payload)
                     .and_then(|bytes| stream.write_all(&bytes).map_err(FrameError::from));
+                unwritten.fetch_sub(1, Ordering::SeqCst);
                 if let Err(e) = written {
                     tracing::debug!("esphome: write failed: {e}");
                     closed.store(true, Ordering::SeqCst);
@@ -380,18 +406,20 @@ fn serve_connection(
     });
     let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
     let closed = Arc::new(AtomicBool::new(false));
+    let unwritten = Arc::new(AtomicUsize::new(0));
     let link = Arc::new(Link {
         id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
         peer,
         out: tx,
         closed: Arc::clone(&closed),
+        unwritten: Arc::clone(&unwritten),
     });
     {
         let stream = stream.try_clone()?;
         let codec = Arc::clone(&codec);
         std::thread::Builder::new()
             .name("esphome-write".into())
-            .spawn(move || writer(stream, codec, rx, closed))?;
+            .spawn(move || writer(stream, codec, rx, closed, unwritten))?;
     }
     let mut session = Session {
         hello: false,

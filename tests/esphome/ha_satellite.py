@@ -18,6 +18,9 @@ finished timer, then answers each request by the plan below, in order:
   6. "huge":    TTS_END's URL is larger than earshot takes; HA
                 unsubscribes before RUN_END (what follows is local)
 
+("silent", only with PLAN below: takes the request and the audio, then
+never sends an event.)
+
 PLAN (comma-separated) replaces the plan above; the announcement and the
 timer are then left out.
 
@@ -181,6 +184,9 @@ async def main() -> None:
             await asyncio.sleep(3600)
         return 0
 
+    def plan_of(run: dict) -> str:
+        return run["plan"]
+
     async def handle_audio(data: bytes, data2) -> None:
         if runs and not runs[-1]["ended"]:
             runs[-1]["audio"].extend(data)
@@ -193,7 +199,7 @@ async def main() -> None:
         if run["ended"]:
             return
         run["ended"] = True
-        if not abort:
+        if not abort and plan_of(run) != "silent":
             asyncio.ensure_future(answer(run))
 
     async def handle_announcement_finished(finished) -> None:

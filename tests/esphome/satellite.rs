@@ -493,6 +493,71 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
     assert!(!heard.contains("jarvis"), "HA got the wake word: {heard:?}");
 }
 
+/// SIGTERM while Home Assistant holds a request (it took the audio and
+/// went quiet): the remote turn is cancelled, HA is told to stop, earshot
+/// exits at once.
+#[test]
+fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut input = vec![0i16; 8_000];
+    input.extend(raw_i16(&super::spoken_pcm(d)));
+    input.extend(std::iter::repeat_n(0i16, 32_000));
+    let Earshot {
+        process: mut earshot,
+        log,
+        port,
+        fifo,
+        ..
+    } = Earshot::start(d, &[]);
+    let (_ha, ha_lines) = home_assistant(port, d, Some("silent"));
+    let mut ha_seen = Vec::new();
+    assert!(
+        log_line(
+            &log,
+            "Home Assistant subscribed",
+            Duration::from_secs(60),
+            &mut earshot.0
+        )
+        .is_some(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    {
+        let mut mic = fifo_writer(&fifo, &mut earshot.0);
+        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
+            .unwrap();
+    }
+    // HA has the whole request (the end of audio, not an abort).
+    let ended = common::wait_for(&ha_lines, "\"stop\"", Duration::from_secs(60), &mut ha_seen)
+        .unwrap_or_else(|| panic!("{ha_seen:?}"));
+    assert!(ended.contains("\"abort\": false"), "{ended}");
+    // SAFETY: signalling our own child by pid.
+    unsafe {
+        libc::kill(earshot.0.id() as i32, libc::SIGTERM);
+    }
+    let signalled = Instant::now();
+    let status = wait_exit(&mut earshot.0, Duration::from_secs(20));
+    let took = signalled.elapsed();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{text}");
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after SIGTERM\n{text}"
+    );
+    let aborted = common::wait_for(
+        &ha_lines,
+        "\"abort\": true",
+        Duration::from_secs(5),
+        &mut ha_seen,
+    );
+    assert!(
+        aborted.is_some(),
+        "HA was not told to stop: {ha_seen:?}\n{text}"
+    );
+    assert!(text.contains("cancelling the remote turn"), "{text}");
+}
+
 /// Off loopback without a key, `earshot run` refuses at once, in one line
 /// (the bind comes before any model).
 #[test]
