@@ -1,7 +1,9 @@
 //! The device's life: `earshot run` from loaded config to a clean stop.
 //!
-//! Start-up order matters and lives here, not in the CLI: the speaker
-//! first (every later failure can then be said out loud), then the VAD,
+//! Start-up order matters and lives here, not in the CLI: with `[esphome]
+//! serve`, the ESPHome server binds and answers Home Assistant before
+//! anything loads (a taken port or a missing key fails at once); then the
+//! speaker (every later failure can then be said out loud), the VAD,
 //! STT (warmed in the background), the microphone, the button, the
 //! services, the timers (the local ringer subscribes, then the scheduler
 //! starts and finds what was missed), the memory worker, the HTTP API

@@ -67,9 +67,11 @@ const PLAY_PIECE: usize = SAMPLE_RATE as usize / 4;
 const MAX_PENDING: usize = 8;
 /// Announcements being fetched at once; more are refused at once.
 const MAX_FETCHING: usize = 2;
-/// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection
-/// (aioesphomeapi's `VoiceAssistantSubscriptionFlag.API_AUDIO`, 1 << 2).
-const SUBSCRIBE_API_AUDIO: u32 = 1 << 2;
+/// `SubscribeVoiceAssistantRequest.flags`: audio over the API connection.
+/// aioesphomeapi (what HA runs) sends `VoiceAssistantSubscriptionFlag.
+/// API_AUDIO` = 1 << 2; the proto's `VOICE_ASSISTANT_SUBSCRIBE_API_AUDIO`
+/// is 1. Either bit counts.
+const SUBSCRIBE_API_AUDIO: u32 = 1 | 1 << 2;
 /// How long an abort may wait to be written.
 const ABORT_FLUSH: Duration = Duration::from_millis(500);
 /// How often the worker looks at its channel and the cancel token.
