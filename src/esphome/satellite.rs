@@ -446,6 +446,8 @@ struct Run {
     error: bool,
     run_end: Option<Instant>,
     lost: bool,
+    /// `INTENT_END`'s `continue_conversation`: HA expects a reply.
+    continue_conversation: bool,
 }
 
 impl Run {
@@ -475,6 +477,7 @@ impl Run {
                     Some(Ev::VoiceAssistantSttVadEnd) => self.vad_end = true,
                     Some(Ev::VoiceAssistantSttEnd) => self.heard = get("text"),
                     Some(Ev::VoiceAssistantIntentEnd) => {
+                        self.continue_conversation = get("continue_conversation") == "1";
                         let id = get("conversation_id");
                         if !id.is_empty() && id.len() <= 200 {
                             sat.state().conversation = Some((id, Instant::now()));
@@ -730,6 +733,7 @@ impl Satellite {
         RemoteOutcome::Handled {
             heard: run.heard,
             answer: run.answer,
+            follow_up: run.continue_conversation && !run.error && !run.lost,
         }
     }
 }

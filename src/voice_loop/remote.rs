@@ -46,6 +46,8 @@ pub enum RemoteOutcome {
         heard: String,
         /// Its answer's text, when it said.
         answer: String,
+        /// It expects a reply: listen again without the wake word.
+        follow_up: bool,
     },
     /// It did not take the turn (not connected, no answer in time): the
     /// loop answers locally. The reason is one log line.
@@ -181,17 +183,39 @@ impl super::VoiceLoop {
                 self.after_speaking();
                 Some(pressed)
             }
-            RemoteOutcome::Handled { heard, answer } => {
+            RemoteOutcome::Handled {
+                heard,
+                answer,
+                follow_up,
+            } => {
+                // From the end of speech, as the local turn line counts.
+                let ms = super::ms_since(utterance.decided_at).round();
                 tracing::info!(
-                    ms = started.elapsed().as_millis() as u64,
+                    after_vad_end_ms = ms,
+                    remote_ms = started.elapsed().as_millis() as u64,
                     heard = %heard,
                     answer = %answer,
                     "remote turn done"
                 );
-                if let Some(gate) = self.wake.as_mut() {
-                    gate.awake_until = None;
+                if self.json {
+                    let line = serde_json::json!({
+                        "text": heard,
+                        "answer": answer,
+                        "ok": true,
+                        "pipeline": "remote",
+                        "barge_in": pressed.then_some("button"),
+                        "after_vad_end_ms": { "done": ms },
+                    });
+                    println!("{line}");
                 }
                 self.after_speaking();
+                if let Some(gate) = self.wake.as_mut() {
+                    gate.awake_until = None;
+                    if follow_up && !pressed && !cancel.is_cancelled() && gate.follow_up_if(true) {
+                        tracing::info!("follow-up: listening without the wake word");
+                        self.light(LedState::Listening);
+                    }
+                }
                 Some(pressed)
             }
         }

@@ -132,7 +132,12 @@ impl WakeGate {
     /// After an answer: open the window for a follow-up when the answer
     /// asks something (or always, when enabled). True when it did.
     pub(crate) fn follow_up_after(&mut self, answer: &str) -> bool {
-        let asks = answer.trim_end().ends_with('?');
+        self.follow_up_if(answer.trim_end().ends_with('?'))
+    }
+
+    /// As [`WakeGate::follow_up_after`] when the answer's side says
+    /// whether it asked (Home Assistant's `continue_conversation`).
+    pub(crate) fn follow_up_if(&mut self, asks: bool) -> bool {
         if self.follow_up.is_zero() || !(asks || self.follow_up_always) {
             return false;
         }

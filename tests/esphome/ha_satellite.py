@@ -18,8 +18,9 @@ finished timer, then answers each request by the plan below, in order:
   6. "huge":    TTS_END's URL is larger than earshot takes; HA
                 unsubscribes before RUN_END (what follows is local)
 
-("silent", only with PLAN below: takes the request and the audio, then
-never sends an event.)
+(Only with PLAN below: "silent" takes the request and the audio, then
+never sends an event; "follow" is "url" with INTENT_END's
+continue_conversation = 1.)
 
 PLAN (comma-separated) replaces the plan above; the announcement and the
 timer are then left out.
@@ -142,8 +143,9 @@ async def main() -> None:
         send(Ev.VOICE_ASSISTANT_STT_VAD_END)
         send(Ev.VOICE_ASSISTANT_STT_END, {"text": "What time is it?"})
         send(Ev.VOICE_ASSISTANT_INTENT_START)
+        follow = "1" if plan == "follow" else "0"
         send(Ev.VOICE_ASSISTANT_INTENT_END,
-             {"conversation_id": f"conv-{run['n']}", "continue_conversation": "0"})
+             {"conversation_id": f"conv-{run['n']}", "continue_conversation": follow})
         send(Ev.VOICE_ASSISTANT_TTS_START, {"text": f"Answer {run['n']}."})
         if plan == "stream":
             # What HA does for a device with a speaker: the WAV's frames
@@ -159,6 +161,7 @@ async def main() -> None:
         else:
             url = {
                 "url": f"{base}/answer.wav",
+                "follow": f"{base}/answer.wav",
                 "missing": f"{base}/missing.wav",
                 "notwav": f"{base}/answer.mp3",
                 "huge": f"{base}/huge.wav",

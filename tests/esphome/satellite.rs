@@ -368,11 +368,31 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
         text.contains("Home Assistant unsubscribed; answering locally"),
         "{text}"
     );
-    let turns: Vec<serde_json::Value> = seen
+    let (remote, turns): (Vec<serde_json::Value>, Vec<serde_json::Value>) = seen
         .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .partition(|v| v["pipeline"] == "remote");
     assert_eq!(turns.len(), 2, "{seen:?}\n{text}");
+    // The remote turns' lines carry what HA heard and answered.
+    let answers: Vec<&str> = remote
+        .iter()
+        .map(|v| v["answer"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "Answer 1.",
+            "Answer 2.",
+            "Answer 3.",
+            "Answer 5.",
+            "Answer 6."
+        ],
+        "{seen:?}"
+    );
+    assert!(
+        remote.iter().all(|v| v["text"] == "What time is it?"),
+        "{remote:?}"
+    );
     for turn in &turns {
         assert_eq!(
             common::words(turn["text"].as_str().unwrap()),
@@ -435,14 +455,19 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
     let mut input = vec![0i16; 16_000];
     input.extend(piper(d, "Hey Jarvis, what time is it?"));
     input.extend(std::iter::repeat_n(0i16, 32_000));
+    // HA's answer asks for a reply: this needs no wake word.
+    input.extend(raw_i16(&super::spoken_pcm(d)));
+    input.extend(std::iter::repeat_n(0i16, 32_000));
     let Earshot {
         process: mut earshot,
         log,
         port,
         fifo,
+        // Kept: a closed stdout would end earshot at its next turn line.
+        stdout: _stdout,
         ..
     } = Earshot::start(d, &["--wake", "wake"]);
-    let (_ha, ha_lines) = home_assistant(port, d, Some("url"));
+    let (_ha, ha_lines) = home_assistant(port, d, Some("follow,url"));
     let mut ha_seen = Vec::new();
     assert!(
         common::wait_for(
@@ -491,6 +516,17 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
     eprintln!("HA heard {heard:?}");
     assert!(heard.contains("what time is it"), "HA got {heard:?}");
     assert!(!heard.contains("jarvis"), "HA got the wake word: {heard:?}");
+    // HA's continue_conversation opened the microphone for the reply.
+    assert!(
+        text.contains("follow-up: listening without the wake word"),
+        "{text}"
+    );
+    let second: serde_json::Value = ha_seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["start"] == 2)
+        .unwrap_or_else(|| panic!("the reply did not reach HA: {ha_seen:?}\n{text}"));
+    assert_eq!(second["conversation_id"], "conv-1", "{second}");
 }
 
 /// SIGTERM while Home Assistant holds a request (it took the audio and
@@ -508,6 +544,8 @@ fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
         log,
         port,
         fifo,
+        // Kept: a closed stdout would end earshot at its next turn line.
+        stdout: _stdout,
         ..
     } = Earshot::start(d, &[]);
     let (_ha, ha_lines) = home_assistant(port, d, Some("silent"));
