@@ -608,6 +608,74 @@ fn constant_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// A link over a real socket pair, its writer running; the far end.
+    fn linked() -> (Arc<Link>, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let far = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (near, peer) = listener.accept().unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
+        let closed = Arc::new(AtomicBool::new(false));
+        let unwritten = Arc::new(AtomicUsize::new(0));
+        let link = Arc::new(Link {
+            id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
+            peer,
+            out: tx,
+            closed: Arc::clone(&closed),
+            unwritten: Arc::clone(&unwritten),
+        });
+        let codec = Arc::new(Codec::plain());
+        std::thread::spawn(move || writer(near, codec, rx, closed, unwritten));
+        (link, far)
+    }
+
+    #[test]
+    fn frames_from_many_threads_arrive_whole_and_a_close_ends_after_them() {
+        let (link, mut far) = linked();
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                let link = Arc::clone(&link);
+                std::thread::spawn(move || {
+                    for i in 0..50u32 {
+                        let ping = pb::VoiceAssistantResponse {
+                            port: t * 1000 + i,
+                            error: false,
+                        };
+                        link.send(ids::VOICE_ASSISTANT_RESPONSE, &ping).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(link.wait_written(Duration::from_secs(5)));
+        link.close();
+        far.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let codec = Codec::plain();
+        let mut last = [None::<u32>; 4];
+        for _ in 0..200 {
+            let (kind, payload) = codec.read(&mut far).unwrap();
+            assert_eq!(kind, ids::VOICE_ASSISTANT_RESPONSE);
+            let port = pb::VoiceAssistantResponse::decode(payload.as_slice())
+                .unwrap()
+                .port;
+            // Each sender's frames keep their order.
+            let (t, i) = ((port / 1000) as usize, port % 1000);
+            assert!(
+                last[t].is_none_or(|prev| prev < i),
+                "{port} after {:?}",
+                last[t]
+            );
+            last[t] = Some(i);
+        }
+        // Then the writer shuts the socket: the far end reads the end.
+        assert!(matches!(codec.read(&mut far), Err(FrameError::Closed)));
+        assert!(matches!(
+            link.send(ids::PING_REQUEST, &pb::PingRequest::default()),
+            Err(LinkError::Closed)
+        ));
+    }
+
     #[test]
     fn macs_are_stable_local_and_distinct() {
         let a = mac_for("kitchen");
