@@ -277,6 +277,15 @@ impl VoiceLoop {
                 if self.pressed() && self.ringing() {
                     self.stop_ringing();
                 }
+                // Home Assistant's announcements still play.
+                if let Some(remote) = remote {
+                    if !self.ringing()
+                        && !self.speaker.is_speaking()
+                        && self.play_remote_pending(remote, tick)
+                    {
+                        continue;
+                    }
+                }
                 self.ring_tick(true);
                 self.light(if self.ringing() {
                     LedState::Ringing

@@ -3,7 +3,7 @@ APIClient (what Home Assistant's ESPHome integration runs) against
 `earshot run` with `[esphome] serve = true`, acting as HA's Assist
 pipeline for earshot's requests.
 
-usage: ha_satellite.py PORT OUTDIR [PLAN]
+usage: ha_satellite.py PORT OUTDIR [PLAN]   (HA_NOISE_PSK=key: encrypted)
 
 It serves its own answer audio over HTTP (a 1000 Hz tone WAV, a 440 Hz
 announcement WAV, a 404, an MP3-looking body, a body over earshot's
@@ -32,6 +32,7 @@ import asyncio
 import http.server
 import io
 import json
+import os
 import math
 import struct
 import sys
@@ -118,7 +119,9 @@ async def main() -> None:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
 
-    client = APIClient("127.0.0.1", port, "", client_info="Home Assistant test")
+    key = os.environ.get("HA_NOISE_PSK") or None
+    client = APIClient("127.0.0.1", port, "", noise_psk=key,
+                       client_info="Home Assistant test")
     await asyncio.wait_for(client.connect(login=False), 30)
     info = await asyncio.wait_for(client.device_info(), 30)
     say(connected=info.name)

@@ -35,7 +35,21 @@ fn home_assistant(
     outdir: &Path,
     plan: Option<&str>,
 ) -> (Killed, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(super::python())
+    home_assistant_with_key(port, outdir, plan, None)
+}
+
+/// The same, encrypted with `key`.
+fn home_assistant_with_key(
+    port: u16,
+    outdir: &Path,
+    plan: Option<&str>,
+    key: Option<&str>,
+) -> (Killed, std::sync::mpsc::Receiver<String>) {
+    let mut cmd = Command::new(super::python());
+    if let Some(key) = key {
+        cmd.env("HA_NOISE_PSK", key);
+    }
+    let mut child = cmd
         .arg(super::repo().join("tests/esphome/ha_satellite.py"))
         .arg(port.to_string())
         .arg(outdir)
@@ -141,6 +155,11 @@ struct Earshot {
 
 impl Earshot {
     fn start(d: &Path, args: &[&str]) -> Earshot {
+        Earshot::start_with(d, args, "")
+    }
+
+    /// With more of the `[esphome]` section (`encryption_key = …`).
+    fn start_with(d: &Path, args: &[&str], esphome: &str) -> Earshot {
         let fifo = d.join("mic.wav");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: creating a FIFO at a fresh path.
@@ -148,7 +167,9 @@ impl Earshot {
         let config = d.join("earshot.toml");
         std::fs::write(
             &config,
-            "[esphome]\nserve = true\nbind = \"127.0.0.1:0\"\nname = \"kitchen\"\n",
+            format!(
+                "[esphome]\nserve = true\nbind = \"127.0.0.1:0\"\nname = \"kitchen\"\n{esphome}\n"
+            ),
         )
         .unwrap();
         let log = d.join("earshot.log");
@@ -184,7 +205,12 @@ impl Earshot {
             )
         });
         assert!(listening.contains("127.0.0.1:"), "{listening}");
-        assert!(listening.ends_with("(plaintext)"), "{listening}");
+        let how = if esphome.contains("encryption_key") {
+            "(encrypted)"
+        } else {
+            "(plaintext)"
+        };
+        assert!(listening.ends_with(how), "{listening}");
         let port: u16 = listening
             .split("esphome://")
             .nth(1)
@@ -531,7 +557,7 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
 
 /// SIGTERM while Home Assistant holds a request (it took the audio and
 /// went quiet): the remote turn is cancelled, HA is told to stop, earshot
-/// exits at once.
+/// exits at once. Encrypted, as off loopback it must be.
 #[test]
 fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
     let dir = tempfile::tempdir().unwrap();
@@ -547,8 +573,8 @@ fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
         // Kept: a closed stdout would end earshot at its next turn line.
         stdout: _stdout,
         ..
-    } = Earshot::start(d, &[]);
-    let (_ha, ha_lines) = home_assistant(port, d, Some("silent"));
+    } = Earshot::start_with(d, &[], &format!("encryption_key = \"{}\"", super::KEY));
+    let (_ha, ha_lines) = home_assistant_with_key(port, d, Some("silent"), Some(super::KEY));
     let mut ha_seen = Vec::new();
     assert!(
         log_line(
@@ -594,6 +620,7 @@ fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
         "HA was not told to stop: {ha_seen:?}\n{text}"
     );
     assert!(text.contains("cancelling the remote turn"), "{text}");
+    assert!(!text.contains(super::KEY), "the key reached the log");
 }
 
 /// Off loopback without a key, `earshot run` refuses at once, in one line
