@@ -325,7 +325,10 @@ encryption_key = "{KEY}"
     );
     let subscribed = found(&device.expect("\"subscribed\"", limit, "the simulated device"));
     assert_eq!(subscribed["subscribed"], true, "{subscribed}");
-    assert_eq!(subscribed["flags"], 5, "API audio, both encodings: {subscribed}");
+    assert_eq!(
+        subscribed["flags"], 5,
+        "API audio, both encodings: {subscribed}"
+    );
     let connected = started.elapsed();
     let porch = earshot.expect("\"porch\"", limit, "earshot run");
     assert!(
