@@ -483,6 +483,9 @@ request_timeout_ms = 2000
         turn["after_audio_end_ms"]["first_audio"].as_f64().is_some(),
         "{turn}"
     );
+    // The latency stamps (BENCHMARKS.md sets them beside the ESPHome
+    // host's).
+    eprintln!("wyoming satellite turn: {}", turn["after_audio_end_ms"]);
     // The satellite received the transcript and the answer's text.
     let sat = sat_log.text();
     assert!(
