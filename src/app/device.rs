@@ -283,29 +283,7 @@ impl EsphomeServe {
         let satellite = Satellite::new();
         let server = crate::esphome::server::Server::bind(&config.bind, config)?
             .with_voice(Arc::new(SatelliteVoice(satellite.clone())));
-        let addr = server.local_addr();
-        let how = if server.encrypted() {
-            "encrypted"
-        } else {
-            "plaintext"
-        };
-        {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "earshot: listening on esphome://{addr} ({how})");
-            let _ = out.flush();
-        }
-        tracing::info!("esphome: serving Home Assistant on {addr} ({how})");
-        // A failure to announce is a warning: Home Assistant can still add
-        // it by address.
-        let (name, mac) = server.identity();
-        let mdns = match crate::esphome::mdns::announce(addr, name, mac) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!("esphome: not announced over mDNS: {e}");
-                None
-            }
-        };
+        let mdns = server.announce_listening();
         let stop = shutdown.clone();
         std::thread::Builder::new()
             .name("esphome-serve".into())

@@ -6,7 +6,6 @@
 //! on esphome://ADDR:PORT (encrypted|plaintext)`, then systemd `READY=1`.
 //! SIGTERM/SIGINT stop it.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
@@ -44,26 +43,7 @@ fn serve(config: Option<&Path>, bind: Option<String>) -> Result<bool> {
     super::install_interrupt(&shutdown);
     let server = Server::bind(&bind, &config.esphome)?;
     let addr = server.local_addr();
-    let how = if server.encrypted() {
-        "encrypted"
-    } else {
-        "plaintext"
-    };
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "earshot: listening on esphome://{addr} ({how})");
-        let _ = out.flush();
-    }
-    // mDNS only on the bound interfaces (none on loopback); a failure to
-    // announce is a warning: Home Assistant can still add it by address.
-    let (name, mac) = server.identity();
-    let _mdns = match crate::esphome::mdns::announce(addr, name, mac) {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!("esphome: not announced over mDNS: {e}");
-            None
-        }
-    };
+    let _mdns = server.announce_listening();
     notifier.ready();
     notifier.status(&format!("serving the ESPHome API on {addr}"));
     let mut heartbeat = Heartbeat::new(&notifier);

@@ -322,6 +322,32 @@ impl Server {
         self.identity.key.is_some()
     }
 
+    /// Say where it listens — the stdout line tests and scripts read,
+    /// `earshot: listening on esphome://ADDR:PORT (plaintext|encrypted)` —
+    /// and announce it over mDNS on the bound interfaces only (none on
+    /// loopback). A failure to announce is a warning: Home Assistant can
+    /// still add it by address. Keep the returned announcer alive.
+    pub fn announce_listening(&self) -> Option<super::mdns::Announcer> {
+        use std::io::Write;
+        let addr = self.local_addr();
+        let how = if self.encrypted() {
+            "encrypted"
+        } else {
+            "plaintext"
+        };
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "earshot: listening on esphome://{addr} ({how})");
+            let _ = out.flush();
+        }
+        tracing::info!("esphome: serving Home Assistant on {addr} ({how})");
+        let (name, mac) = self.identity();
+        super::mdns::announce(addr, name, mac).unwrap_or_else(|e| {
+            tracing::warn!("esphome: not announced over mDNS: {e}");
+            None
+        })
+    }
+
     /// Serve until `stop` is cancelled, calling `tick` about every 50 ms
     /// (the systemd watchdog).
     pub fn run(self, stop: &CancelToken, tick: &mut dyn FnMut()) -> std::io::Result<()> {
@@ -391,6 +417,26 @@ fn decode<M: Message + Default>(kind: u32, payload: &[u8]) -> Result<M, FrameErr
     })
 }
 
+impl Link {
+    /// A link writing to `stream` through its own writer thread.
+    fn start(stream: TcpStream, codec: Arc<Codec>, peer: SocketAddr) -> std::io::Result<Arc<Link>> {
+        let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
+        let closed = Arc::new(AtomicBool::new(false));
+        let unwritten = Arc::new(AtomicUsize::new(0));
+        let link = Arc::new(Link {
+            id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
+            peer,
+            out: tx,
+            closed: Arc::clone(&closed),
+            unwritten: Arc::clone(&unwritten),
+        });
+        std::thread::Builder::new()
+            .name("esphome-write".into())
+            .spawn(move || writer(stream, codec, rx, closed, unwritten))?;
+        Ok(link)
+    }
+}
+
 fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -404,23 +450,7 @@ fn serve_connection(
         Some(key) => noise::accept(&mut stream, key, &id.name, &id.mac)?,
         None => Codec::plain(),
     });
-    let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
-    let closed = Arc::new(AtomicBool::new(false));
-    let unwritten = Arc::new(AtomicUsize::new(0));
-    let link = Arc::new(Link {
-        id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
-        peer,
-        out: tx,
-        closed: Arc::clone(&closed),
-        unwritten: Arc::clone(&unwritten),
-    });
-    {
-        let stream = stream.try_clone()?;
-        let codec = Arc::clone(&codec);
-        std::thread::Builder::new()
-            .name("esphome-write".into())
-            .spawn(move || writer(stream, codec, rx, closed, unwritten))?;
-    }
+    let link = Link::start(stream.try_clone()?, Arc::clone(&codec), peer)?;
     let mut session = Session {
         hello: false,
         authenticated: id.password.is_empty(),
@@ -613,18 +643,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let far = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (near, peer) = listener.accept().unwrap();
-        let (tx, rx) = crossbeam_channel::bounded(OUTBOX);
-        let closed = Arc::new(AtomicBool::new(false));
-        let unwritten = Arc::new(AtomicUsize::new(0));
-        let link = Arc::new(Link {
-            id: NEXT_LINK.fetch_add(1, Ordering::SeqCst),
-            peer,
-            out: tx,
-            closed: Arc::clone(&closed),
-            unwritten: Arc::clone(&unwritten),
-        });
-        let codec = Arc::new(Codec::plain());
-        std::thread::spawn(move || writer(near, codec, rx, closed, unwritten));
+        let link = Link::start(near, Arc::new(Codec::plain()), peer).unwrap();
         (link, far)
     }
 
