@@ -80,6 +80,23 @@ fn log_line(log: &Path, needle: &str, limit: Duration, child: &mut Child) -> Opt
 /// Open a FIFO for writing once its reader is there (non-blocking tries,
 /// so an earshot that died fails the test instead of hanging it), then
 /// make it blocking for the write.
+/// Wait for a line of earshot's log containing `needle`; fail with the
+/// log when it does not come.
+fn expect_log(log: &Path, needle: &str, limit: Duration, child: &mut Child) {
+    assert!(
+        log_line(log, needle, limit, child).is_some(),
+        "no {needle:?} in earshot's log:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// Write `input` as earshot's microphone (a 16 kHz WAV into the FIFO).
+fn speak_into(fifo: &Path, child: &mut Child, input: &[i16]) {
+    let mut mic = fifo_writer(fifo, child);
+    mic.write_all(&earshot::audio::wav::write_16k_mono(input))
+        .unwrap();
+}
+
 fn fifo_writer(fifo: &Path, child: &mut Child) -> std::fs::File {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
@@ -300,22 +317,13 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
     );
     // The announcement is fetched and waiting before the microphone has
     // anything: it plays first.
-    assert!(
-        log_line(
-            &log,
-            "announcement ready",
-            Duration::from_secs(60),
-            &mut earshot.0
-        )
-        .is_some(),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+    expect_log(
+        &log,
+        "announcement ready",
+        Duration::from_secs(60),
+        &mut earshot.0,
     );
-    {
-        let mut mic = fifo_writer(&fifo, &mut earshot.0);
-        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
-            .unwrap();
-    }
+    speak_into(&fifo, &mut earshot.0, &input);
     // The input ends after the seventh request: earshot stops by itself.
     let status = wait_exit(&mut earshot.0, Duration::from_secs(120));
     let done = common::wait_for(&ha_lines, "\"done\"", Duration::from_secs(10), &mut ha_seen);
@@ -506,18 +514,13 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
         "HA never subscribed: {ha_seen:?}"
     );
     // The subscription is in before the microphone has anything.
-    assert!(log_line(
+    expect_log(
         &log,
         "Home Assistant subscribed",
         Duration::from_secs(30),
-        &mut earshot.0
-    )
-    .is_some());
-    {
-        let mut mic = fifo_writer(&fifo, &mut earshot.0);
-        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
-            .unwrap();
-    }
+        &mut earshot.0,
+    );
+    speak_into(&fifo, &mut earshot.0, &input);
     let status = wait_exit(&mut earshot.0, Duration::from_secs(120));
     let done = common::wait_for(&ha_lines, "\"done\"", Duration::from_secs(10), &mut ha_seen);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -576,22 +579,13 @@ fn sigterm_during_a_remote_turn_stops_it_and_tells_home_assistant() {
     } = Earshot::start_with(d, &[], &format!("encryption_key = \"{}\"", super::KEY));
     let (_ha, ha_lines) = home_assistant_with_key(port, d, Some("silent"), Some(super::KEY));
     let mut ha_seen = Vec::new();
-    assert!(
-        log_line(
-            &log,
-            "Home Assistant subscribed",
-            Duration::from_secs(60),
-            &mut earshot.0
-        )
-        .is_some(),
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+    expect_log(
+        &log,
+        "Home Assistant subscribed",
+        Duration::from_secs(60),
+        &mut earshot.0,
     );
-    {
-        let mut mic = fifo_writer(&fifo, &mut earshot.0);
-        mic.write_all(&earshot::audio::wav::write_16k_mono(&input))
-            .unwrap();
-    }
+    speak_into(&fifo, &mut earshot.0, &input);
     // HA has the whole request (the end of audio, not an abort).
     let ended = common::wait_for(&ha_lines, "\"stop\"", Duration::from_secs(60), &mut ha_seen)
         .unwrap_or_else(|| panic!("{ha_seen:?}"));
