@@ -457,7 +457,7 @@ address = "{}"
         reply.body_mut().read_json().expect("chat JSON")
     };
     let office_ready = office.wait_for("subscribed", Duration::from_secs(60));
-    let told = chat("Tell the office that dinner is ready");
+    let told = chat("Please, tell the office that dinner is ready");
     let office_heard = office.wait_for("\"announce\"", Duration::from_secs(60));
     let unknown = chat("announce in the garage that dinner is ready");
     let kitchen_heard_it = speaker.wait_for("\"announce\"", Duration::from_secs(2));

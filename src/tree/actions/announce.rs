@@ -77,7 +77,7 @@ pub fn frame(text: &str, hub: &Announcements) -> Option<AnnounceFrame> {
     let mut s = clean(text);
     loop {
         let before = s.len();
-        for p in POLITE {
+        for p in POLITE.iter().chain(&[","]) {
             if let Some(rest) = strip_word(&s, p) {
                 s = rest.to_string();
             }
@@ -406,6 +406,18 @@ mod tests {
             (
                 "tell everyone the movie starts now",
                 send(None, "the movie starts now"),
+            ),
+            (
+                "Please, tell the kitchen, dinner is ready.",
+                send(Some("kitchen"), "dinner is ready"),
+            ),
+            (
+                "Announce: we leave in 5 minutes",
+                send(None, "we leave in 5 minutes"),
+            ),
+            (
+                "could you let everybody know that the car's here",
+                send(None, "the car's here"),
             ),
         ];
         for (said, want) in cases {
