@@ -525,6 +525,11 @@ impl Device {
                 self.announce(&mut link, &announcement.text)?;
             }
             for event in timers.try_iter() {
+                // Only a device that says it has timers gets their events
+                // (as Home Assistant checks the TIMERS flag).
+                if link.flags & features::TIMERS == 0 {
+                    continue;
+                }
                 if let Some(msg) = timer_event(&event) {
                     tracing::info!(
                         "esphome {}: timer {} {:?}",
