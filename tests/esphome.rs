@@ -370,6 +370,8 @@ fn earshot_hosts_esphome_devices_one_stalling_one_corrupt_one_off() {
     // voice assistant | API audio | announce: no speaker of its own over
     // the API, no timers.
     let mut office = SimDevice::start_as("idle", &pcm, None, "office", 0b10101);
+    // Cut off mid-request (once), then back.
+    let mut cut = SimDevice::start_as("cut", &pcm, None, "porch", 0b11111);
     let free_port = || {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -405,11 +407,15 @@ address = "{off}"
 
 [[esphome.devices]]
 address = "{}"
+
+[[esphome.devices]]
+address = "{}"
 "#,
             speaker.address(),
             stalled.address(),
             corrupt.address(),
-            office.address()
+            office.address(),
+            cut.address()
         ),
     )
     .unwrap();
@@ -475,15 +481,23 @@ address = "{}"
         corrupt.address()
     );
     let off_lost = format!("esphome {off}: lost: cannot connect");
+    let cut_seen = cut.wait_for("\"cut\"", Duration::from_secs(60));
+    let cut_lost = format!(
+        "esphome {}: lost: the peer closed the connection",
+        cut.address()
+    );
+    let back = |text: &str, device: &SimDevice| {
+        text.matches(&format!("esphome {}: connected", device.address()))
+            .count()
+            >= 2
+    };
     while Instant::now() < deadline {
         let text = log();
-        if [&stall_lost, &corrupt_lost, &off_lost]
+        if [&stall_lost, &corrupt_lost, &off_lost, &cut_lost]
             .iter()
             .all(|n| text.contains(n.as_str()))
-            && text
-                .matches(&format!("esphome {}: connected", stalled.address()))
-                .count()
-                >= 2
+            && back(&text, &stalled)
+            && back(&text, &cut)
         {
             break;
         }
@@ -601,9 +615,19 @@ address = "{}"
     );
     assert!(!url.contains(KEY));
 
-    for needle in [&stall_lost, &corrupt_lost, &off_lost] {
+    for needle in [&stall_lost, &corrupt_lost, &off_lost, &cut_lost] {
         assert!(text.contains(needle.as_str()), "no {needle:?} in:\n{text}");
     }
+    // Cut off mid-request: one line, then connected again.
+    assert!(cut_seen, "the cut device never started: {:?}", cut.seen);
+    assert_eq!(text.matches(cut_lost.as_str()).count(), 1, "{text}");
+    if let Some(line) = text.lines().find(|l| l.contains(cut_lost.as_str())) {
+        eprintln!("{line}");
+    }
+    assert!(
+        back(&text, &cut),
+        "the cut-off device was not reconnected:\n{text}"
+    );
     assert!(
         text.matches(&format!("esphome {}: connected", stalled.address()))
             .count()

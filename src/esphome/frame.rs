@@ -57,6 +57,18 @@ pub enum FrameError {
 }
 
 impl FrameError {
+    /// An I/O error, with the peer hanging up (reset, aborted, a broken
+    /// pipe) said as [`FrameError::Closed`]: the log line then says what
+    /// happened, not an OS error number.
+    pub fn io(e: io::Error) -> FrameError {
+        match e.kind() {
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => FrameError::Closed,
+            _ => FrameError::Io(e),
+        }
+    }
+
     /// Whether this is a read timeout (the caller decides whether silence
     /// is allowed yet).
     pub fn is_timeout(&self) -> bool {
@@ -72,7 +84,7 @@ fn byte(r: &mut impl Read) -> Result<Option<u8>, FrameError> {
             Ok(0) => return Ok(None),
             Ok(_) => return Ok(Some(b[0])),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FrameError::Io(e)),
+            Err(e) => return Err(FrameError::io(e)),
         }
     }
 }
@@ -191,6 +203,23 @@ mod tests {
             let (k, p) = read_plain(&mut bytes.as_slice()).unwrap();
             assert_eq!((k, p), (kind, payload));
         }
+    }
+
+    #[test]
+    fn a_peer_hanging_up_is_closed_and_other_errors_stay_io() {
+        struct Reset;
+        impl Read for Reset {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::ConnectionReset.into())
+            }
+        }
+        assert!(matches!(read_plain(&mut Reset), Err(FrameError::Closed)));
+        for kind in [io::ErrorKind::BrokenPipe, io::ErrorKind::ConnectionAborted] {
+            assert!(matches!(FrameError::io(kind.into()), FrameError::Closed));
+        }
+        let other = FrameError::io(io::ErrorKind::PermissionDenied.into());
+        assert!(matches!(other, FrameError::Io(_)), "{other}");
+        assert!(FrameError::io(io::ErrorKind::WouldBlock.into()).is_timeout());
     }
 
     #[test]

@@ -260,7 +260,8 @@ struct Link {
 impl Link {
     fn send<M: Message>(&mut self, kind: u32, msg: &M) -> Result<(), Lost> {
         let bytes = self.codec.encode(kind, &msg.encode_to_vec())?;
-        self.stream.write_all(&bytes).map_err(FrameError::Io)?;
+        // The device hanging up (mid-request, say) is said as such.
+        self.stream.write_all(&bytes).map_err(FrameError::io)?;
         Ok(())
     }
 

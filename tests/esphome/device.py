@@ -10,6 +10,8 @@ MODE: speak  - on each connection, one voice request streaming PCM_FILE
                answer URL twice;
       stall  - start a request and then send nothing;
       corrupt - answer the hello with garbage;
+      cut    - start a request, send a third of PCM_FILE and hang up
+               (once; the next connection stays);
       idle   - only stay connected.
 Every mode that stays connected plays announcements: it fetches the
 media URL and answers VoiceAssistantAnnounceFinished.
@@ -235,6 +237,16 @@ def serve_one(sock, mode, pcm, key):
     elif mode == "stall":
         conn.send(pb.VoiceAssistantRequest(start=True, conversation_id="", flags=0))
         say({"stalling": True})
+    elif mode == "cut" and not SPOKE:
+        # Cut off mid-request: a third of the speech, then the connection
+        # drops (once; the reconnect stays).
+        SPOKE.append(True)
+        conn.send(pb.VoiceAssistantRequest(start=True, conversation_id="", flags=0))
+        for i in range(0, len(pcm) // 3, 1024):
+            conn.send(pb.VoiceAssistantAudio(data=pcm[i : i + 1024]))
+        say({"cut": True})
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        raise EOFError("cut off by the test")
     # Stay connected, answering pings and reporting timer events, until
     # the other side hangs up.
     timer_names = {v: k for k, v in pb.VoiceAssistantTimerEvent.items()}
