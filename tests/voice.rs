@@ -756,6 +756,7 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
         &mut seen,
     );
     assert!(on.is_some(), "{}", seen.join("\n"));
+    let before_long_press = seen.len();
     // A long press (held past device.long_press_ms, 1500) mutes too; a
     // short one doesn't unmute.
     let mut button = open_fifo_writer(&fifo, &mut child);
@@ -771,13 +772,18 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
         &mut seen,
     );
     assert!(long.is_some(), "{}", seen.join("\n"));
-    let muted = common::wait_for(
-        &stderr,
-        "muted: the microphone is off",
-        Duration::from_secs(60),
-        &mut seen,
-    );
-    assert!(muted.is_some(), "{}", seen.join("\n"));
+    // The loop's line and the button's may come in either order.
+    let muted = seen[before_long_press..]
+        .iter()
+        .any(|l| l.contains("muted: the microphone is off"))
+        || common::wait_for(
+            &stderr,
+            "muted: the microphone is off",
+            Duration::from_secs(60),
+            &mut seen,
+        )
+        .is_some();
+    assert!(muted, "{}", seen.join("\n"));
     writeln!(button, "click").unwrap();
     button.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -809,7 +815,12 @@ fn a_stop_word_in_its_own_voice_is_ignored_and_the_users_is_heard() {
 
     let own_stop = wav_16k(&piper_utterance("Stop."));
     let story = wav_16k(&piper_utterance("Tell me a long story about the sea."));
-    let users_stop = wav_16k(&piper_utterance("Please stop."));
+    // The user is not the device's voice: the same Piper voice, 10 %
+    // higher and faster (a "stop" in the very voice the speaker just
+    // played is, rightly, what the echo check may drop).
+    let users_stop =
+        earshot::audio::resample::to_16k(&wav_16k(&piper_utterance("Please stop.")), 17_600)
+            .unwrap();
     let hello = wav_16k(&piper_utterance("Hello."));
     // What the speaker played: a sentence that ends in "Stop."
     let mut played = story.clone();
@@ -870,7 +881,10 @@ fn a_stop_word_in_its_own_voice_is_ignored_and_the_users_is_heard() {
     let mut checked = Interrupter::new(&vad, Some(reference.clone())).unwrap();
     match hear(&mut checked, &mic) {
         Some(Interruption::Stop(text)) => assert!(text.to_lowercase().contains("stop"), "{text}"),
-        other => panic!("the user's stop was not heard: {other:?}"),
+        other => panic!(
+            "the user's stop was not heard: {other:?} ({:?})",
+            checked.stats()
+        ),
     }
     // A short word that is not a stop word.
     let mut checked = Interrupter::new(&vad, Some(reference)).unwrap();
