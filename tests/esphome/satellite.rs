@@ -90,6 +90,14 @@ fn expect_log(log: &Path, needle: &str, limit: Duration, child: &mut Child) {
     );
 }
 
+/// Wait until Home Assistant's client says it subscribed.
+fn expect_subscribed(ha_lines: &std::sync::mpsc::Receiver<String>, ha_seen: &mut Vec<String>) {
+    assert!(
+        common::wait_for(ha_lines, "\"subscribed\"", Duration::from_secs(60), ha_seen).is_some(),
+        "HA never subscribed: {ha_seen:?}"
+    );
+}
+
 /// Write `input` as earshot's microphone (a 16 kHz WAV into the FIFO).
 fn speak_into(fifo: &Path, child: &mut Child, input: &[i16]) {
     let mut mic = fifo_writer(fifo, child);
@@ -305,16 +313,7 @@ fn home_assistant_runs_its_pipeline_through_earshots_microphone_and_speaker() {
     let out = d.join("out.wav");
     let (_ha, ha_lines) = home_assistant(port, d, None);
     let mut ha_seen = Vec::new();
-    assert!(
-        common::wait_for(
-            &ha_lines,
-            "\"subscribed\"",
-            Duration::from_secs(60),
-            &mut ha_seen
-        )
-        .is_some(),
-        "HA never subscribed: {ha_seen:?}"
-    );
+    expect_subscribed(&ha_lines, &mut ha_seen);
     // The announcement is fetched and waiting before the microphone has
     // anything: it plays first.
     expect_log(
@@ -503,16 +502,7 @@ fn after_the_wake_word_home_assistant_gets_the_request_without_it() {
     } = Earshot::start(d, &["--wake", "wake"]);
     let (_ha, ha_lines) = home_assistant(port, d, Some("follow,url"));
     let mut ha_seen = Vec::new();
-    assert!(
-        common::wait_for(
-            &ha_lines,
-            "\"subscribed\"",
-            Duration::from_secs(60),
-            &mut ha_seen
-        )
-        .is_some(),
-        "HA never subscribed: {ha_seen:?}"
-    );
+    expect_subscribed(&ha_lines, &mut ha_seen);
     // The subscription is in before the microphone has anything.
     expect_log(
         &log,
