@@ -32,6 +32,7 @@ pub mod http;
 pub mod knowledge;
 pub mod llm;
 pub mod memory;
+pub mod memtrim;
 pub mod nlu;
 pub mod onnx;
 pub mod paths;

@@ -46,6 +46,7 @@ const LOWER: &[&str] = &[
     "wyoming_proto",
     "choice",
     "cpu",
+    "memtrim",
 ];
 /// Upper modules: the turn, the front doors and the composition root.
 const UPPER: &[&str] = &[
@@ -66,6 +67,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("choice", &[]),
     ("onnx", &["paths"]),
     ("cpu", &[]),
+    ("memtrim", &[]),
 ];
 /// Who may import `config` (the composition root and the CLI).
 const CONFIG_USERS: &[&str] = &["app", "cli"];

@@ -173,7 +173,10 @@ pub fn run(
     } else {
         None
     };
-    let _ = warm.join();
+    // Not joined: the warm-up finishes beside the loop (a first request
+    // waits for it on the model's lock), so listening starts ~0.7–4 s
+    // sooner on this machine (issue 21's cold start).
+    drop(warm);
     // Satellites (`wyoming.satellites`), each on its own thread beside the
     // local loop.
     let satellites = crate::wyoming::satellite::SatelliteHosts::start(

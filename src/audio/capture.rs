@@ -243,9 +243,10 @@ impl CpalSource {
             config.sample_format(),
             cfg.channel
         );
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<(), AudioError>>(1);
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<u32, AudioError>>(1);
         let thread_shared = shared.clone();
         let channel = cfg.channel;
+        let period_ms = cfg.period_ms;
         let dev_name = name.to_string();
         let thread = std::thread::Builder::new()
             .name("capture".into())
@@ -253,11 +254,11 @@ impl CpalSource {
                 let stream = build_stream(
                     &device,
                     &config,
-                    channels,
-                    channel,
+                    (channels, channel),
                     producer,
                     &thread_shared,
                     &dev_name,
+                    period_ms,
                 )
                 .and_then(|s| {
                     s.play().map_err(|e| {
@@ -267,7 +268,8 @@ impl CpalSource {
                 });
                 match stream {
                     Ok(stream) => {
-                        let _ = ready_tx.send(Ok(()));
+                        let period = stream.buffer_size().unwrap_or(0);
+                        let _ = ready_tx.send(Ok(period));
                         while !thread_shared.stop.load(Ordering::Acquire) {
                             std::thread::park_timeout(Duration::from_millis(200));
                         }
@@ -279,8 +281,8 @@ impl CpalSource {
                 }
             })
             .map_err(|e| AudioError::Backend(format!("cannot start the capture thread: {e}")))?;
-        match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(())) => {}
+        let period_frames = match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(period)) => period,
             Ok(Err(e)) => {
                 let _ = thread.join();
                 return Err(e);
@@ -291,12 +293,16 @@ impl CpalSource {
                     "{name}: the device did not start within 10 s"
                 )));
             }
-        }
+        };
         let resampler = Stream16k::new(rate).map_err(|e| AudioError::Unsupported {
             device: name.to_string(),
             what: e,
         })?;
-        tracing::info!(device = %opened, "capture started");
+        tracing::info!(
+            device = %opened,
+            period_ms = period_frames as u64 * 1000 / u64::from(rate.max(1)),
+            "capture started"
+        );
         Ok(Self {
             name: name.to_string(),
             consumer,
@@ -339,14 +345,32 @@ impl CpalSource {
     }
 }
 
+/// The period to ask for: `period_ms` of device frames inside the range
+/// the device reports (the driver's default when it reports none or 0 ms
+/// is asked for).
+fn period_frames(config: &cpal::SupportedStreamConfig, period_ms: u32) -> cpal::BufferSize {
+    if period_ms == 0 {
+        return cpal::BufferSize::Default;
+    }
+    let want = (config.sample_rate() as u64 * period_ms as u64 / 1000).max(1);
+    match config.buffer_size() {
+        cpal::SupportedBufferSize::Range { min, max } if min <= max && *max > 0 => {
+            let frames = want.clamp(*min as u64, *max as u64);
+            cpal::BufferSize::Fixed(u32::try_from(frames).unwrap_or(*max))
+        }
+        _ => cpal::BufferSize::Default,
+    }
+}
+
+/// `(channels, channel)`: the frame width and the channel kept.
 fn build_stream(
     device: &cpal::Device,
     config: &cpal::SupportedStreamConfig,
-    channels: usize,
-    channel: usize,
+    (channels, channel): (usize, usize),
     mut producer: rtrb::Producer<f32>,
     shared: &Arc<Shared>,
     name: &str,
+    period_ms: u32,
 ) -> Result<cpal::Stream, AudioError> {
     let err_shared = shared.clone();
     let on_error = move |e: cpal::Error| {
@@ -364,7 +388,8 @@ fn build_stream(
             }
         }
     };
-    let stream_config = config.config();
+    let mut stream_config = config.config();
+    stream_config.buffer_size = period_frames(config, period_ms);
     let s = shared.clone();
     let result = match config.sample_format() {
         SampleFormat::F32 => device.build_input_stream(

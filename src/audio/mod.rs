@@ -75,6 +75,11 @@ pub struct AudioConfig {
     /// in milliseconds of device audio. Overflow drops samples and counts
     /// an overrun instead of blocking the callback.
     pub ring_ms: u32,
+    /// The capture period asked of the device, in ms (0 = the driver's
+    /// default). Audio reaches the endpointer a period at a time, so the
+    /// period is added to the end of every utterance: ALSA's defaults can be
+    /// hundreds of ms. Clamped to what the device supports.
+    pub period_ms: u32,
     /// `[audio.vad]`: endpointing.
     pub vad: VadConfig,
 }
@@ -91,6 +96,7 @@ impl Default for AudioConfig {
             input_rate: 0,
             input_channels: 0,
             ring_ms: 2000,
+            period_ms: 20,
             vad: VadConfig::default(),
         }
     }

@@ -47,6 +47,16 @@ pub struct VadConfig {
     /// during the hang-over and may end a complete command there (issue
     /// 21). 0 turns it off; at or above `hangover_ms` it never fires.
     pub early_ms: u32,
+    /// Non-speech after which that look starts (≤ `early_ms`): the
+    /// transcript is made while the pause grows to `early_ms`, so a
+    /// complete command ends at `early_ms` instead of `early_ms` plus a
+    /// transcription. 0 = at `early_ms`.
+    pub look_ms: u32,
+    /// Inside an utterance, a frame this many dB below its loudest frame
+    /// is silence whatever webrtc-vad says: its built-in overhang calls
+    /// ~120 ms of true silence after the last word speech, which every
+    /// request waited for (issue 21). 0 turns the override off.
+    pub quiet_db: f32,
 }
 
 impl Default for VadConfig {
@@ -62,6 +72,8 @@ impl Default for VadConfig {
             max_utterance_ms: 15_000,
             tail_ms: 200,
             early_ms: 300,
+            look_ms: 90,
+            quiet_db: 40.0,
         }
     }
 }
@@ -87,6 +99,12 @@ impl VadConfig {
                 self.start_frames, self.start_window
             ));
         }
+        if !(self.quiet_db.is_finite() && self.quiet_db >= 0.0) {
+            return Err(format!(
+                "audio.vad.quiet_db = {} must be a number ≥ 0 (0 = off)",
+                self.quiet_db
+            ));
+        }
         if self.max_utterance_ms < 1000 || self.max_utterance_ms <= self.min_utterance_ms {
             return Err(format!(
                 "audio.vad.max_utterance_ms = {} must be ≥ 1000 and above min_utterance_ms = {}",
@@ -94,6 +112,15 @@ impl VadConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The pause at which `VadEvent::Pause` fires (0 = never).
+    pub fn look_at_ms(&self) -> u32 {
+        match (self.early_ms, self.look_ms) {
+            (0, _) => 0,
+            (early, 0) => early,
+            (early, look) => look.min(early),
+        }
     }
 
     fn frame_len(&self) -> usize {
@@ -172,8 +199,9 @@ pub enum VadEvent {
     Utterance(Utterance),
     /// Speech started but was shorter than `min_utterance_ms`.
     Discarded { start_ms: u64, speech_ms: u64 },
-    /// `early_ms` of non-speech inside an utterance: the audio so far (as
-    /// the utterance would be if it ended now), once per pause.
+    /// `look_ms` (or `early_ms`) of non-speech inside an utterance: the
+    /// audio so far (as the utterance would be if it ended now), once per
+    /// pause.
     Pause(Utterance),
 }
 
@@ -218,6 +246,8 @@ struct Speech {
     silence_ms: u32,
     /// This pause was already offered (`VadEvent::Pause`).
     paused: bool,
+    /// Mean square of the loudest frame so far (`VadConfig::quiet_db`).
+    peak_power: f32,
 }
 
 /// How many of the speech's samples an utterance keeps: `tail_ms` after
@@ -238,6 +268,21 @@ fn new_vad(aggressiveness: u8) -> Vad {
         _ => VadMode::VeryAggressive,
     };
     Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode)
+}
+
+/// Mean square of a frame (full scale = 1.0).
+fn mean_square(frame: &[i16]) -> f32 {
+    if frame.is_empty() {
+        return 0.0;
+    }
+    let sum: f32 = frame
+        .iter()
+        .map(|&s| {
+            let x = f32::from(s) / 32768.0;
+            x * x
+        })
+        .sum();
+    sum / frame.len() as f32
 }
 
 fn ms(samples: u64) -> u64 {
@@ -334,10 +379,17 @@ impl Endpointer {
         let frame_start = self.pos;
         self.pos += frame.len() as u64;
         // webrtc-vad only errors on a bad frame length, which `frame_len` rules out.
-        let voiced = self.vad.is_voice_segment(frame).unwrap_or(false);
+        let mut voiced = self.vad.is_voice_segment(frame).unwrap_or(false);
         let frame_ms = self.cfg.frame_ms;
         if let Some(sp) = self.speaking.as_mut() {
             sp.buf.extend_from_slice(frame);
+            if self.cfg.quiet_db > 0.0 {
+                let power = mean_square(frame);
+                sp.peak_power = sp.peak_power.max(power);
+                if power < sp.peak_power * 10f32.powf(-self.cfg.quiet_db / 10.0) {
+                    voiced = false;
+                }
+            }
             if voiced {
                 sp.silence_ms = 0;
                 sp.last_voiced_end_ms = ms(self.pos);
@@ -346,7 +398,7 @@ impl Endpointer {
                 sp.silence_ms += frame_ms;
             }
             let len_ms = ms(sp.buf.len() as u64);
-            let early = self.cfg.early_ms;
+            let early = self.cfg.look_at_ms();
             if early > 0
                 && !sp.paused
                 && sp.silence_ms >= early
@@ -402,6 +454,7 @@ impl Endpointer {
                 last_voiced_end_ms: ms(self.pos),
                 silence_ms: 0,
                 paused: false,
+                peak_power: 0.0,
             });
         }
     }
@@ -438,6 +491,16 @@ impl Endpointer {
     /// Where the speech in progress last had a voiced frame (ms), if any.
     pub fn last_voiced_end_ms(&self) -> Option<u64> {
         self.speaking.as_ref().map(|sp| sp.last_voiced_end_ms)
+    }
+
+    /// How long the pause after `speech_end_ms` has lasted (ms), while the
+    /// speech in progress has had no voiced frame since; `None` once it
+    /// resumed or ended.
+    pub fn pause_ms(&self, speech_end_ms: u64) -> Option<u32> {
+        self.speaking
+            .as_ref()
+            .filter(|sp| sp.last_voiced_end_ms == speech_end_ms)
+            .map(|sp| sp.silence_ms)
     }
 
     /// Keep `speculation` for the speech up to `speech_end_ms`: the
@@ -606,6 +669,40 @@ mod tests {
         sig.extend(speech);
         sig.extend(vec![0i16; 16_000]);
         sig
+    }
+
+    #[test]
+    fn the_pause_starts_where_the_sound_stops_not_after_webrtc_vads_overhang() {
+        let sig = two_phrases(2000);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let speech = crate::audio::to_i16(&speech);
+        let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
+        let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
+        // The first copy's sound ends here (ms into the signal).
+        let sound_end = (8000 + last - first) as u64 * 1000 / 16_000;
+        let end_of_first = |cfg: &VadConfig| {
+            let u = segment(&sig, cfg).unwrap();
+            u.first().unwrap().speech_end_ms
+        };
+        let with = end_of_first(&VadConfig::default());
+        let without = end_of_first(&VadConfig {
+            quiet_db: 0.0,
+            ..VadConfig::default()
+        });
+        // webrtc-vad alone calls the silence after the word speech for a
+        // while; the override ends the speech within a frame or two of it.
+        assert!(with <= sound_end + 60, "{with} ms vs sound end {sound_end}");
+        assert!(
+            without >= with + 60,
+            "override {with} ms, webrtc alone {without} ms"
+        );
+        let bad = VadConfig {
+            quiet_db: f32::NAN,
+            ..VadConfig::default()
+        };
+        assert!(Endpointer::new(&bad).unwrap_err().contains("quiet_db"));
     }
 
     #[test]

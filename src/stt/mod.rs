@@ -17,6 +17,8 @@
 //! ```
 
 pub mod groq;
+#[cfg(feature = "whisper")]
+pub mod restart;
 pub mod text;
 #[cfg(feature = "whisper")]
 pub mod whisper;
@@ -168,6 +170,11 @@ pub struct FastConfig {
     /// (whisper's own `logprob_thold`); below it, or on a loop or a hit
     /// cap, the full context runs.
     pub wide_min_avg_logprob: f32,
+    /// End a pass as soon as the decoder starts the utterance over (the
+    /// repeat loop of a shrunken context) instead of at the token budget
+    /// (`stt::restart`): the repeat was trimmed anyway, its tokens only
+    /// cost time.
+    pub stop_restart: bool,
 }
 
 impl Default for FastConfig {
@@ -192,6 +199,7 @@ impl Default for FastConfig {
             lead_ms: 300,
             wide_scale: 2.0,
             wide_min_avg_logprob: -1.0,
+            stop_restart: true,
         }
     }
 }

@@ -386,6 +386,11 @@ impl WhisperStt {
         if !self.cfg.prompt.trim().is_empty() {
             params.set_initial_prompt(self.cfg.prompt.trim());
         }
+        if self.cfg.fast.stop_restart {
+            // SAFETY: the filter only reads the vocabulary and writes the
+            // logits array whisper.cpp hands it (super::restart).
+            unsafe { params.set_filter_logits_callback(Some(super::restart::stop_at_restart)) };
+        }
         let aborted = Arc::new(AtomicBool::new(false));
         let flag = aborted.clone();
         let started = Instant::now();

@@ -179,6 +179,7 @@ impl VoiceLoop {
             wake = %self.wake.as_ref().map_or("always (every sentence is a request)".to_string(), |g| g.describe()),
             "listening"
         );
+        crate::memtrim::give_back();
         if let Some(reason) = self
             .wake
             .as_ref()
@@ -229,6 +230,7 @@ impl VoiceLoop {
             }
             let barge = self.one_turn(tick, utterance, pressed_at, &mut conversation, &mut pending);
             summary.turns += 1;
+            crate::memtrim::give_back();
             match barge {
                 Some(Barge::Button) => {
                     summary.barge_ins += 1;
@@ -333,7 +335,7 @@ impl VoiceLoop {
                     // A pause inside speech, and nothing after it yet: a
                     // speculative look (speculate.rs).
                     VadEvent::Pause(snapshot) if !self.push_to_talk && pending.is_empty() => {
-                        if let Some(u) = self.on_pause(snapshot) {
+                        if let Some(u) = self.on_pause(snapshot, pending) {
                             return Heard::Speech(u, None);
                         }
                     }

@@ -24,7 +24,9 @@
 
 use std::sync::Arc;
 
-use crate::audio::vad::{Speculation, Utterance};
+use std::time::Instant;
+
+use crate::audio::vad::{Speculation, Utterance, VadEvent};
 use crate::stt::Transcript;
 
 /// Lowest device-classifier confidence that ends a command early. Measured
@@ -90,8 +92,23 @@ impl super::VoiceLoop {
     /// the utterance, and end the utterance now if it is a complete
     /// command and nobody spoke meanwhile. Returns the utterance when it
     /// ended here.
-    pub(super) fn on_pause(&mut self, snapshot: Utterance) -> Option<Utterance> {
-        let transcript = match self.stt.transcribe(&snapshot.to_f32()) {
+    pub(super) fn on_pause(
+        &mut self,
+        snapshot: Utterance,
+        pending: &mut std::collections::VecDeque<VadEvent>,
+    ) -> Option<Utterance> {
+        // The look starts before the tail an ended utterance keeps
+        // (`tail_ms`) has been heard; silence stands in for the rest, so
+        // the transcript is the one the whole utterance would get.
+        let mut audio = snapshot.to_f32();
+        let tail = (snapshot.speech_end_ms + u64::from(self.vad.tail_ms))
+            .saturating_sub(snapshot.start_ms)
+            * u64::from(crate::audio::SAMPLE_RATE)
+            / 1000;
+        if (audio.len() as u64) < tail {
+            audio.resize(tail as usize, 0.0);
+        }
+        let transcript = match self.stt.transcribe(&audio) {
             Ok(t) => t,
             Err(e) => {
                 tracing::debug!("speculative transcript failed: {e}");
@@ -128,23 +145,50 @@ impl super::VoiceLoop {
         if !complete {
             return None;
         }
-        // What the microphone heard while we transcribed: if it holds
-        // speech, the request goes on.
+        self.end_when_paused(snapshot.speech_end_ms, pending)
+    }
+
+    /// A complete command was heard up to `speech_end_ms`: read on until
+    /// the pause after it reaches `early_ms` and end the utterance there,
+    /// unless speech resumes first (then `None`, and listening goes on
+    /// with the events read meanwhile in `pending`). The transcript was
+    /// made while the pause grew (`look_ms`), so usually little is left to
+    /// wait.
+    fn end_when_paused(
+        &mut self,
+        speech_end_ms: u64,
+        pending: &mut std::collections::VecDeque<VadEvent>,
+    ) -> Option<Utterance> {
+        let early = self.vad.early_ms;
         let mut buf = vec![0i16; 1600];
+        // Read everything already captured first, then 20 ms at a time.
+        let mut wait = std::time::Duration::ZERO;
+        let deadline = Instant::now() + std::time::Duration::from_millis(u64::from(early) + 500);
         loop {
-            match self.source.read(&mut buf, std::time::Duration::ZERO) {
-                Ok(0) | Err(_) => break,
+            match self.endpointer.pause_ms(speech_end_ms) {
+                None => return None,
+                Some(ms) if ms >= early => break,
+                Some(_) => {}
+            }
+            if Instant::now() > deadline || self.shutdown.is_cancelled() {
+                return None;
+            }
+            match self.source.read(&mut buf, wait) {
+                Ok(0) => wait = std::time::Duration::from_millis(20),
                 Ok(n) => {
                     for event in self.endpointer.push(&buf[..n]) {
-                        if let crate::audio::vad::VadEvent::Utterance(u) = event {
+                        match event {
                             // The full hang-over passed meanwhile.
-                            return Some(u);
+                            VadEvent::Utterance(u) => return Some(u),
+                            other => pending.push_back(other),
                         }
                     }
                 }
+                // The main loop meets the error (or the end) on its next read.
+                Err(_) => return None,
             }
         }
-        let ended = self.endpointer.end_now(snapshot.speech_end_ms);
+        let ended = self.endpointer.end_now(speech_end_ms);
         if ended.is_some() {
             tracing::info!("a complete command at a pause: answering now");
         }

@@ -48,6 +48,18 @@ pub fn strip(text: &str, words: &[String]) -> String {
     capitalise(rest)
 }
 
+/// Whether `text` says the name of wake word `word` (`hey_jarvis` →
+/// "Jarvis", "Jarvis's", or a spelling within [`close`] of it) anywhere:
+/// the device's own answer that does will fire its own detector.
+pub fn mentions(text: &str, word: &str) -> bool {
+    let Some(name) = name_of(word) else {
+        return false;
+    };
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .any(|w| close(&normalise(w), &name))
+}
+
 /// The part of a wake word people hear as a name: `hey_jarvis_v0.1` →
 /// `jarvis`, `alexa` → `alexa`.
 fn name_of(word: &str) -> Option<String> {
@@ -149,6 +161,18 @@ mod tests {
             strip("Hey, is it raining?", &words()),
             "Hey, is it raining?"
         );
+    }
+
+    #[test]
+    fn an_answer_mentions_the_name_anywhere_in_it() {
+        let answer = "Okay. Hey Jarvis is the wake word I listen for.";
+        assert!(mentions(answer, "hey_jarvis_v0.1"));
+        assert!(mentions("That's Jarvis's timer.", "hey_jarvis"));
+        assert!(mentions("I am Jervis.", "hey_jarvis"));
+        assert!(!mentions(answer, "alexa"));
+        assert!(!mentions("Hey, it's twenty past three.", "hey_jarvis"));
+        assert!(!mentions("", "hey_jarvis"));
+        assert!(mentions("ALEXA, stop", "alexa_v0.1"));
     }
 
     #[test]
