@@ -358,10 +358,17 @@ impl VoiceLoop {
                 }
             }
             if self.ring_tick(quiet) {
-                if !echo {
-                    if let Some(listener) = self.interrupter.as_mut() {
+                let words = self
+                    .ring
+                    .as_ref()
+                    .map(|r| r.sounding_words().to_string())
+                    .unwrap_or_default();
+                if let Some(listener) = self.interrupter.as_mut() {
+                    if !echo {
                         listener.reset();
                     }
+                    // "Your Alexa timer is done." is the device's own word.
+                    listener.set_playing_text(&words);
                 }
                 echo = true;
             }
@@ -390,11 +397,17 @@ impl VoiceLoop {
                                 // stop word or the wake word cut it.
                                 if self.interrupt_ringing(&buf[..n], pending) {
                                     echo = false;
+                                    if let Some(listener) = self.interrupter.as_mut() {
+                                        listener.set_playing_text("");
+                                    }
                                 }
                                 continue;
                             }
                         } else {
                             echo = false;
+                            if let Some(listener) = self.interrupter.as_mut() {
+                                listener.set_playing_text("");
+                            }
                             if !self.barge_in {
                                 self.after_speaking();
                                 continue;
@@ -721,6 +734,12 @@ impl VoiceLoop {
         if let Some(listener) = interrupter.as_mut() {
             listener.reset();
         }
+        // The answer's words as they stream, so the wake-word gate can tell
+        // the device saying a wake word's name from the user saying it.
+        let playing = interrupter.as_ref().map(|l| l.playing_text());
+        if let Some(p) = &playing {
+            p.set("");
+        }
         let gate = &mut self.wake;
         let vad = &self.vad;
         let ring = &mut self.ring;
@@ -732,6 +751,7 @@ impl VoiceLoop {
                     paused,
                     actions: Vec::new(),
                     speaker: &speaker,
+                    playing: playing.clone(),
                 };
                 let outcome = run_turn(services, input, &mut speech, &turn_cancel);
                 (outcome, speech.inner.first_sentence_at, speech.actions)
@@ -749,7 +769,11 @@ impl VoiceLoop {
                     // speaker is free: the LLM is still thinking); the
                     // rest of the answer queues after it.
                     ring.poll(speaker.as_ref());
-                    ring.play_due(speaker.as_ref(), barge.is_none(), Instant::now());
+                    if ring.play_due(speaker.as_ref(), barge.is_none(), Instant::now()) {
+                        if let Some(p) = &playing {
+                            p.set(ring.sounding_words());
+                        }
+                    }
                 }
                 let ringing = ring.as_ref().is_some_and(|r| r.is_ringing());
                 if barge.is_none() && pressed(button) {
@@ -868,6 +892,9 @@ impl VoiceLoop {
                 ),
             }
         });
+        if let Some(listener) = self.interrupter.as_mut() {
+            listener.set_playing_text("");
+        }
         let done_ms = ms_since(vad_end);
         if outcome.ok {
             *conversation = outcome.conversation_id;
@@ -1187,10 +1214,20 @@ struct DeviceSpeech<'a> {
     paused: bool,
     actions: Vec<String>,
     speaker: &'a Speaker,
+    /// What the speaker is saying, for the interrupter's wake-word gate.
+    playing: Option<interrupt::PlayingText>,
 }
 
 impl EventSink for DeviceSpeech<'_> {
     fn emit(&mut self, event: &Event) {
+        if let Some(p) = &self.playing {
+            match event {
+                Event::Content { data } => p.push(data),
+                Event::Done(done) => p.set(&done.response),
+                Event::Error { message } => p.set(message),
+                _ => {}
+            }
+        }
         if let Event::Done(done) = event {
             self.actions = done.actions.clone();
             let has = |name: &str| done.actions.iter().any(|a| a == name);

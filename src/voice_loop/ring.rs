@@ -256,6 +256,8 @@ pub struct Ringer {
     gap: Duration,
     /// Rounds played (tests, logs).
     pub rounds: usize,
+    /// The words of the last round or announcement queued.
+    sounding: String,
 }
 
 impl Ringer {
@@ -275,6 +277,7 @@ impl Ringer {
             chime: chime(22_050),
             gap: REPEAT_GAP,
             rounds: 0,
+            sounding: String::new(),
         }
     }
 
@@ -288,6 +291,13 @@ impl Ringer {
     /// the wake word is not needed to say "stop").
     pub fn is_ringing(&self) -> bool {
         !self.ringing.is_empty()
+    }
+
+    /// The words of the round (or missed announcement) last queued: what
+    /// the speaker says after the chime, so the stop-word listener knows
+    /// the device's own words (a label may name a wake word).
+    pub fn sounding_words(&self) -> &str {
+        &self.sounding
     }
 
     /// Whether [`Ringer::play_due`] would queue something now (a missed
@@ -364,6 +374,7 @@ impl Ringer {
             let words = sentences.join(" ");
             tracing::info!("announcing: {words}");
             speaker.ring(&self.chime, &words);
+            self.sounding = words;
             self.announcing = true;
             return true;
         }
@@ -384,6 +395,7 @@ impl Ringer {
         self.round = Round::Sounding;
         self.rounds += 1;
         tracing::info!(round = self.rounds, "ring round: {words}");
+        self.sounding = words;
         true
     }
 
@@ -689,8 +701,12 @@ mod tests {
         assert!(r.is_ringing());
         // Not while a request is being heard.
         assert!(!r.play_due(&speaker, false, t0));
+        assert_eq!(r.sounding_words(), "", "nothing sounded yet");
         assert!(r.play_due(&speaker, true, t0));
         assert_eq!(speaker.take(), ["<chime>", "Your rice timer is done."]);
+        // The listener is told what the round says (a label may name the
+        // wake word).
+        assert_eq!(r.sounding_words(), "Your rice timer is done.");
         // Sounding: nothing more until it ends and the gap passes.
         assert!(!r.play_due(&speaker, true, t0 + Duration::from_secs(10)));
         speaker.finish();
