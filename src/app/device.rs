@@ -53,6 +53,16 @@ pub fn run(
     } else {
         None
     };
+    // The services (database, embedder, classifiers, tree) load on their
+    // own thread while the voice, whisper and the microphone open here:
+    // on two cores that takes the longer of the two, not their sum, off
+    // the time to listening (issue 21's cold start).
+    let services_loading = {
+        let config = config.clone();
+        std::thread::Builder::new()
+            .name("services-load".into())
+            .spawn(move || crate::app::build(&config))?
+    };
     // Speaking first: every later failure can then be said out loud.
     let sink: Arc<dyn AudioSink> = match playback::open_output(&config.audio.output) {
         Ok(sink) => sink,
@@ -69,8 +79,11 @@ pub fn run(
         Some(reference) => Arc::new(crate::audio::echo::EchoTap::new(sink, reference.clone())),
         None => sink,
     };
-    let tts = crate::app::tts(&config);
-    let speaker = Arc::new(Speaker::start(tts, sink)?);
+    let voices = config.clone();
+    let speaker = Arc::new(Speaker::start_loading(
+        Box::new(move || crate::app::tts(&voices)),
+        sink,
+    )?);
 
     let endpointer = Endpointer::new(&config.audio.vad)
         .map_err(|e| anyhow::anyhow!("audio.vad settings: {e}"))?;
@@ -131,7 +144,9 @@ pub fn run(
         );
         config.audio.push_to_talk = false;
     }
-    let services = crate::app::build(&config)?;
+    let services = services_loading
+        .join()
+        .map_err(|_| anyhow::anyhow!("loading the services crashed"))??;
     let lights = open_lights(&config.device.leds, &services);
     // Timers: the local speaker's ringer subscribes before the scheduler
     // starts, so it hears the ones missed while earshot was off.

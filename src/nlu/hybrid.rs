@@ -277,8 +277,11 @@ impl HybridHead {
         if n <= options.calibrate_max_examples && n >= 2 * folds && classes >= 2 {
             // Out-of-fold logits: fold k holds examples i with i % folds == k
             // (examples arrive grouped by intent, so every fold sees most).
-            let mut z = vec![0.0f32; n * classes];
-            for k in 0..folds {
+            // The folds are independent: fitted side by side (a start-up
+            // cost on the critical path to listening, issue 21); each
+            // writes only its own held-out rows, so the result is the
+            // same as in sequence.
+            let fold_logits = |k: usize| {
                 let (held, kept): (Vec<usize>, Vec<usize>) =
                     all.iter().partition(|&&i| i % folds == k);
                 let (vocab, params) = fit(x, texts, y, &kept, dims, classes, &options);
@@ -295,7 +298,20 @@ impl HybridHead {
                     .flat_map(|&i| x[i * dims..(i + 1) * dims].iter().copied())
                     .collect();
                 let ht: Vec<&str> = held.iter().map(|&i| texts[i]).collect();
-                let hz = fold.raw_logits(&hx, &ht, classes);
+                (held, fold.raw_logits(&hx, &ht, classes))
+            };
+            let fold_logits = &fold_logits;
+            let results: Vec<(Vec<usize>, Vec<f32>)> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..folds)
+                    .map(|k| scope.spawn(move || fold_logits(k)))
+                    .collect();
+                handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            });
+            if results.len() != folds {
+                return Err(anyhow!("a calibration fold failed to train"));
+            }
+            let mut z = vec![0.0f32; n * classes];
+            for (held, hz) in results {
                 for (row, &i) in hz.chunks_exact(classes).zip(&held) {
                     z[i * classes..(i + 1) * classes].copy_from_slice(row);
                 }

@@ -91,6 +91,17 @@ pub struct Speaker {
 impl Speaker {
     /// Start the speaking thread with these engines and this output.
     pub fn start(tts: Tts, sink: Arc<dyn AudioSink>) -> Result<Speaker, TtsError> {
+        Self::start_loading(Box::new(move || tts), sink)
+    }
+
+    /// Like [`Speaker::start`], but the voices load on the speaker's own
+    /// thread: the caller goes on at once (a voice model takes a second or
+    /// more to load, off the path to listening), and what is queued
+    /// meanwhile is spoken once they are ready.
+    pub fn start_loading(
+        load: Box<dyn FnOnce() -> Tts + Send>,
+        sink: Arc<dyn AudioSink>,
+    ) -> Result<Speaker, TtsError> {
         let (tx, rx) = unbounded::<Job>();
         let shared = Arc::new(Shared::default());
         shared.volume.store(1.0f32.to_bits(), Ordering::SeqCst);
@@ -99,7 +110,7 @@ impl Speaker {
         std::thread::Builder::new()
             .name("speaker".into())
             .spawn(move || {
-                let mut tts = tts;
+                let mut tts = load();
                 for job in rx {
                     speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job);
                     worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
@@ -416,6 +427,36 @@ mod tests {
             sink,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn start_loading_returns_at_once_and_speaks_what_was_queued_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(PacedWavSink::create(&dir.path().join("out.wav")).unwrap());
+        let (loaded_tx, loaded_rx) = crossbeam_channel::bounded::<()>(1);
+        let started = std::time::Instant::now();
+        let speaker = Speaker::start_loading(
+            Box::new(move || {
+                // The voice is ready only when the test says so.
+                let _ = loaded_rx.recv();
+                Tts::with_engines(vec![Box::new(Slow(Duration::from_millis(1)))])
+            }),
+            sink,
+        )
+        .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        speaker.say("queued while loading");
+        assert!(
+            speaker.is_speaking(),
+            "a queued sentence counts as speaking"
+        );
+        assert!(!speaker.wait_done(&CancelToken::new(), Duration::from_millis(100)));
+        loaded_tx.send(()).unwrap();
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].text, "queued while loading");
+        assert_eq!(stats[0].engine, "slow");
     }
 
     #[test]
