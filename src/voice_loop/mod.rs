@@ -171,6 +171,9 @@ impl VoiceLoop {
         let mut held = false;
         let mut conversation: Option<i64> = None;
         self.apply_volume();
+        // The control socket (`earshot mute`) is up before "listening" is
+        // said: whoever waits for that line may mute at once.
+        let mut mute = Mute::start(&self.services);
         tracing::info!(
             input = %self.source.describe(),
             output = %self.speaker.sink().describe(),
@@ -198,7 +201,6 @@ impl VoiceLoop {
             self.wait_speech(tick);
             self.after_speaking();
         }
-        let mut mute = Mute::start(&self.services);
         loop {
             let heard = self.listen(tick, &mut pending, &mut held, &mut mute, remote);
             let (utterance, pressed_at) = match heard {
