@@ -893,3 +893,60 @@ fn a_stop_word_in_its_own_voice_is_ignored_and_the_users_is_heard() {
         None
     );
 }
+
+/// The resident set of a running process, in MB (from `/proc`).
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Issue 21 (bad input: bounded memory): ALSA's file plugin on a plain
+/// file delivers audio as fast as it is read, far faster than real time.
+/// An idle loop on it holds steady; the capture once moved everything the
+/// device delivered into its queue on every read, and grew by ~10 MB/s.
+#[test]
+fn a_faster_than_real_time_input_leaves_memory_flat() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_raw = dir.path().join("in.raw");
+    let out_raw = dir.path().join("out.raw");
+    std::fs::write(&in_raw, vec![0u8; 16_000 * 2 * 120]).unwrap();
+    let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
+    let mut child = common::earshot(dir.path())
+        .args(["run", "--no-barge-in"])
+        .env("ALSA_CONFIG_PATH", &conf)
+        .env("EARSHOT_LOG", "info")
+        .env("LLM_BASE_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = common::lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let ready = common::wait_for(
+        &stderr,
+        "listening input=",
+        Duration::from_secs(300),
+        &mut seen,
+    );
+    if ready.is_none() {
+        let _ = child.kill();
+        panic!("never listened:\n{}", seen.join("\n"));
+    }
+    // Past the start-up loads (the voices, whisper's warm-up).
+    std::thread::sleep(Duration::from_secs(6));
+    let before = rss_mb(child.id());
+    std::thread::sleep(Duration::from_secs(8));
+    let after = rss_mb(child.id());
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(before > 0.0, "no RSS read for the child");
+    assert!(
+        after - before < 30.0,
+        "RSS grew from {before:.0} to {after:.0} MB in 8 s of idle listening"
+    );
+    assert!(status.success(), "{status:?}");
+}
