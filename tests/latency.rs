@@ -82,4 +82,5 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
         "{report}"
     );
     assert!(report["cold_start_ms"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(report["first_start_ms"].as_f64().unwrap() > 0.0, "{report}");
 }
