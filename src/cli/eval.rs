@@ -250,7 +250,7 @@ pub fn intents(config_path: Option<&Path>, args: IntentsArgs) -> Result<bool> {
                 TrainOptions::default(),
             )?)
         }
-        Scorer::Hybrid => Model::Hybrid(hybrid_head(&knn, &examples)?),
+        Scorer::Hybrid => Model::Hybrid(hybrid_head(&knn, &examples, None)?),
     };
     let train_secs = train_started.elapsed().as_secs_f64();
     let predict = |vecs: &[Vec<f32>], pairs: &Pairs| -> Vec<(usize, f32)> {

@@ -169,6 +169,37 @@ impl Problem<'_> {
     }
 }
 
+/// A hex key over everything a head's training reads.
+fn training_key(
+    x: &[f32],
+    texts: &[&str],
+    y: &[usize],
+    labels: &[String],
+    dims: usize,
+    options: &HybridOptions,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"earshot-hybrid-head-v1\0");
+    h.update(format!("{options:?}").as_bytes());
+    h.update(dims.to_le_bytes());
+    for label in labels {
+        h.update(label.len().to_le_bytes());
+        h.update(label.as_bytes());
+    }
+    for &l in y {
+        h.update(l.to_le_bytes());
+    }
+    for t in texts {
+        h.update(t.len().to_le_bytes());
+        h.update(t.as_bytes());
+    }
+    for v in x {
+        h.update(v.to_le_bytes());
+    }
+    hex::encode(&h.finalize()[..12])
+}
+
 /// Fit the weights on rows `rows` of `x` / `texts` / `y`.
 fn fit(
     x: &[f32],
@@ -321,6 +352,56 @@ impl HybridHead {
         Ok(head)
     }
 
+    /// [`HybridHead::train`], with the trained weights kept in
+    /// `state_dir/cache` (issue 21's cold start: training the start-up
+    /// heads took ~0.4 s of the ~1 s to listening). The file's key hashes
+    /// every input of the training (embeddings, texts, labels, options),
+    /// and training is deterministic, so a hit is the head training would
+    /// give; a missing, corrupt or mismatched file means training again.
+    pub fn train_cached(
+        x: &[f32],
+        texts: &[&str],
+        y: &[usize],
+        labels: Vec<String>,
+        dims: usize,
+        options: HybridOptions,
+        state_dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
+        let Some(dir) = state_dir else {
+            return Self::train(x, texts, y, labels, dims, options);
+        };
+        let file = super::cache::path_in(
+            dir,
+            "hybrid",
+            &training_key(x, texts, y, &labels, dims, &options),
+        );
+        let classes = labels.len();
+        let vocab = Vocabulary::fit(texts.iter().copied());
+        let len = (dims + vocab.len() + 1) * classes;
+        if let Some(mut saved) = super::cache::read(&file, 1, len + 1) {
+            let temperature = saved.pop().unwrap_or(1.0);
+            if temperature.is_finite() && temperature > 0.0 {
+                return Ok(Self {
+                    labels,
+                    dims,
+                    vocab,
+                    word_weight: options.word_weight,
+                    params: saved,
+                    temperature,
+                });
+            }
+        }
+        let head = Self::train(x, texts, y, labels, dims, options)?;
+        if head.params.len() == len {
+            let mut saved = head.params.clone();
+            saved.push(head.temperature);
+            if let Err(e) = super::cache::write(&file, 1, len + 1, &saved) {
+                tracing::warn!("cannot keep the trained head in {}: {e}", file.display());
+            }
+        }
+        Ok(head)
+    }
+
     fn raw_logits(&self, x: &[f32], texts: &[&str], classes: usize) -> Vec<f32> {
         let words: Vec<Sparse> = texts
             .iter()
@@ -450,6 +531,71 @@ mod tests {
         assert!(head.temperature() != 1.0, "{}", head.temperature());
         let probs = head.probabilities(&[0.6, 0.8, 0.0], &["volume up"]);
         assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_cached_head_is_the_trained_one_and_a_corrupt_cache_retrains() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = [
+            1.0, 0.0, 0.9, 0.1, 0.0, 1.0, 0.1, 0.9, 0.95, 0.05, 0.05, 0.95,
+        ];
+        let t = [
+            "turn it up",
+            "louder",
+            "what time",
+            "the time",
+            "up",
+            "time now",
+        ];
+        let y = [0, 0, 1, 1, 0, 1];
+        let labels = vec!["volume".to_string(), "time".to_string()];
+        let train = || {
+            HybridHead::train_cached(
+                &x,
+                &t,
+                &y,
+                labels.clone(),
+                2,
+                HybridOptions::default(),
+                Some(dir.path()),
+            )
+            .unwrap()
+        };
+        let first = train();
+        let files: Vec<_> = std::fs::read_dir(dir.path().join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let second = train();
+        assert_eq!(first.params, second.params);
+        assert_eq!(first.temperature, second.temperature);
+        let plain =
+            HybridHead::train(&x, &t, &y, labels.clone(), 2, HybridOptions::default()).unwrap();
+        assert_eq!(second.params, plain.params);
+        // A corrupt file is ignored and the head trained again.
+        let mut bytes = std::fs::read(&files[0]).unwrap();
+        bytes[20] ^= 0xff;
+        std::fs::write(&files[0], &bytes).unwrap();
+        let third = train();
+        assert_eq!(third.params, plain.params);
+        // Other examples are another file, not this head.
+        let y2 = [0, 1, 1, 1, 0, 1];
+        let other = HybridHead::train_cached(
+            &x,
+            &t,
+            &y2,
+            labels.clone(),
+            2,
+            HybridOptions::default(),
+            Some(dir.path()),
+        )
+        .unwrap();
+        assert_ne!(other.params, plain.params);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("cache")).unwrap().count(),
+            2
+        );
     }
 
     #[test]

@@ -23,16 +23,22 @@ pub fn example_texts(examples: &Examples) -> Vec<&str> {
     examples.values().flatten().map(String::as_str).collect()
 }
 
-/// Train the hybrid head on a built kNN's cached matrix.
-pub fn hybrid_head(knn: &KnnClassifier, examples: &Examples) -> Result<HybridHead> {
+/// Train the hybrid head on a built kNN's cached matrix (its weights
+/// kept in `state_dir/cache` when there is one).
+pub fn hybrid_head(
+    knn: &KnnClassifier,
+    examples: &Examples,
+    state_dir: Option<&Path>,
+) -> Result<HybridHead> {
     let (matrix, labels, dims) = knn.examples_matrix();
-    HybridHead::train(
+    HybridHead::train_cached(
         matrix,
         &example_texts(examples),
         labels,
         knn.intents().to_vec(),
         dims,
         HybridOptions::default(),
+        state_dir,
     )
 }
 
@@ -60,7 +66,7 @@ pub fn build_classifier(
         }
         Scorer::Hybrid => Arc::new(HybridClassifier::new(
             embedder,
-            hybrid_head(&knn, examples)?,
+            hybrid_head(&knn, examples, state_dir)?,
         )),
     })
 }
