@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side latency: earshot's embedder vs bare Python onnxruntime.
 
-Both sides load the same model file (models/all-MiniLM-L6-v2-int8.onnx),
+Both sides load the same model file (models/all-MiniLM-L6-v2-int8-nbits.onnx),
 tokenize the same utterances with the same tokenizer.json with padding
 turned off, run one utterance at a time with the same thread count and
 graph optimisation level (ORT_ENABLE_BASIC, as earshot uses), mean-pool over the mask and
@@ -71,7 +71,7 @@ def python_side(models, threads, iters):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    sess = ort.InferenceSession(os.path.join(models, "all-MiniLM-L6-v2-int8.onnx"), opts,
+    sess = ort.InferenceSession(os.path.join(models, "all-MiniLM-L6-v2-int8-nbits.onnx"), opts,
                                 providers=["CPUExecutionProvider"])
 
     def embed(text):

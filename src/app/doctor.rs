@@ -78,6 +78,10 @@ pub const PINNED_MODELS: &[(&str, &str)] = &[
         "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     ),
     (
+        "all-MiniLM-L6-v2-int8-nbits.onnx",
+        "2766ab03e7d9c7c1d833d785fd472116c52339aa99ed0035ffc4ceb14c4fbf19",
+    ),
+    (
         "all-MiniLM-L6-v2-tokenizer.json",
         "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     ),

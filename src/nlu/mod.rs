@@ -84,7 +84,7 @@ impl Default for NluConfig {
     fn default() -> Self {
         Self {
             embedding_model: "all-MiniLM-L6-v2".into(),
-            model_file: "all-MiniLM-L6-v2-int8.onnx".into(),
+            model_file: "all-MiniLM-L6-v2-int8-nbits.onnx".into(),
             tokenizer_file: "all-MiniLM-L6-v2-tokenizer.json".into(),
             onnxruntime_lib: String::new(),
             threshold: 0.65,
