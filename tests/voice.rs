@@ -703,26 +703,11 @@ fn mute_reaches_the_running_loop_and_says_when_none_runs() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: creating a FIFO at a fresh path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let mut child = common::earshot(dir.path())
-        .args(["run", "--no-barge-in", "--button"])
+    let mut run = common::earshot(dir.path());
+    run.args(["run", "--no-barge-in", "--button"])
         .arg(format!("script:{}", fifo.display()))
-        .env("EARSHOT_CONFIG", &config)
-        .env("ALSA_CONFIG_PATH", &conf)
-        .env("EARSHOT_LOG", "info")
-        .env("LLM_BASE_URL", "http://127.0.0.1:9")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = common::lines(child.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    let ready = common::wait_for(
-        &stderr,
-        "listening input=",
-        Duration::from_secs(300),
-        &mut seen,
-    );
-    assert!(ready.is_some(), "never listened:\n{}", seen.join("\n"));
+        .env("EARSHOT_CONFIG", &config);
+    let (mut child, stderr, mut seen) = run_until_listening(run, &conf);
     let out = mute("on");
     assert_eq!(
         common::stdout(&out).trim(),
@@ -915,9 +900,37 @@ fn a_faster_than_real_time_input_leaves_memory_flat() {
     let out_raw = dir.path().join("out.raw");
     std::fs::write(&in_raw, vec![0u8; 16_000 * 2 * 120]).unwrap();
     let conf = common::alsa_file_config(dir.path(), &in_raw, &out_raw);
-    let mut child = common::earshot(dir.path())
-        .args(["run", "--no-barge-in"])
-        .env("ALSA_CONFIG_PATH", &conf)
+    let mut run = common::earshot(dir.path());
+    run.args(["run", "--no-barge-in"]);
+    let (mut child, _stderr, _) = run_until_listening(run, &conf);
+    // Past the start-up loads (the voices, whisper's warm-up).
+    std::thread::sleep(Duration::from_secs(6));
+    let before = rss_mb(child.id());
+    std::thread::sleep(Duration::from_secs(8));
+    let after = rss_mb(child.id());
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(before > 0.0, "no RSS read for the child");
+    assert!(
+        after - before < 30.0,
+        "RSS grew from {before:.0} to {after:.0} MB in 8 s of idle listening"
+    );
+    assert!(status.success(), "{status:?}");
+}
+
+/// Start `run` (an `earshot run` command) on the ALSA file devices of
+/// `alsa_conf` and wait for its "listening" line; the child is killed if
+/// that never comes. Returns the child, its stderr lines and what was seen.
+fn run_until_listening(
+    mut run: std::process::Command,
+    alsa_conf: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    Vec<String>,
+) {
+    let mut child = run
+        .env("ALSA_CONFIG_PATH", alsa_conf)
         .env("EARSHOT_LOG", "info")
         .env("LLM_BASE_URL", "http://127.0.0.1:9")
         .stdout(Stdio::null())
@@ -936,17 +949,5 @@ fn a_faster_than_real_time_input_leaves_memory_flat() {
         let _ = child.kill();
         panic!("never listened:\n{}", seen.join("\n"));
     }
-    // Past the start-up loads (the voices, whisper's warm-up).
-    std::thread::sleep(Duration::from_secs(6));
-    let before = rss_mb(child.id());
-    std::thread::sleep(Duration::from_secs(8));
-    let after = rss_mb(child.id());
-    sigterm(&child);
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    assert!(before > 0.0, "no RSS read for the child");
-    assert!(
-        after - before < 30.0,
-        "RSS grew from {before:.0} to {after:.0} MB in 8 s of idle listening"
-    );
-    assert!(status.success(), "{status:?}");
+    (child, stderr, seen)
 }

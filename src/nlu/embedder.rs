@@ -249,6 +249,10 @@ mod onnx_impl {
                 .map_err(bad)?
                 .with_optimization_level(GraphOptimizationLevel::Level1)
                 .map_err(|e| bad(e.into()))?
+                // One planned memory pattern per input length is kept for
+                // ever; texts come in every length (see tts/piper.rs).
+                .with_memory_pattern(false)
+                .map_err(|e| bad(e.into()))?
                 .with_intra_threads(threads)
                 .map_err(|e| bad(e.into()))?
                 .with_inter_threads(1)

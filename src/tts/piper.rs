@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::Session;
+use ort::session::{RunOptions, Session};
 use ort::value::Tensor;
 use serde::Deserialize;
 
@@ -58,6 +58,12 @@ struct InferenceSection {
 /// A loaded Piper voice.
 pub struct Piper {
     session: Session,
+    /// Every run gives back the arena memory it grew by: ONNX Runtime's
+    /// CPU arena otherwise keeps each extension (doubling) for the
+    /// longest sentence so far, and `earshot run`'s resident memory grew
+    /// ~35 MB per dozen answers (issue 21's flat memory over 100 turns;
+    /// heaptrack: 117 MB in 3 arena allocations under `synthesize`).
+    run_options: RunOptions,
     ids: HashMap<char, Vec<i64>>,
     sample_rate: u32,
     scales: [f32; 3],
@@ -103,9 +109,16 @@ impl Piper {
                 e.to_string().replace('\n', " ")
             )
         };
+        // No memory pattern: ONNX Runtime keeps one planned pattern per
+        // input shape for ever, and every sentence is a new phoneme count,
+        // so `earshot run` grew ~12 MB per dozen answers (issue 21's flat
+        // memory; ORT's Python API on 60 sentences: 255 → 290 MB with it,
+        // 251 → 253 MB without).
         let mut builder = Session::builder(&env)
             .map_err(bad)?
             .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(|e| bad(e.into()))?
+            .with_memory_pattern(false)
             .map_err(|e| bad(e.into()))?;
         if tts.piper_threads > 0 {
             builder = builder
@@ -134,8 +147,13 @@ impl Piper {
         } else {
             voice.espeak.voice.clone()
         };
+        let mut run_options = RunOptions::new().map_err(bad)?;
+        run_options
+            .set("memory.enable_memory_arena_shrinkage", "cpu:0")
+            .map_err(bad)?;
         let mut piper = Piper {
             session,
+            run_options,
             ids,
             sample_rate: voice.audio.sample_rate,
             scales: [
@@ -206,13 +224,16 @@ impl Synthesizer for Piper {
             inputs.push(("sid".into(), sid.into()));
         }
         let model = self.model.clone();
-        let outputs = self.session.run(inputs).map_err(|e| {
-            TtsError::Failed(format!(
-                "Piper ({}) failed: {}",
-                model.display(),
-                e.to_string().replace('\n', " ")
-            ))
-        })?;
+        let outputs = self
+            .session
+            .run_with_options(inputs, &self.run_options)
+            .map_err(|e| {
+                TtsError::Failed(format!(
+                    "Piper ({}) failed: {}",
+                    model.display(),
+                    e.to_string().replace('\n', " ")
+                ))
+            })?;
         let (_, audio) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
             TtsError::Failed(format!(
                 "Piper returned no audio: {}",
