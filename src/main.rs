@@ -277,6 +277,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
+    // ONNX Runtime 1.31 on Linux keeps a device id and telemetry events
+    // in ~/.cache/Microsoft/DeveloperTools/.onnxruntime for upload to
+    // Microsoft's collector, whatever its API's DisableTelemetryEvents
+    // says (strace: it opens that database in every `earshot run`). A
+    // private device sends nothing; a value the user set wins.
+    if std::env::var_os("ORT_DISABLE_TELEMETRY").is_none() {
+        // Still one thread here: nothing reads the environment meanwhile.
+        std::env::set_var("ORT_DISABLE_TELEMETRY", "1");
+    }
     let cli = Cli::parse();
     // Long-running services log progress; one-shot commands only warnings.
     let service = matches!(

@@ -253,6 +253,41 @@ fn earshot_route_json_decides_on_device() {
     assert!(cache.is_file(), "{} missing", cache.display());
 }
 
+/// ONNX Runtime 1.31 records telemetry (a device id, events for
+/// Microsoft's collector) under `$HOME/.cache` unless told not to; earshot
+/// loads it and leaves nothing there.
+#[test]
+fn onnx_runtime_keeps_no_telemetry_in_the_home_directory() {
+    let state = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let cache = home.path().join("cache");
+    let (v, _) = route_json(
+        state.path(),
+        "hello, how are you doing",
+        &[
+            ("HOME", home_dir),
+            ("XDG_CACHE_HOME", cache.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(v["by"], "classifier", "ONNX Runtime ran: {v}");
+    let mut left = Vec::new();
+    let mut dirs = vec![home.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            left.push(path.display().to_string());
+            if path.is_dir() {
+                dirs.push(path);
+            }
+        }
+    }
+    assert!(
+        !left.iter().any(|p| p.contains("onnxruntime")),
+        "telemetry files: {left:?}"
+    );
+}
+
 #[test]
 fn without_onnx_runtime_the_router_falls_back_and_says_why() {
     let state = tempfile::tempdir().unwrap();
