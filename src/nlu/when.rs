@@ -265,6 +265,10 @@ pub enum DayRef {
 pub struct Day {
     pub day: DayRef,
     pub part: Option<PartOfDay>,
+    /// Said as a bare weekday name ("Thursday", "on Friday"), not "this
+    /// Thursday" or "today": on that very weekday, a time already gone
+    /// means the same day next week, as a person saying it would mean.
+    pub weekday_name: bool,
 }
 
 // ------------------------------------------------------------------ tokens
@@ -1040,8 +1044,22 @@ impl Cx<'_> {
         let date = |d: NaiveDate| DayRef::Date(d);
         let with_part = |day: DayRef, e: usize| -> (Day, usize) {
             match part(self.w(e)) {
-                Some(p) => (Day { day, part: Some(p) }, e + 1),
-                None => (Day { day, part: None }, e),
+                Some(p) => (
+                    Day {
+                        day,
+                        part: Some(p),
+                        weekday_name: false,
+                    },
+                    e + 1,
+                ),
+                None => (
+                    Day {
+                        day,
+                        part: None,
+                        weekday_name: false,
+                    },
+                    e,
+                ),
             }
         };
         let w = self.w(i);
@@ -1052,6 +1070,7 @@ impl Cx<'_> {
                     Day {
                         day: date(today),
                         part: Some(PartOfDay::Night),
+                        weekday_name: false,
                     },
                     i + 1,
                 )))
@@ -1075,6 +1094,7 @@ impl Cx<'_> {
                     Day {
                         day: date(today),
                         part: Some(p),
+                        weekday_name: false,
                     },
                     i + 2,
                 )));
@@ -1111,6 +1131,7 @@ impl Cx<'_> {
                     Day {
                         day: DayRef::Repeat(Repeat::Daily),
                         part: part(Some(p)),
+                        weekday_name: false,
                     },
                     s + 1,
                 )))
@@ -1156,7 +1177,9 @@ impl Cx<'_> {
             } else {
                 today
             };
-            return Ok(Some(with_part(date(on_or_after(from, wd)), s + 1)));
+            let (mut found, e) = with_part(date(on_or_after(from, wd)), s + 1);
+            found.weekday_name = s == i || (s == i + 1 && self.is(i, "on"));
+            return Ok(Some((found, e)));
         }
         // dates: "on the 3rd", "the 3rd of December", "December 3rd"
         let s = if self.is(i, "on") { i + 1 } else { i };
@@ -1333,6 +1356,17 @@ pub fn resolve(
                 };
                 match at {
                     Some(at) if at > now => Ok(Resolved::At(at)),
+                    // "Thursday at 11" said on Thursday at 11:30: next week's.
+                    _ if d.weekday_name && *date == now.date() => date
+                        .checked_add_days(Days::new(7))
+                        .map(|next| {
+                            let time = match t {
+                                None => part.map_or(hm(9, 0), PartOfDay::default_time),
+                                Some(t) => by_part(t).unwrap_or_else(|| usual(t)),
+                            };
+                            Resolved::At(next.and_time(time))
+                        })
+                        .ok_or(WhenError::Past),
                     _ => Err(WhenError::Past),
                 }
             }
@@ -1628,14 +1662,19 @@ mod tests {
         );
     }
 
+    /// The day said, compared without [`Day::weekday_name`] (its own test).
     fn day(text: &str) -> Option<Day> {
-        parse_day(text, today()).map(|s| s.value)
+        parse_day(text, today()).map(|s| Day {
+            weekday_name: false,
+            ..s.value
+        })
     }
 
     fn on(d: NaiveDate) -> Option<Day> {
         Some(Day {
             day: DayRef::Date(d),
             part: None,
+            weekday_name: false,
         })
     }
 
@@ -1643,6 +1682,7 @@ mod tests {
         Some(Day {
             day: DayRef::Repeat(r),
             part,
+            weekday_name: false,
         })
     }
 
@@ -1655,14 +1695,16 @@ mod tests {
             day("tonight"),
             Some(Day {
                 day: DayRef::Date(today()),
-                part: Some(PartOfDay::Night)
+                part: Some(PartOfDay::Night),
+                weekday_name: false,
             })
         );
         assert_eq!(
             day("tomorrow morning"),
             Some(Day {
                 day: DayRef::Date(date(2026, 12, 3)),
-                part: Some(PartOfDay::Morning)
+                part: Some(PartOfDay::Morning),
+                weekday_name: false,
             })
         );
         // Today is a Wednesday.
@@ -1674,7 +1716,8 @@ mod tests {
             day("Monday afternoon"),
             Some(Day {
                 day: DayRef::Date(date(2026, 12, 7)),
-                part: Some(PartOfDay::Afternoon)
+                part: Some(PartOfDay::Afternoon),
+                weekday_name: false,
             })
         );
         assert_eq!(day("on the 3rd"), on(date(2026, 12, 3)));
@@ -1828,6 +1871,43 @@ mod tests {
             resolved("today at 6am", now(9, 0), Prefer::Next),
             Some(Err(WhenError::Past))
         );
+        // Today is a Wednesday: a bare "Wednesday" whose time is gone is
+        // next week's; "this Wednesday" and "today" stay today (passed).
+        let next_week = date(2026, 12, 9);
+        assert_eq!(
+            resolved("wednesday at 8am", now(9, 0), Prefer::Next),
+            once(next_week, 8, 0)
+        );
+        assert_eq!(
+            resolved("a haircut on wednesday at 8", now(9, 0), Prefer::Next),
+            once(today(), 20, 0)
+        );
+        assert_eq!(
+            resolved("a haircut on wednesday at 8", now(21, 0), Prefer::Next),
+            once(next_week, 8, 0)
+        );
+        assert_eq!(
+            resolved("wednesday morning", now(10, 0), Prefer::Next),
+            once(next_week, 9, 0)
+        );
+        assert_eq!(
+            resolved("wednesday at 11", now(9, 0), Prefer::Next),
+            once(today(), 11, 0)
+        );
+        assert_eq!(
+            resolved("this wednesday at 8am", now(9, 0), Prefer::Next),
+            Some(Err(WhenError::Past))
+        );
+        assert_eq!(
+            resolved("next wednesday at 8am", now(9, 0), Prefer::Next),
+            once(next_week, 8, 0)
+        );
+        let said = |text: &str| parse_day(text, today()).map(|s| s.value.weekday_name);
+        assert_eq!(said("friday"), Some(true));
+        assert_eq!(said("on friday"), Some(true));
+        assert_eq!(said("this friday"), Some(false));
+        assert_eq!(said("next friday"), Some(false));
+        assert_eq!(said("today"), Some(false));
         assert_eq!(
             resolved("an alarm for weekdays at seven", now(9, 0), Prefer::Morning),
             Some(Ok(Resolved::Repeat {

@@ -247,6 +247,7 @@ impl Action for CalendarWrite {
                         let day = Day {
                             day: DayRef::Date(new_day),
                             part: None,
+                            weekday_name: false,
                         };
                         match when::resolve(
                             Some(t),
