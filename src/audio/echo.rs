@@ -35,6 +35,9 @@ pub const ECHO_SHARE: f32 = 0.5;
 #[derive(Debug)]
 pub struct EchoReference {
     samples: Mutex<VecDeque<f32>>,
+    /// What was handed but not yet taken by the echo canceller
+    /// ([`crate::audio::aec`]), in play order.
+    playing: Mutex<VecDeque<f32>>,
     cap: usize,
 }
 
@@ -44,6 +47,7 @@ impl EchoReference {
         let cap = (SAMPLE_RATE * seconds.max(1)) as usize;
         Arc::new(Self {
             samples: Mutex::new(VecDeque::with_capacity(cap)),
+            playing: Mutex::new(VecDeque::new()),
             cap,
         })
     }
@@ -59,6 +63,33 @@ impl EchoReference {
         let drop = extra.min(samples.len());
         samples.drain(..drop);
         samples.extend(&clip.samples[clip.samples.len() - take..]);
+        std::mem::drop(samples);
+        if let Ok(mut playing) = self.playing.lock() {
+            let extra = (playing.len() + take).saturating_sub(self.cap);
+            let drop = extra.min(playing.len());
+            playing.drain(..drop);
+            playing.extend(&clip.samples[clip.samples.len() - take..]);
+        }
+    }
+
+    /// The next `n` samples in play order for the echo canceller, silence
+    /// for whatever has not been handed (the speaker is quiet then).
+    pub fn take_playing(&self, n: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(n);
+        if let Ok(mut playing) = self.playing.lock() {
+            let take = n.min(playing.len());
+            out.extend(playing.drain(..take));
+        }
+        out.resize(n, 0.0);
+        out
+    }
+
+    /// Forget what was handed and not yet taken: the speaker was stopped,
+    /// or a clip starts on an idle speaker (it plays from now on).
+    pub fn restart_playing(&self) {
+        if let Ok(mut playing) = self.playing.lock() {
+            playing.clear();
+        }
     }
 
     /// A copy of what is kept, oldest first.
@@ -95,12 +126,16 @@ impl EchoTap {
 
 impl AudioSink for EchoTap {
     fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
+        if !self.inner.is_playing() {
+            self.reference.restart_playing();
+        }
         self.reference.record(clip);
         self.inner.play(clip)
     }
 
     fn stop(&self) {
         self.inner.stop();
+        self.reference.restart_playing();
     }
 
     fn is_playing(&self) -> bool {

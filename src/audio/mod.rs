@@ -19,6 +19,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod aec;
 pub mod capture;
 pub mod devices;
 pub mod echo;
@@ -61,9 +62,10 @@ pub struct AudioConfig {
     pub barge_in: bool,
     /// The input is already echo-cancelled (the USB Mic Array v2.0's
     /// channel 0): a word heard while the device talks is taken as the
-    /// user's. Off (the HATs): a stop word or wake word heard during
-    /// playback is dropped when it is mostly the device's own voice
-    /// (`audio::echo`).
+    /// user's. Off (the HATs): while the device talks its echo is
+    /// cancelled from the microphone (`audio::aec`), and a stop word or
+    /// wake word heard during playback is dropped when it is mostly the
+    /// device's own voice (`audio::echo`).
     pub echo_cancelled: bool,
     /// Rate to open the input at; 0 = the device's default. 16000 avoids
     /// resampling on devices that support it.

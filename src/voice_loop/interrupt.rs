@@ -22,9 +22,14 @@
 //!
 //! Its own voice: with an echo-cancelled input (`audio.echo_cancelled`,
 //! the USB Mic Array's channel 0) whatever is heard is the user's. Without
-//! one, a short utterance or a wake-word detection is first compared with
-//! what the speaker was handed ([`crate::audio::echo`]); one that is mostly
-//! the device's own voice is dropped before any transcription.
+//! one, the speaker's echo is cancelled from everything heard here first
+//! ([`crate::audio::aec`]): before, "stop" said over a sentence merged with
+//! the echo into one long utterance and was missed (18–19 times in 20).
+//! Then a short utterance or a wake-word detection is checked: one that
+//! the microphone heard as mostly what the speaker was handed
+//! ([`crate::audio::echo`]), or that the canceller took ≥ 10 dB out of
+//! (`word::ECHO_GONE_DB`), is the device's own voice and is dropped before
+//! any transcription.
 //!
 //! The wake word in its own voice: the device knows what it is saying. An
 //! answer that says the wake word's name ("Jarvis here.", "Hey Jarvis is
@@ -41,6 +46,7 @@ mod word;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::audio::aec::EchoCanceller;
 use crate::audio::echo::{EchoReference, ECHO_SHARE};
 use crate::audio::vad::{EndReason, Endpointer, Utterance, VadConfig, VadEvent};
 use crate::audio::SAMPLE_RATE;
@@ -187,6 +193,11 @@ pub struct Interrupter {
     origin: u64,
     /// `None`: the input is echo-cancelled, nothing is checked.
     echo: Option<Arc<EchoReference>>,
+    /// Takes the speaker's echo out of what is heard (with `echo`).
+    canceller: Option<EchoCanceller>,
+    /// The microphone as heard, before the canceller (same indices as
+    /// `heard`), for the echo check; only with `canceller`.
+    heard_raw: Option<Heard>,
     heard: Heard,
     /// The utterance in progress, if any.
     word: Option<Word>,
@@ -214,11 +225,23 @@ impl Interrupter {
     /// echo-cancelled. Fails only on invalid `audio.vad` settings.
     pub fn new(base: &VadConfig, echo: Option<Arc<EchoReference>>) -> Result<Self, String> {
         let vad = word_vad(base);
+        let canceller = match &echo {
+            Some(_) => match EchoCanceller::new() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!("{e}; a stop word said over an answer may go unheard");
+                    None
+                }
+            },
+            None => None,
+        };
         Ok(Self {
             endpointer: Endpointer::new(&vad)?,
             origin: 0,
             vad,
             echo,
+            heard_raw: canceller.as_ref().map(|_| Heard::new(HEARD_MS)),
+            canceller,
             heard: Heard::new(HEARD_MS),
             word: None,
             next_word: 0,
@@ -254,6 +277,9 @@ impl Interrupter {
     pub fn reset(&mut self) {
         self.restart_endpointer();
         self.heard.clear();
+        if let Some(raw) = self.heard_raw.as_mut() {
+            raw.clear();
+        }
     }
 
     /// A fresh endpointer from here on, and no utterance in progress (a
@@ -279,6 +305,20 @@ impl Interrupter {
         stt: &Stt,
         gate: Option<&mut WakeGate>,
     ) -> Option<Interruption> {
+        let chunk = Duration::from_millis(samples.len() as u64 * 1000 / u64::from(SAMPLE_RATE));
+        // Without an echo-cancelled input, the speaker's echo is taken out
+        // first: everything below hears the room, not the answer.
+        let cleaned = match (self.canceller.as_mut(), self.echo.as_deref()) {
+            (Some(canceller), Some(echo)) => {
+                let (cleaned, raw) = canceller.process_both(samples, echo);
+                if let Some(heard_raw) = self.heard_raw.as_mut() {
+                    heard_raw.push(&raw);
+                }
+                Some(cleaned)
+            }
+            _ => None,
+        };
+        let samples = cleaned.as_deref().unwrap_or(samples);
         let completed = self.heard.push(samples);
         if let Some(word) = self.word.as_mut() {
             for (end, energy) in self.heard.last_frames(completed) {
@@ -307,7 +347,6 @@ impl Interrupter {
                 VadEvent::Pause(_) => {}
             }
         }
-        let chunk = Duration::from_millis(samples.len() as u64 * 1000 / u64::from(SAMPLE_RATE));
         self.speculate(stt, chunk)
     }
 
@@ -356,7 +395,8 @@ impl Interrupter {
             to_ms = word::ms(to),
             "a pass starts"
         );
-        if passes.send(word.id, to, self.heard.since(word.start)) {
+        let raw = self.heard_raw.as_ref().map(|h| h.since(word.start));
+        if passes.send(word.id, to, self.heard.since(word.start), raw) {
             word.passing(to);
         }
     }
@@ -402,10 +442,17 @@ impl Interrupter {
             return None;
         }
         self.stats.words += 1;
+        // The same stretch as the microphone heard it, when echo-cancelled.
+        let raw = self.heard_raw.as_ref().map(|h| {
+            let from = word
+                .as_ref()
+                .map_or(h.end().saturating_sub(u.samples.len() as u64), |w| w.start);
+            h.since(from)
+        });
         let verdict = match word.and_then(|w| self.settled(w)) {
             Some(verdict) => verdict,
             None => {
-                let verdict = judge(stt, self.echo.as_deref(), &u.samples);
+                let verdict = judge(stt, self.echo.as_deref(), &u.samples, raw.as_deref());
                 if !matches!(verdict, Verdict::OwnVoice(_)) {
                     self.stats.passes += 1;
                 }
@@ -467,7 +514,8 @@ impl Interrupter {
         let Some(reference) = self.echo.as_ref() else {
             return false;
         };
-        let recent = self.heard.last(RECENT_MS * SAMPLE_RATE as usize / 1000);
+        let heard = self.heard_raw.as_ref().unwrap_or(&self.heard);
+        let recent = heard.last(RECENT_MS * SAMPLE_RATE as usize / 1000);
         let share = reference.share_of(&recent);
         if share < ECHO_SHARE {
             return false;

@@ -39,6 +39,21 @@ pub const UNHEARD_MS: u64 = 30;
 /// blips).
 pub const MIN_SPEECH_MS: u64 = 150;
 
+/// An utterance the echo canceller took this much (dB) out of was the
+/// device's own voice: the user's word over an echo twice as loud still
+/// keeps it within ~7 dB.
+pub const ECHO_GONE_DB: f32 = 10.0;
+
+/// Mean power in dB (full scale 0).
+fn level_db(x: &[i16]) -> f32 {
+    let power = x
+        .iter()
+        .map(|&s| (f32::from(s) / 32768.0).powi(2))
+        .sum::<f32>()
+        / x.len().max(1) as f32;
+    10.0 * (power + 1e-12).log10()
+}
+
 /// Samples (16 kHz) as ms.
 pub fn ms(samples: u64) -> u64 {
     samples * 1000 / u64::from(SAMPLE_RATE)
@@ -169,11 +184,29 @@ impl Verdict {
 
 /// The echo check, then one word pass: what `audio` says, unless it is
 /// the device's own voice (`echo`: `None` for an echo-cancelled input).
-pub fn judge(stt: &Stt, echo: Option<&EchoReference>, audio: &[i16]) -> Verdict {
+///
+/// `raw`: the microphone's own samples of the same stretch when `audio`
+/// has had the echo cancelled (`crate::audio::aec`). The check then looks
+/// at both: mostly the playback as heard (the echo share of `raw`), or
+/// mostly gone once the echo was taken out ([`ECHO_GONE_DB`]) — what the
+/// canceller leaves of the device's own words is not a word of the user's.
+pub fn judge(
+    stt: &Stt,
+    echo: Option<&EchoReference>,
+    audio: &[i16],
+    raw: Option<&[i16]>,
+) -> Verdict {
     if let Some(reference) = echo {
-        let share = reference.share_of(audio);
+        let heard = raw.unwrap_or(audio);
+        let share = reference.share_of(heard);
         if share >= ECHO_SHARE {
             return Verdict::OwnVoice(share);
+        }
+        if let Some(raw) = raw {
+            let gone = level_db(raw) - level_db(audio);
+            if gone >= ECHO_GONE_DB {
+                return Verdict::OwnVoice(1.0 - 10f32.powf(-gone / 10.0));
+            }
         }
     }
     match stt.transcribe_word(&crate::audio::to_f32(audio)) {
@@ -310,6 +343,7 @@ struct Job {
     word: u64,
     to: u64,
     audio: Vec<i16>,
+    raw: Option<Vec<i16>>,
 }
 
 /// A pass's answer.
@@ -337,7 +371,7 @@ impl Passes {
             .name("stop-word".into())
             .spawn(move || {
                 for job in rx {
-                    let verdict = judge(&stt, echo.as_deref(), &job.audio);
+                    let verdict = judge(&stt, echo.as_deref(), &job.audio, job.raw.as_deref());
                     let answer = Done {
                         word: job.word,
                         to: job.to,
@@ -358,8 +392,16 @@ impl Passes {
     }
 
     /// Queue a pass on `audio` (utterance `word`, ending at `to`).
-    pub fn send(&self, word: u64, to: u64, audio: Vec<i16>) -> bool {
-        self.jobs.send(Job { word, to, audio }).is_ok()
+    /// `raw`: the microphone's own samples when `audio` is echo-cancelled.
+    pub fn send(&self, word: u64, to: u64, audio: Vec<i16>, raw: Option<Vec<i16>>) -> bool {
+        self.jobs
+            .send(Job {
+                word,
+                to,
+                audio,
+                raw,
+            })
+            .is_ok()
     }
 
     /// An answer, if one is waiting.
@@ -476,11 +518,48 @@ mod tests {
         assert_eq!(word.stop_said(), Some("Okay, stop."));
     }
 
+    /// A word-like tone at `amp` (16 kHz, `ms` long).
+    fn tone(amp: f32, ms: u64) -> Vec<i16> {
+        (0..samples(ms))
+            .map(|i| (amp * 32767.0 * (i as f32 * 0.07).sin()) as i16)
+            .collect()
+    }
+
+    #[test]
+    fn what_the_canceller_took_away_was_its_own_voice() {
+        let stt = Stt::with_engines(Vec::new(), 0);
+        // The playback is something else entirely: the share says nothing.
+        let reference = EchoReference::new(2);
+        let other: Vec<f32> = (0..16_000)
+            .map(|i| 0.3 * (i as f32 * 0.013).cos())
+            .collect();
+        reference.record(&crate::audio::playback::Clip::new(other, SAMPLE_RATE));
+        let heard = tone(0.3, 400);
+        // 20 dB taken out by the canceller: its own voice, not transcribed.
+        let left = tone(0.03, 400);
+        assert!(matches!(
+            judge(&stt, Some(&reference), &left, Some(&heard)),
+            Verdict::OwnVoice(share) if share > 0.9
+        ));
+        // A word the canceller left alone (3 dB) goes to the pass (no
+        // engine here, so it fails: it was not dropped).
+        let kept = tone(0.21, 400);
+        assert!(matches!(
+            judge(&stt, Some(&reference), &kept, Some(&heard)),
+            Verdict::Failed(_)
+        ));
+        // Without the raw audio (an echo-cancelled input), no such check.
+        assert!(matches!(
+            judge(&stt, Some(&reference), &left, None),
+            Verdict::Failed(_)
+        ));
+    }
+
     #[test]
     fn the_worker_answers_in_order_and_judges_without_an_engine() {
         let passes = Passes::start(Stt::with_engines(Vec::new(), 0), None).expect("thread");
-        assert!(passes.send(7, 100, vec![0; 1600]));
-        assert!(passes.send(7, 200, vec![0; 1600]));
+        assert!(passes.send(7, 100, vec![0; 1600], None));
+        assert!(passes.send(7, 200, vec![0; 1600], None));
         let first = passes
             .next_within(Duration::from_secs(5))
             .expect("an answer");
