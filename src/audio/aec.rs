@@ -130,16 +130,8 @@ fn to_i16(s: f32) -> i16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audio::level_db as db;
     use crate::audio::playback::Clip;
-
-    fn db(x: &[i16]) -> f32 {
-        let power = x
-            .iter()
-            .map(|&s| (f32::from(s) / 32768.0).powi(2))
-            .sum::<f32>()
-            / x.len().max(1) as f32;
-        10.0 * (power + 1e-12).log10()
-    }
 
     /// A voice-like test signal: a few harmonics under a syllable-rate
     /// envelope, so the echo is never steady.

@@ -55,20 +55,14 @@ impl EchoReference {
     /// Append a clip (any rate; kept at 16 kHz), dropping the oldest.
     pub fn record(&self, clip: &Clip) {
         let clip = clip.resampled(SAMPLE_RATE);
-        let Ok(mut samples) = self.samples.lock() else {
-            return;
-        };
-        let take = clip.samples.len().min(self.cap);
-        let extra = (samples.len() + take).saturating_sub(self.cap);
-        let drop = extra.min(samples.len());
-        samples.drain(..drop);
-        samples.extend(&clip.samples[clip.samples.len() - take..]);
-        std::mem::drop(samples);
-        if let Ok(mut playing) = self.playing.lock() {
-            let extra = (playing.len() + take).saturating_sub(self.cap);
-            let drop = extra.min(playing.len());
-            playing.drain(..drop);
-            playing.extend(&clip.samples[clip.samples.len() - take..]);
+        let kept = &clip.samples[clip.samples.len().saturating_sub(self.cap)..];
+        for queue in [&self.samples, &self.playing] {
+            if let Ok(mut queue) = queue.lock() {
+                let extra = (queue.len() + kept.len()).saturating_sub(self.cap);
+                let drop = extra.min(queue.len());
+                queue.drain(..drop);
+                queue.extend(kept);
+            }
         }
     }
 

@@ -268,6 +268,16 @@ pub fn is_file_name(name: &str) -> bool {
     lower.ends_with(".wav") || lower.starts_with("file:") || Path::new(name).is_file()
 }
 
+/// Mean power of `samples` in dB relative to full scale (silence ≈ -120).
+pub fn level_db(samples: &[i16]) -> f32 {
+    let power = samples
+        .iter()
+        .map(|&s| (f32::from(s) / 32768.0).powi(2))
+        .sum::<f32>()
+        / samples.len().max(1) as f32;
+    10.0 * (power + 1e-12).log10()
+}
+
 /// `i16` samples to whisper's `f32` in [-1, 1).
 pub fn to_f32(samples: &[i16]) -> Vec<f32> {
     samples.iter().map(|&s| f32::from(s) / 32768.0).collect()

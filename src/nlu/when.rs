@@ -1874,34 +1874,26 @@ mod tests {
         // Today is a Wednesday: a bare "Wednesday" whose time is gone is
         // next week's; "this Wednesday" and "today" stay today (passed).
         let next_week = date(2026, 12, 9);
-        assert_eq!(
-            resolved("wednesday at 8am", now(9, 0), Prefer::Next),
-            once(next_week, 8, 0)
-        );
-        assert_eq!(
-            resolved("a haircut on wednesday at 8", now(9, 0), Prefer::Next),
-            once(today(), 20, 0)
-        );
-        assert_eq!(
-            resolved("a haircut on wednesday at 8", now(21, 0), Prefer::Next),
-            once(next_week, 8, 0)
-        );
-        assert_eq!(
-            resolved("wednesday morning", now(10, 0), Prefer::Next),
-            once(next_week, 9, 0)
-        );
-        assert_eq!(
-            resolved("wednesday at 11", now(9, 0), Prefer::Next),
-            once(today(), 11, 0)
-        );
-        assert_eq!(
-            resolved("this wednesday at 8am", now(9, 0), Prefer::Next),
-            Some(Err(WhenError::Past))
-        );
-        assert_eq!(
-            resolved("next wednesday at 8am", now(9, 0), Prefer::Next),
-            once(next_week, 8, 0)
-        );
+        let past = Some(Err(WhenError::Past));
+        for (text, at, want) in [
+            ("wednesday at 8am", now(9, 0), once(next_week, 8, 0)),
+            (
+                "a haircut on wednesday at 8",
+                now(9, 0),
+                once(today(), 20, 0),
+            ),
+            (
+                "a haircut on wednesday at 8",
+                now(21, 0),
+                once(next_week, 8, 0),
+            ),
+            ("wednesday morning", now(10, 0), once(next_week, 9, 0)),
+            ("wednesday at 11", now(9, 0), once(today(), 11, 0)),
+            ("this wednesday at 8am", now(9, 0), past.clone()),
+            ("next wednesday at 8am", now(9, 0), once(next_week, 8, 0)),
+        ] {
+            assert_eq!(resolved(text, at, Prefer::Next), want, "{text} at {at}");
+        }
         let said = |text: &str| parse_day(text, today()).map(|s| s.value.weekday_name);
         assert_eq!(said("friday"), Some(true));
         assert_eq!(said("on friday"), Some(true));

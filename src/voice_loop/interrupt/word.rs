@@ -44,16 +44,6 @@ pub const MIN_SPEECH_MS: u64 = 150;
 /// keeps it within ~7 dB.
 pub const ECHO_GONE_DB: f32 = 10.0;
 
-/// Mean power in dB (full scale 0).
-fn level_db(x: &[i16]) -> f32 {
-    let power = x
-        .iter()
-        .map(|&s| (f32::from(s) / 32768.0).powi(2))
-        .sum::<f32>()
-        / x.len().max(1) as f32;
-    10.0 * (power + 1e-12).log10()
-}
-
 /// Samples (16 kHz) as ms.
 pub fn ms(samples: u64) -> u64 {
     samples * 1000 / u64::from(SAMPLE_RATE)
@@ -203,7 +193,7 @@ pub fn judge(
             return Verdict::OwnVoice(share);
         }
         if let Some(raw) = raw {
-            let gone = level_db(raw) - level_db(audio);
+            let gone = crate::audio::level_db(raw) - crate::audio::level_db(audio);
             if gone >= ECHO_GONE_DB {
                 return Verdict::OwnVoice(1.0 - 10f32.powf(-gone / 10.0));
             }
