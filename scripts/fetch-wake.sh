@@ -8,6 +8,8 @@
 #   hey_mycroft_v0.1.onnx
 #   oww-hey_jarvis.wav        a real "hey jarvis" recording (tests, bench)
 #   oww-negative.wav          a real recording without it (tests)
+#   embedding_stream_{a,b,c}.onnx  the embedding in stages that stream
+#                             (made by scripts/split-wake-embedding.py)
 # Source: the crates.io crate oww-rs 0.3.3 (MIT; the models are
 # openWakeWord's published v0.1 release, see models/README.md), or
 # $EARSHOT_MODEL_MIRROR/<name>. Every file is checked against the sha256
@@ -64,3 +66,38 @@ for entry in "${FILES[@]}"; do
   fi
   log "$name: ok ($sha)"
 done
+
+# The speech embedding cut into three stages that stream (a step costs
+# ~35 % of the whole model, with the same output; the script's doc says
+# why that is exact). Made from embedding_model.onnx by
+# scripts/split-wake-embedding.py, reproducibly: pinned onnx, pinned
+# output sha256s. Without them the whole model runs each frame.
+STAGES=(
+  "embedding_stream_a.onnx 1c1e58e0a7b9795bfe6df6192c1194cac2d957e646ab531d37305e30fc005cee"
+  "embedding_stream_b.onnx 8618873d5a25f120cdab89effd5b72534d760a1984cea5e05e4d00b2d252c107"
+  "embedding_stream_c.onnx f86a5dae38c1d3ad3af43bda53131ecc6befce87971fe49ee8165e40d63906d5"
+)
+split_dir=""
+split_stages() {
+  local python
+  [[ -n "$split_dir" ]] && return 0
+  python=$(convert_python) || return 1
+  split_dir=$(mktemp -d)
+  "$python" "$here/split-wake-embedding.py" "$MODELS_DIR/embedding_model.onnx" "$split_dir" >&2
+}
+for entry in "${STAGES[@]}"; do
+  read -r name sha <<<"$entry"
+  dest="$MODELS_DIR/$name"
+  if verified "$dest" "$sha"; then
+    log "$name: present and verified"
+    continue
+  fi
+  rm -f "$dest" "$dest.part"
+  if ! from_mirror "$name" "$dest" "$sha"; then
+    split_stages || die "could not make $name (scripts/split-wake-embedding.py needs python3-venv and PyPI's ${CONVERT_PINS[*]})"
+    cp "$split_dir/$name" "$dest.part" && _finish "$dest.part" "$dest" "$sha" \
+      || die "$name from scripts/split-wake-embedding.py did not match its sha256"
+  fi
+  log "$name: ok ($sha)"
+done
+if [[ -n "$split_dir" ]]; then rm -rf "$split_dir"; fi

@@ -89,3 +89,19 @@ apt_install() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
+
+# The virtualenv the model conversions run in (scripts/convert-embedder.py,
+# scripts/split-wake-embedding.py): onnx and numpy at pinned versions, so a
+# conversion gives the same bytes everywhere (each output's sha256 is
+# pinned). convert_python → prints its python, creating it when needed.
+CONVERT_PINS=(onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2)
+convert_python() {
+  local venv
+  venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv-convert"
+  if ! "$venv/bin/python" -c "import onnx, numpy" 2>/dev/null; then
+    log "creating $venv (${CONVERT_PINS[*]}) for the model conversions"
+    python3 -m venv "$venv" >&2 || return 1
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${CONVERT_PINS[@]}" >&2 || return 1
+  fi
+  printf '%s\n' "$venv/bin/python"
+}

@@ -19,9 +19,15 @@
 //! `refractory_ms` after a detection no other fires (the peer's later
 //! releases have `--refractory-seconds`).
 //!
+//! The embedding streams: `scripts/split-wake-embedding.py` cuts it into
+//! three stages whose outputs carry over from one window to the next (see
+//! [`EMBEDDING_STAGE_FILES`]), so a frame computes only what is new — the
+//! same numbers as the whole model for ~35 % of its CPU. Without the stage
+//! files the whole model runs each frame.
+//!
 //! Everything runs synchronously in [`OnnxWake::feed`]: the detector sees
 //! every sample the loop reads, even when a file is captured faster than
-//! real time, and costs ~2–4 ms of one core per 80 ms frame.
+//! real time, and costs ~0.5–1 ms of one core per 80 ms frame.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -107,6 +113,11 @@ pub struct Stream {
     mels: VecDeque<[f32; NUM_MELS]>,
     /// Mel rows not yet covered by an embedding window's start.
     new_mels: usize,
+    /// Mel rows taken so far (where each window starts, counted from the
+    /// stream's first row).
+    mel_rows: u64,
+    /// The streamed embedding's stage outputs for the last window.
+    staged: Option<StagedRows>,
     embeddings: VecDeque<[f32; EMB_FEATURES]>,
     new_embeddings: usize,
     /// Frames (mel steps) done so far.
@@ -140,6 +151,8 @@ impl Stream {
             raw: Vec::with_capacity(MEL_SAMPLES * 2),
             mels: VecDeque::with_capacity(MEL_KEEP + EMB_STEP),
             new_mels: 0,
+            mel_rows: 0,
+            staged: None,
             embeddings: VecDeque::new(),
             new_embeddings: 0,
             frame: 0,
@@ -159,6 +172,78 @@ impl Stream {
             w.activations = 0;
         }
     }
+}
+
+/// The streamed speech embedding (`scripts/split-wake-embedding.py`): the
+/// model cut into three stages at the pools that halve time. Along time
+/// every layer is unpadded and the pools add up to a stride of 8 — one
+/// step of the window — so the stage outputs of a window are the last
+/// window's shifted by a step plus a few new rows that depend only on the
+/// window's last rows. Per step stage A sees the last 12 mel rows (4 new
+/// pooled rows), stage B the last 12 of A's 36 (2 new rows), stage C all
+/// of B's 14. The result is the whole model's, bit for bit here, for
+/// ~35 % of its work.
+pub const EMBEDDING_STAGE_FILES: [&str; 3] = [
+    "embedding_stream_a.onnx",
+    "embedding_stream_b.onnx",
+    "embedding_stream_c.onnx",
+];
+/// Mel rows stage A needs for one step's new rows (4 pooled rows, before
+/// them two 3-row convolutions).
+const STAGE_A_ROWS_IN: usize = 12;
+/// Stage A's rows for one whole window, and the new ones per step.
+const STAGE_A_ROWS: usize = 36;
+const STAGE_A_NEW: usize = EMB_STEP / 2;
+/// Stage A rows stage B needs for one step's 2 new rows (four 3-row
+/// convolutions before a 2-row pool).
+const STAGE_B_ROWS_IN: usize = 12;
+/// Stage B's rows for one whole window, and the new ones per step.
+const STAGE_B_ROWS: usize = 14;
+const STAGE_B_NEW: usize = EMB_STEP / 4;
+
+/// A stage's output, channel-major: `data[(c * rows + r) * width + w]`.
+#[derive(Debug, Clone, PartialEq)]
+struct Rows {
+    channels: usize,
+    rows: usize,
+    width: usize,
+    data: Vec<f32>,
+}
+
+impl Rows {
+    /// The last `n` rows of every channel, as one `[1, channels, n, width]`
+    /// input.
+    fn tail(&self, n: usize) -> Vec<f32> {
+        let n = n.min(self.rows);
+        let mut out = Vec::with_capacity(self.channels * n * self.width);
+        for c in 0..self.channels {
+            let end = (c + 1) * self.rows * self.width;
+            out.extend_from_slice(&self.data[end - n * self.width..end]);
+        }
+        out
+    }
+
+    /// Drop the oldest `new.rows` rows of every channel and append `new`'s.
+    fn shift_in(&mut self, new: &Rows) {
+        let (n, w) = (new.rows.min(self.rows), self.width);
+        for c in 0..self.channels {
+            let base = c * self.rows * w;
+            self.data
+                .copy_within(base + n * w..base + self.rows * w, base);
+            let from = c * new.rows * w + (new.rows - n) * w;
+            self.data[base + (self.rows - n) * w..base + self.rows * w]
+                .copy_from_slice(&new.data[from..from + n * w]);
+        }
+    }
+}
+
+/// What the streamed embedding keeps between windows.
+#[derive(Debug, Clone)]
+struct StagedRows {
+    a: Rows,
+    b: Rows,
+    /// The mel row the window these belong to starts at.
+    window_start: u64,
 }
 
 /// Decision settings, from `[wake]`.
@@ -228,6 +313,8 @@ mod models {
     pub struct WakeModels {
         mel: Session,
         embedding: Session,
+        /// The streamed embedding, when its stage files are there.
+        stages: Option<Stages>,
         words: Vec<Word>,
     }
 
@@ -338,11 +425,21 @@ mod models {
                     window: shape[1] as usize,
                 });
             }
+            let stages = Stages::load(&env, dir);
             let mut models = WakeModels {
                 mel,
                 embedding,
+                stages,
                 words: loaded,
             };
+            if models.stages.is_some() {
+                if let Err(e) = models.check_stages() {
+                    tracing::warn!(
+                        "wake word: {e:#}; the speech embedding runs whole each frame (run scripts/fetch-wake.sh to fetch the stages again)"
+                    );
+                    models.stages = None;
+                }
+            }
             // One frame of silence through every model: a file of the right
             // shape but wrong insides fails here, at load, not mid-stream.
             let mut probe = Stream::new(models.words.len());
@@ -390,6 +487,7 @@ mod models {
                 stream.frame += 1;
                 for row in rows {
                     stream.mels.push_back(row);
+                    stream.mel_rows += 1;
                     if stream.mels.len() > MEL_KEEP {
                         stream.mels.pop_front();
                     }
@@ -397,7 +495,8 @@ mod models {
                 }
                 while stream.new_mels >= EMB_WINDOW {
                     let from = stream.mels.len() - stream.new_mels;
-                    let embedding = self.embed(&stream.mels, from)?;
+                    let start = stream.mel_rows - stream.new_mels as u64;
+                    let embedding = self.embed(&stream.mels, from, start, &mut stream.staged)?;
                     stream.new_mels -= EMB_STEP;
                     stream.embeddings.push_back(embedding);
                     let keep = self.words.iter().map(|w| w.window).max().unwrap_or(16) + 1;
@@ -467,31 +566,250 @@ mod models {
                 .collect())
         }
 
+        /// One window's embedding: streamed when the stages are loaded
+        /// and `staged` holds the window one step before (`start` is the
+        /// window's first mel row), else over the whole window.
         fn embed(
             &mut self,
             mels: &VecDeque<[f32; NUM_MELS]>,
             from: usize,
+            start: u64,
+            staged: &mut Option<StagedRows>,
         ) -> Result<[f32; EMB_FEATURES]> {
             let mut flat = Vec::with_capacity(EMB_WINDOW * NUM_MELS);
             for row in mels.iter().skip(from).take(EMB_WINDOW) {
                 flat.extend_from_slice(row);
             }
-            let input = Tensor::from_array(([1usize, EMB_WINDOW, NUM_MELS, 1], flat))
-                .map_err(|e| anyhow!("embedding input: {e}"))?;
-            let outputs = self
-                .embedding
-                .run(ort::inputs![input])
-                .map_err(|e| anyhow!("speech embedding failed: {e}"))?;
-            let (_, values) = outputs[0]
-                .try_extract_tensor::<f32>()
-                .map_err(|e| anyhow!("embedding output: {e}"))?;
-            if values.len() != EMB_FEATURES {
-                bail!("speech embedding gave {} values, not 96", values.len());
+            let Some(stages) = self.stages.as_mut() else {
+                return embed_whole(&mut self.embedding, flat);
+            };
+            match staged {
+                Some(s) if s.window_start + EMB_STEP as u64 == start => {
+                    let last = flat.split_off(flat.len() - STAGE_A_ROWS_IN * NUM_MELS);
+                    let out = stages.step(last, s)?;
+                    s.window_start = start;
+                    Ok(out)
+                }
+                _ => {
+                    let (out, rows) = stages.whole(flat, start)?;
+                    *staged = Some(rows);
+                    Ok(out)
+                }
             }
-            let mut out = [0f32; EMB_FEATURES];
-            out.copy_from_slice(values);
-            Ok(out)
         }
+
+        /// Whether the embedding is streamed (the stage files are there and
+        /// agree with the whole model).
+        pub fn streams_embedding(&self) -> bool {
+            self.stages.is_some()
+        }
+
+        /// Compare the streamed embedding with the whole model on a few
+        /// consecutive windows of made-up mel rows: stage files that do not
+        /// belong to this model are not used.
+        fn check_stages(&mut self) -> Result<()> {
+            let rows: Vec<[f32; NUM_MELS]> = (0..EMB_WINDOW + 3 * EMB_STEP)
+                .map(|r| {
+                    let mut row = [0f32; NUM_MELS];
+                    for (m, v) in row.iter_mut().enumerate() {
+                        *v = 1.5 * ((r * 7 + m * 3) as f32 * 0.37).sin() + 0.5;
+                    }
+                    row
+                })
+                .collect();
+            let mels: VecDeque<[f32; NUM_MELS]> = rows.into_iter().collect();
+            let mut staged = None;
+            for k in 0..4 {
+                let from = k * EMB_STEP;
+                let streamed = self.embed(&mels, from, from as u64, &mut staged)?;
+                let flat: Vec<f32> = mels
+                    .iter()
+                    .skip(from)
+                    .take(EMB_WINDOW)
+                    .flat_map(|r| r.iter().copied())
+                    .collect();
+                let whole = embed_whole(&mut self.embedding, flat)?;
+                let scale = whole.iter().fold(1f32, |m, v| m.max(v.abs()));
+                let off = streamed
+                    .iter()
+                    .zip(&whole)
+                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                if off.is_nan() || off > 1e-3 * scale {
+                    bail!("the streamed embedding differs from the whole model by {off} on window {k}");
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// The three stages of the streamed embedding.
+    struct Stages {
+        a: Session,
+        b: Session,
+        c: Session,
+    }
+
+    impl Stages {
+        /// The stage files in `dir`, if all three are there and load.
+        /// Missing or broken stages are not an error: the whole model runs
+        /// each frame instead (one log line says so).
+        fn load(env: &ort::environment::Environment, dir: &Path) -> Option<Stages> {
+            let paths = EMBEDDING_STAGE_FILES.map(|f| dir.join(f));
+            if let Some(missing) = paths.iter().find(|p| !p.is_file()) {
+                tracing::info!(
+                    "wake word: {} is missing, so the speech embedding runs whole each frame (~2.7x the CPU); run scripts/fetch-wake.sh",
+                    missing.display()
+                );
+                return None;
+            }
+            let mut sessions = Vec::new();
+            for p in &paths {
+                match session(env, p, "a stage of the streamed speech embedding") {
+                    Ok(s) => sessions.push(s),
+                    Err(e) => {
+                        tracing::warn!("{e:#}; the speech embedding runs whole each frame");
+                        return None;
+                    }
+                }
+            }
+            let c = sessions.pop()?;
+            let b = sessions.pop()?;
+            let a = sessions.pop()?;
+            Some(Stages { a, b, c })
+        }
+
+        /// One step: the window's last mel rows through stage A, the new
+        /// rows shifted into `s`, and on through B and C.
+        fn step(&mut self, last: Vec<f32>, s: &mut StagedRows) -> Result<[f32; EMB_FEATURES]> {
+            let a = run_stage(&mut self.a, 1, STAGE_A_ROWS_IN, NUM_MELS, last, "A")?;
+            if (a.channels, a.rows, a.width) != (s.a.channels, STAGE_A_NEW, s.a.width) {
+                bail!(
+                    "stage A of the streamed embedding gave {}x{}x{} for a step",
+                    a.channels,
+                    a.rows,
+                    a.width
+                );
+            }
+            s.a.shift_in(&a);
+            let b_in = s.a.tail(STAGE_B_ROWS_IN);
+            let b = run_stage(
+                &mut self.b,
+                s.a.channels,
+                STAGE_B_ROWS_IN,
+                s.a.width,
+                b_in,
+                "B",
+            )?;
+            if (b.channels, b.rows, b.width) != (s.b.channels, STAGE_B_NEW, s.b.width) {
+                bail!(
+                    "stage B of the streamed embedding gave {}x{}x{} for a step",
+                    b.channels,
+                    b.rows,
+                    b.width
+                );
+            }
+            s.b.shift_in(&b);
+            let c = run_stage(
+                &mut self.c,
+                s.b.channels,
+                s.b.rows,
+                s.b.width,
+                s.b.data.clone(),
+                "C",
+            )?;
+            to_embedding(&c.data)
+        }
+
+        /// A whole window through the three stages, keeping A's and B's
+        /// rows for the next step.
+        fn whole(
+            &mut self,
+            window: Vec<f32>,
+            start: u64,
+        ) -> Result<([f32; EMB_FEATURES], StagedRows)> {
+            let a = run_stage(&mut self.a, 1, EMB_WINDOW, NUM_MELS, window, "A")?;
+            if a.rows != STAGE_A_ROWS {
+                bail!("stage A of the streamed embedding gave {} rows for a window, not {STAGE_A_ROWS}", a.rows);
+            }
+            let b = run_stage(
+                &mut self.b,
+                a.channels,
+                a.rows,
+                a.width,
+                a.data.clone(),
+                "B",
+            )?;
+            if b.rows != STAGE_B_ROWS {
+                bail!("stage B of the streamed embedding gave {} rows for a window, not {STAGE_B_ROWS}", b.rows);
+            }
+            let c = run_stage(
+                &mut self.c,
+                b.channels,
+                b.rows,
+                b.width,
+                b.data.clone(),
+                "C",
+            )?;
+            Ok((
+                to_embedding(&c.data)?,
+                StagedRows {
+                    a,
+                    b,
+                    window_start: start,
+                },
+            ))
+        }
+    }
+
+    /// Run one stage on `[1, channels, rows, width]`.
+    fn run_stage(
+        session: &mut Session,
+        channels: usize,
+        rows: usize,
+        width: usize,
+        data: Vec<f32>,
+        stage: &str,
+    ) -> Result<Rows> {
+        let input = Tensor::from_array(([1usize, channels, rows, width], data))
+            .map_err(|e| anyhow!("embedding stage {stage} input: {e}"))?;
+        let outputs = session
+            .run(ort::inputs![input])
+            .map_err(|e| anyhow!("embedding stage {stage} failed: {e}"))?;
+        let (shape, values) = outputs[0]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| anyhow!("embedding stage {stage} output: {e}"))?;
+        let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        match dims[..] {
+            [1, c, r, w] if c * r * w == values.len() => Ok(Rows {
+                channels: c,
+                rows: r,
+                width: w,
+                data: values.to_vec(),
+            }),
+            _ => bail!("embedding stage {stage} gave shape {dims:?}"),
+        }
+    }
+
+    /// The whole model on one window's rows.
+    fn embed_whole(session: &mut Session, flat: Vec<f32>) -> Result<[f32; EMB_FEATURES]> {
+        let input = Tensor::from_array(([1usize, EMB_WINDOW, NUM_MELS, 1], flat))
+            .map_err(|e| anyhow!("embedding input: {e}"))?;
+        let outputs = session
+            .run(ort::inputs![input])
+            .map_err(|e| anyhow!("speech embedding failed: {e}"))?;
+        let (_, values) = outputs[0]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| anyhow!("embedding output: {e}"))?;
+        to_embedding(values)
+    }
+
+    fn to_embedding(values: &[f32]) -> Result<[f32; EMB_FEATURES]> {
+        if values.len() != EMB_FEATURES {
+            bail!("speech embedding gave {} values, not 96", values.len());
+        }
+        let mut out = [0f32; EMB_FEATURES];
+        out.copy_from_slice(values);
+        Ok(out)
     }
 
     fn classify(
@@ -597,7 +915,15 @@ mod models {
         }
 
         fn describe(&self) -> String {
-            format!("onnx {}", self.models.model_names().join(", "))
+            let embedding = if self.models.streams_embedding() {
+                "streamed embedding"
+            } else {
+                "whole embedding each frame: run scripts/fetch-wake.sh for the streamed one"
+            };
+            format!(
+                "onnx {} ({embedding})",
+                self.models.model_names().join(", ")
+            )
         }
     }
 }
@@ -735,6 +1061,103 @@ mod tests {
         assert!((3_000..=4_200).contains(&at), "{at}");
         assert_eq!(wake.poll(), None);
         assert_eq!(wake.position_ms(), audio.len() as u64 * 1000 / 16_000);
+    }
+
+    #[test]
+    fn stage_rows_shift_by_a_step_and_hand_out_their_tail() {
+        // Two channels of 4 rows of width 2: value = channel*100 + row*10 + w.
+        let rows = |c: usize, r: usize, base: usize| Rows {
+            channels: c,
+            rows: r,
+            width: 2,
+            data: (0..c)
+                .flat_map(|ch| {
+                    (0..r).flat_map(move |row| {
+                        (0..2).map(move |w| (ch * 100 + (base + row) * 10 + w) as f32)
+                    })
+                })
+                .collect(),
+        };
+        let mut kept = rows(2, 4, 0);
+        kept.shift_in(&rows(2, 2, 4));
+        assert_eq!(kept, rows(2, 4, 2));
+        assert_eq!(
+            kept.tail(1),
+            vec![50.0, 51.0, 150.0, 151.0],
+            "the newest row of each channel"
+        );
+    }
+
+    /// The shipped words' models from a copy of `models_dir` without the
+    /// stage files (and, when `broken`, with a stage that is not a model).
+    fn models_without_stages(broken: bool) -> (tempfile::TempDir, WakeModels) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = vec![MEL_FILE.to_string(), EMBEDDING_FILE.to_string()];
+        files.extend(SHIPPED_WORDS.iter().map(|w| {
+            let f = word_file(&models_dir(), w).unwrap();
+            f.file_name().unwrap().to_str().unwrap().to_string()
+        }));
+        for f in files {
+            std::fs::copy(models_dir().join(&f), dir.path().join(&f)).unwrap();
+        }
+        if broken {
+            for f in EMBEDDING_STAGE_FILES {
+                std::fs::write(dir.path().join(f), b"not a model").unwrap();
+            }
+        }
+        let mut p = paths();
+        p.models_dir = dir.path().to_path_buf();
+        let words: Vec<String> = SHIPPED_WORDS.iter().map(|w| w.to_string()).collect();
+        let models = WakeModels::load(&words, &p).expect("loads without the stages");
+        (dir, models)
+    }
+
+    #[test]
+    fn the_streamed_embedding_scores_as_the_whole_model_does() {
+        assert!(
+            models().lock().unwrap().streams_embedding(),
+            "scripts/fetch-wake.sh makes the stages"
+        );
+        let (_dir, mut whole) = models_without_stages(false);
+        assert!(!whole.streams_embedding());
+        // Speech, the wake word, speech again: every frame's probability
+        // for every word, streamed and whole.
+        let mut audio = clip("oww-negative.wav", 2.5, 0.3);
+        audio.extend(clip("oww-hey_jarvis.wav", 0.0, 0.4));
+        audio.extend(clip("oww-negative.wav", 0.0, 1.0));
+        let score = |models: &mut WakeModels| {
+            let mut stream = Stream::new(SHIPPED_WORDS.len());
+            let mut out = Vec::new();
+            for chunk in audio.chunks(1000) {
+                out.extend(models.push(&mut stream, chunk, &decision()).unwrap());
+            }
+            out
+        };
+        let streamed = score(&mut models().lock().unwrap());
+        let reference = score(&mut whole);
+        assert!(streamed.len() > 100, "{}", streamed.len());
+        assert_eq!(streamed.len(), reference.len());
+        for (a, b) in streamed.iter().zip(&reference) {
+            assert_eq!((a.word, a.frame, a.fired), (b.word, b.frame, b.fired));
+            assert!((a.probability - b.probability).abs() < 1e-4, "{a:?} {b:?}");
+        }
+        assert!(streamed.iter().any(|s| s.fired && s.word == 0));
+    }
+
+    #[test]
+    fn broken_stage_files_fall_back_to_the_whole_model() {
+        let (_dir, mut models) = models_without_stages(true);
+        assert!(!models.streams_embedding());
+        let audio = clip("oww-hey_jarvis.wav", 2.5, 1.5);
+        let mut stream = Stream::new(SHIPPED_WORDS.len());
+        let fired: Vec<u64> = models
+            .push(&mut stream, &audio, &decision())
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.fired && s.word == 0)
+            .map(|s| s.frame)
+            .collect();
+        assert_eq!(fired.len(), 1, "{fired:?}");
     }
 
     #[test]
