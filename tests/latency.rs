@@ -5,7 +5,8 @@
 //! request found at a pause keeps every word, a pause in the middle of a
 //! sentence does not cut it, the transcript made during the hang-over is
 //! the one used, and the first answer audio of an open question comes
-//! after the stub's delay (it is the answer, not a tone).
+//! after the stub's delay (it is the answer, not a tone); and "stop" said
+//! over a long answer silences the speaker.
 
 mod common;
 
@@ -24,7 +25,15 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
     .unwrap();
     let out = common::run(
         common::earshot(dir.path())
-            .args(["bench", "latency", "--json", "--llm-delay-ms", "300"])
+            .args([
+                "bench",
+                "latency",
+                "--json",
+                "--llm-delay-ms",
+                "300",
+                "--stop",
+                "1",
+            ])
             .arg("--utterances")
             .arg(&lines),
     );
@@ -82,5 +91,16 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
         "{report}"
     );
     assert!(report["cold_start_ms"].as_f64().unwrap() > 0.0, "{report}");
+
+    // "Stop." said over the stub's long answer cuts it: the speaker goes
+    // silent soon after the word (the figure itself is BENCHMARKS.md's).
+    let stop = &report["stop"];
+    assert_eq!(stop["rounds"], 1, "{stop}");
+    assert_eq!(
+        stop["heard"], 1,
+        "the stop word did not cut the answer: {stop}"
+    );
+    let silent_after = stop["latencies_ms"][0].as_f64().expect("a latency");
+    assert!((0.0..1500.0).contains(&silent_after), "{stop}");
     assert!(report["first_start_ms"].as_f64().unwrap() > 0.0, "{report}");
 }

@@ -19,6 +19,12 @@
 //! audio measured here, those give each stage counted from the end of
 //! speech. The loop runs with `[wake] mode = "always"` (the wake word's own
 //! latency is the hands-free issue's figure).
+//!
+//! `--stop N` adds the stop word as the hands-free issue measures it: N
+//! rounds of a question the stub answers at length, "stop" (in a few
+//! phrasings) said 1.2 s into the answer's sound, and the time from the
+//! word's last voiced sample leaving the microphone to the speaker file's
+//! last loud sample.
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{TcpListener, TcpStream};
@@ -69,7 +75,21 @@ pub struct BenchLatencyArgs {
     /// speculative transcript).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// After the set, this many rounds of "stop" said over a long answer:
+    /// from the stop word's last voiced sample to the speaker going
+    /// silent (issue 17, point 5), measured on the same paced capture.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub stop: usize,
 }
+
+/// What the stop rounds ask (the stub answers it at length) and say over
+/// the answer, in turn.
+const STOP_QUESTION: &str = "Tell me a story about the sea.";
+const STOP_WORDS: &[&str] = &["Stop.", "Stop!", "Okay, stop.", "Enough.", "Stop it."];
+/// How long into the answer's sound the stop word starts.
+const STOP_AFTER: Duration = Duration::from_millis(1200);
+/// Playback has gone silent when nothing loud was written for this long.
+const SILENT_FOR: Duration = Duration::from_millis(600);
 
 /// One measured utterance.
 #[derive(Debug, Clone)]
@@ -137,6 +157,21 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         let end = speech_end(&samples).ok_or_else(|| anyhow!("{line:?} came out silent"))?;
         samples.extend(std::iter::repeat_n(0.0, SAMPLE_RATE as usize / 5));
         spoken.push((words_of(&line), samples, end));
+    }
+    let mut stop_clips = Vec::new();
+    if args.stop > 0 {
+        for line in std::iter::once(STOP_QUESTION).chain(STOP_WORDS.iter().copied()) {
+            let clip = tts
+                .synthesize(line)
+                .map_err(|e| anyhow!("cannot speak {line:?}: {e}"))?
+                .clip
+                .resampled(SAMPLE_RATE);
+            let end =
+                speech_end(&clip.samples).ok_or_else(|| anyhow!("{line:?} came out silent"))?;
+            let mut samples = clip.samples[..end].to_vec();
+            samples.extend(std::iter::repeat_n(0.0, SAMPLE_RATE as usize / 5));
+            stop_clips.push((line.to_string(), samples, end));
+        }
     }
     drop(tts);
 
@@ -241,12 +276,38 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             }
         }
     }
+    let mut stops = Vec::new();
+    if let Some((question, rest)) = stop_clips.split_first() {
+        for round in 0..args.stop {
+            let word = &rest[round % rest.len()];
+            let latency = measure_stop(&mic, &out_path, &turns, question, word)?;
+            if !args.json {
+                let show = latency.map_or("missed".into(), |v| format!("{v:.0} ms"));
+                println!(
+                    "stop round {round}: {:?} over the answer → silent after {show}",
+                    word.0
+                );
+            }
+            stops.push(latency);
+        }
+    }
     drop(mic);
     let rss_peak = rss_mb(pid, "VmHWM");
     let rss_end = rss_mb(pid, "VmRSS");
     drop(child);
 
     let load = if args.busy_core { "busy" } else { "quiet" };
+    let heard: Vec<f64> = stops.iter().flatten().copied().collect();
+    let (stop_p50, stop_p95) = percentiles(heard.iter().copied());
+    let stop_report = json!({
+        "rounds": stops.len(),
+        "heard": heard.len(),
+        "missed": stops.len() - heard.len(),
+        "p50_ms": stop_p50,
+        "p95_ms": stop_p95,
+        "max_ms": heard.iter().copied().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
+        "latencies_ms": stops,
+    });
     let (p50, p95) = percentiles(results.iter().filter_map(|m| m.first_audio_ms));
     let by_kind = |kind: &str| {
         let (p50, p95) = percentiles(
@@ -274,6 +335,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             "first_start_ms": first_start_ms,
             "rss_mb": {"after_start": rss_after_start, "peak": rss_peak, "end": rss_end,
                        "after_each_round": rss_after_round},
+            "stop": if args.stop > 0 { stop_report.clone() } else { Value::Null },
         }));
     } else {
         let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
@@ -291,6 +353,9 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             show(rss_peak),
             show(rss_end)
         );
+        if args.stop > 0 {
+            println!("stop word over an answer → speaker silent: {stop_report}");
+        }
     }
     Ok(results.iter().all(|m| m.first_audio_ms.is_some()))
 }
@@ -415,6 +480,70 @@ fn measure(
         actions,
         endpoint: turn["endpoint"].clone(),
     })
+}
+
+/// One stop round: ask `question` (the stub answers at length), say
+/// `word` [`STOP_AFTER`] into the answer's sound, and time from the word's
+/// last voiced sample leaving the microphone to the speaker file's last
+/// loud sample before [`SILENT_FOR`] of quiet. `None` when the loop did
+/// not stop the answer for the word (its turn line names the barge-in).
+fn measure_stop(
+    mic: &PacedMic,
+    out: &Path,
+    turns: &mpsc::Receiver<String>,
+    question: &(String, Vec<f32>, usize),
+    word: &(String, Vec<f32>, usize),
+) -> Result<Option<f64>> {
+    while turns.try_recv().is_ok() {}
+    let mut tail = Tail::at_end(out);
+    let asked = mic.say(&question.1, question.2)?;
+    let deadline = Instant::now() + TURN_TIMEOUT;
+    let sounding = loop {
+        if let Some(at) = tail.poll(AUDIBLE) {
+            if at > asked {
+                break at;
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "no answer to {:?} within {} s",
+                question.0,
+                TURN_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    if let Some(wait) = (sounding + STOP_AFTER).checked_duration_since(Instant::now()) {
+        std::thread::sleep(wait);
+    }
+    let said = mic.say(&word.1, word.2)?;
+    // Everything written up to now was still sounding when the word ended
+    // (the paced speaker writes in real time).
+    let mut last_loud = tail.poll(AUDIBLE).map(|_| said);
+    let deadline = Instant::now() + TURN_TIMEOUT;
+    loop {
+        if let Some(at) = tail.poll(AUDIBLE) {
+            last_loud = Some(at);
+        }
+        let quiet_since = last_loud.unwrap_or(said);
+        if quiet_since.elapsed() > SILENT_FOR || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let turn = turns
+        .recv_timeout(Duration::from_secs(10))
+        .ok()
+        .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+        .unwrap_or(Value::Null);
+    // Let the loop settle before the next round.
+    std::thread::sleep(Duration::from_millis(500));
+    if turn["barge_in"].as_str() != Some("stop_word") {
+        return Ok(None);
+    }
+    Ok(Some(
+        last_loud.map_or(0.0, |at| ms(at.saturating_duration_since(said))),
+    ))
 }
 
 /// The child's log filter: the caller's, with the voice loop at info at
@@ -810,6 +939,15 @@ const STUB_ANSWER: &[&str] = &[
     " It comes from the benchmark's stand-in model.",
 ];
 
+/// What the stub says when asked for a story (the stop rounds).
+const STUB_STORY: &[&str] = &[
+    "Once upon a time a small boat sailed out of the harbour at dawn.",
+    " The wind was steady and the sea was calm and grey.",
+    " By noon the sailors could no longer see the land behind them.",
+    " Then the clouds gathered and the waves grew tall and dark.",
+    " They held on through the night and reached an island in the morning.",
+];
+
 impl StubLlm {
     fn start(delay: Duration) -> Result<StubLlm> {
         let listener =
@@ -856,12 +994,19 @@ fn serve_one(mut stream: TcpStream, delay: Duration) -> Result<()> {
         .as_str()
         .is_some_and(|s| s.starts_with("Classify"));
     let stream_it = request["stream"].as_bool().unwrap_or(false);
+    // A story is long, so a stop word has an answer to cut.
+    let story = request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|s| s.to_lowercase().contains("story"));
+    let answer: &[&str] = if story { STUB_STORY } else { STUB_ANSWER };
     std::thread::sleep(delay);
     if classify || !stream_it {
         let content = if classify {
             "simple".to_string()
         } else {
-            STUB_ANSWER.concat()
+            answer.concat()
         };
         let body = json!({
             "id": "stub", "object": "chat.completion", "created": 0, "model": "stub",
@@ -880,7 +1025,7 @@ fn serve_one(mut stream: TcpStream, delay: Duration) -> Result<()> {
         stream,
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
     )?;
-    for piece in STUB_ANSWER {
+    for piece in answer {
         let chunk = json!({
             "id": "stub", "object": "chat.completion.chunk", "created": 0, "model": "stub",
             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}],
@@ -940,29 +1085,35 @@ mod tests {
     #[test]
     fn the_stub_streams_the_openai_wire_format() {
         let llm = StubLlm::start(Duration::from_millis(10)).unwrap();
-        let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-        let mut s = TcpStream::connect(llm.addr).unwrap();
-        write!(
-            s,
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).unwrap();
-        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-        let pieces: String = reply
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter(|l| *l != "[DONE]")
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|v| {
-                v["choices"][0]["delta"]["content"]
-                    .as_str()
-                    .map(String::from)
-            })
-            .collect();
-        assert_eq!(pieces, STUB_ANSWER.concat());
-        assert!(reply.trim_end().ends_with("data: [DONE]"), "{reply}");
+        let ask = |question: &str| {
+            let body = format!(
+                r#"{{"model":"m","stream":true,"messages":[{{"role":"system","content":"be brief"}},{{"role":"user","content":"{question}"}}]}}"#
+            );
+            let mut s = TcpStream::connect(llm.addr).unwrap();
+            write!(
+                s,
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).unwrap();
+            assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+            assert!(reply.trim_end().ends_with("data: [DONE]"), "{reply}");
+            reply
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter(|l| *l != "[DONE]")
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter_map(|v| {
+                    v["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .collect::<String>()
+        };
+        assert_eq!(ask("hi"), STUB_ANSWER.concat());
+        // The stop rounds' question gets the long answer to cut.
+        assert_eq!(ask(STOP_QUESTION), STUB_STORY.concat());
     }
 }
