@@ -51,6 +51,9 @@ pub struct Plan {
     /// Silence prepended to the audio (ms): whisper on a shrunken context
     /// tends to drop a word that starts at the very first frame.
     pub lead_ms: u32,
+    /// Greedy decoding whatever `[stt] beam_size` says: for a word or two
+    /// the beams cost more than they find.
+    pub greedy: bool,
 }
 
 /// What a pass produced.
@@ -330,6 +333,7 @@ impl WhisperStt {
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
             lead_ms: f.lead_ms,
+            greedy: false,
         })
     }
 
@@ -347,13 +351,14 @@ impl WhisperStt {
             temperature_fallback: true,
             wall_cap: Duration::from_millis(u64::from(f.full_max_wall_ms)),
             lead_ms: 0,
+            greedy: false,
         }
     }
 
     /// Run one pass with `plan` (and the configured language, prompt,
     /// threads, greedy/beam).
     pub fn decode(&self, audio: &[f32], plan: &Plan) -> Result<Decoded, SttError> {
-        let strategy = if self.cfg.beam_size > 1 {
+        let strategy = if self.cfg.beam_size > 1 && !plan.greedy {
             SamplingStrategy::BeamSearch {
                 beam_size: self.cfg.beam_size as i32,
                 patience: -1.0,
@@ -561,7 +566,8 @@ impl WhisperStt {
     /// The plan for a word or two (the stop word): the context just covers
     /// the (padded) audio, and the decoder stops after
     /// [`WORD_TOKENS`] tokens ("okay, stop it" is five), so a looping
-    /// decoder costs little.
+    /// decoder costs little; greedy, as the beams of `[stt] beam_size`
+    /// only slow a word down (the stop word's latency is this pass).
     pub fn word_plan(&self, samples: usize) -> Plan {
         let f = &self.cfg.fast;
         let audio_ms = samples.max(MIN_SAMPLES) as u64 * 1000 / u64::from(SAMPLE_RATE);
@@ -577,6 +583,7 @@ impl WhisperStt {
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
             lead_ms: 0,
+            greedy: true,
         }
     }
 
