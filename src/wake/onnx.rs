@@ -223,8 +223,18 @@ impl Rows {
         out
     }
 
-    /// Drop the oldest `new.rows` rows of every channel and append `new`'s.
-    fn shift_in(&mut self, new: &Rows) {
+    /// Drop the oldest `new.rows` rows of every channel and append `new`'s
+    /// (of the same channels and width).
+    fn shift_in(&mut self, new: &Rows) -> anyhow::Result<()> {
+        if (new.channels, new.width) != (self.channels, self.width) {
+            anyhow::bail!(
+                "a stage of the streamed embedding gave {}x{} rows, not {}x{}",
+                new.channels,
+                new.width,
+                self.channels,
+                self.width
+            );
+        }
         let (n, w) = (new.rows.min(self.rows), self.width);
         for c in 0..self.channels {
             let base = c * self.rows * w;
@@ -234,6 +244,7 @@ impl Rows {
             self.data[base + (self.rows - n) * w..base + self.rows * w]
                 .copy_from_slice(&new.data[from..from + n * w]);
         }
+        Ok(())
     }
 }
 
@@ -681,34 +692,28 @@ mod models {
         /// One step: the window's last mel rows through stage A, the new
         /// rows shifted into `s`, and on through B and C.
         fn step(&mut self, last: Vec<f32>, s: &mut StagedRows) -> Result<[f32; EMB_FEATURES]> {
-            let a = run_stage(&mut self.a, 1, STAGE_A_ROWS_IN, NUM_MELS, last, "A")?;
-            if (a.channels, a.rows, a.width) != (s.a.channels, STAGE_A_NEW, s.a.width) {
-                bail!(
-                    "stage A of the streamed embedding gave {}x{}x{} for a step",
-                    a.channels,
-                    a.rows,
-                    a.width
-                );
-            }
-            s.a.shift_in(&a);
+            let a = run_stage(
+                &mut self.a,
+                1,
+                STAGE_A_ROWS_IN,
+                NUM_MELS,
+                last,
+                "A",
+                STAGE_A_NEW,
+            )?;
+            s.a.shift_in(&a)?;
             let b_in = s.a.tail(STAGE_B_ROWS_IN);
+            let (channels, width) = (s.a.channels, s.a.width);
             let b = run_stage(
                 &mut self.b,
-                s.a.channels,
+                channels,
                 STAGE_B_ROWS_IN,
-                s.a.width,
+                width,
                 b_in,
                 "B",
+                STAGE_B_NEW,
             )?;
-            if (b.channels, b.rows, b.width) != (s.b.channels, STAGE_B_NEW, s.b.width) {
-                bail!(
-                    "stage B of the streamed embedding gave {}x{}x{} for a step",
-                    b.channels,
-                    b.rows,
-                    b.width
-                );
-            }
-            s.b.shift_in(&b);
+            s.b.shift_in(&b)?;
             let c = run_stage(
                 &mut self.c,
                 s.b.channels,
@@ -716,6 +721,7 @@ mod models {
                 s.b.width,
                 s.b.data.clone(),
                 "C",
+                1,
             )?;
             to_embedding(&c.data)
         }
@@ -727,10 +733,15 @@ mod models {
             window: Vec<f32>,
             start: u64,
         ) -> Result<([f32; EMB_FEATURES], StagedRows)> {
-            let a = run_stage(&mut self.a, 1, EMB_WINDOW, NUM_MELS, window, "A")?;
-            if a.rows != STAGE_A_ROWS {
-                bail!("stage A of the streamed embedding gave {} rows for a window, not {STAGE_A_ROWS}", a.rows);
-            }
+            let a = run_stage(
+                &mut self.a,
+                1,
+                EMB_WINDOW,
+                NUM_MELS,
+                window,
+                "A",
+                STAGE_A_ROWS,
+            )?;
             let b = run_stage(
                 &mut self.b,
                 a.channels,
@@ -738,10 +749,8 @@ mod models {
                 a.width,
                 a.data.clone(),
                 "B",
+                STAGE_B_ROWS,
             )?;
-            if b.rows != STAGE_B_ROWS {
-                bail!("stage B of the streamed embedding gave {} rows for a window, not {STAGE_B_ROWS}", b.rows);
-            }
             let c = run_stage(
                 &mut self.c,
                 b.channels,
@@ -749,6 +758,7 @@ mod models {
                 b.width,
                 b.data.clone(),
                 "C",
+                1,
             )?;
             Ok((
                 to_embedding(&c.data)?,
@@ -761,7 +771,8 @@ mod models {
         }
     }
 
-    /// Run one stage on `[1, channels, rows, width]`.
+    /// Run one stage on `[1, channels, rows, width]`; its output must have
+    /// `want_rows` rows.
     fn run_stage(
         session: &mut Session,
         channels: usize,
@@ -769,6 +780,7 @@ mod models {
         width: usize,
         data: Vec<f32>,
         stage: &str,
+        want_rows: usize,
     ) -> Result<Rows> {
         let input = Tensor::from_array(([1usize, channels, rows, width], data))
             .map_err(|e| anyhow!("embedding stage {stage} input: {e}"))?;
@@ -780,13 +792,13 @@ mod models {
             .map_err(|e| anyhow!("embedding stage {stage} output: {e}"))?;
         let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
         match dims[..] {
-            [1, c, r, w] if c * r * w == values.len() => Ok(Rows {
+            [1, c, r, w] if c * r * w == values.len() && r == want_rows => Ok(Rows {
                 channels: c,
                 rows: r,
                 width: w,
                 data: values.to_vec(),
             }),
-            _ => bail!("embedding stage {stage} gave shape {dims:?}"),
+            _ => bail!("embedding stage {stage} gave shape {dims:?} (want {want_rows} rows)"),
         }
     }
 
@@ -1079,7 +1091,7 @@ mod tests {
                 .collect(),
         };
         let mut kept = rows(2, 4, 0);
-        kept.shift_in(&rows(2, 2, 4));
+        kept.shift_in(&rows(2, 2, 4)).unwrap();
         assert_eq!(kept, rows(2, 4, 2));
         assert_eq!(
             kept.tail(1),
