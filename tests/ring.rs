@@ -381,7 +381,11 @@ fn device_command(dir: &Path, out_raw: &Path, mic: Option<&Path>) -> std::proces
     cmd.arg("--button")
         .arg(format!("script:{}", fifo.display()))
         .env("ALSA_CONFIG_PATH", &conf)
-        .env("EARSHOT_LOG", "info")
+        // The interrupter's passes and verdicts, for a failure's log.
+        .env(
+            "EARSHOT_LOG",
+            "info,earshot::voice_loop::interrupt=debug,earshot::stt=debug",
+        )
         .env("EARSHOT_MODELS_DIR", &models)
         .env("GROQ_API_KEY", "gsk_test")
         .env("STT_BASE_URL", "http://127.0.0.1:9")
@@ -945,7 +949,11 @@ fn saying_stop_while_it_answers_cuts_the_answer_off() {
     // The end of "stop" → silence: hang-over plus a short transcription
     // (a debug build on a busy machine; the release figure is in
     // BENCHMARKS.md).
-    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "took {took:?}:\n{}",
+        log.join("\n")
+    );
     let turn = log
         .iter()
         .find(|l| l.contains("turn timings:"))
@@ -981,7 +989,11 @@ fn saying_stop_over_a_ring_round_cuts_the_round() {
         None,
     );
     assert!(later - at_stop <= 0.011, "{at_stop} s, then {later} s");
-    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "took {took:?}:\n{}",
+        log.join("\n")
+    );
     assert_eq!(timer_state(dir.path(), "tea"), "done");
     // Cut mid-round: no "round played" for the round it was said over,
     // no round after, and no turn.

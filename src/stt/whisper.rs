@@ -16,8 +16,8 @@
 //! full context, and `Transcript::path`/`reason` say so.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use whisper_rs::{
@@ -54,6 +54,9 @@ pub struct Plan {
     /// Greedy decoding whatever `[stt] beam_size` says: for a word or two
     /// the beams cost more than they find.
     pub greedy: bool,
+    /// Stop as soon as another pass wants the engine (the start-up
+    /// warm-up: a live word or turn never waits behind it).
+    pub yields: bool,
 }
 
 /// What a pass produced.
@@ -82,7 +85,62 @@ pub struct WhisperStt {
     /// One pass at a time: a device hears one utterance at a time, and two
     /// passes would only share the same cores.
     run: Mutex<()>,
+    /// Passes that don't yield, waiting for `run` or holding it: a
+    /// yielding pass (the warm-up) stops when this is above zero.
+    live: Arc<AtomicUsize>,
     model_path: PathBuf,
+}
+
+/// Counts a live pass in [`WhisperStt::live`] until dropped.
+struct LivePass(Arc<AtomicUsize>);
+
+impl LivePass {
+    fn enter(live: &Arc<AtomicUsize>) -> LivePass {
+        live.fetch_add(1, Ordering::SeqCst);
+        LivePass(live.clone())
+    }
+}
+
+impl Drop for LivePass {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What whisper.cpp's abort callback looks at during one pass: the wall
+/// cap (counted from when the pass got the engine) and, for a pass that
+/// yields, whether a live one wants the engine.
+///
+/// whisper-rs 0.16's `set_abort_callback_safe` hands the callback a
+/// pointer to a boxed trait object but reads it as the closure itself,
+/// so a closure's captures were read from the wrong memory (caps never
+/// fired; a larger closure crashed). This goes through the raw setter
+/// with a plain struct instead.
+struct AbortWatch {
+    began: OnceLock<Instant>,
+    cap: Duration,
+    yields: bool,
+    live: Arc<AtomicUsize>,
+    aborted: AtomicBool,
+}
+
+impl AbortWatch {
+    fn due(&self) -> bool {
+        let capped = self.began.get().is_some_and(|t| t.elapsed() > self.cap);
+        let give_way = self.yields && self.live.load(Ordering::SeqCst) > 0;
+        if capped || give_way {
+            self.aborted.store(true, Ordering::Relaxed);
+        }
+        capped || give_way
+    }
+}
+
+/// whisper.cpp's abort callback: `user_data` is the pass's [`AbortWatch`].
+unsafe extern "C" fn abort_if_due(user_data: *mut std::ffi::c_void) -> bool {
+    // SAFETY: `decode` sets this pointer to an `AbortWatch` that outlives
+    // the pass; the callback only reads it (its flags are atomics).
+    let watch = unsafe { &*user_data.cast::<AbortWatch>() };
+    watch.due()
 }
 
 /// The weights plus whisper.cpp states (KV caches and compute buffers).
@@ -269,6 +327,7 @@ impl WhisperStt {
                 refilling: AtomicBool::new(false),
             }),
             run: Mutex::new(()),
+            live: Arc::new(AtomicUsize::new(0)),
             model_path: path.to_path_buf(),
         })
     }
@@ -276,16 +335,23 @@ impl WhisperStt {
     /// Run whisper.cpp on `input` with a state lent for this pass (one
     /// pass at a time), then read the segments with `read`. Afterwards
     /// the state is kept for the next pass, or replaced by a clean one
-    /// built in the background (`stt.fresh_state`).
+    /// built in the background (`stt.fresh_state`). `began` is set when
+    /// the pass gets the engine: a wall cap counts from there, not from
+    /// the wait behind another pass. A pass that doesn't `yield` is
+    /// counted in [`WhisperStt::live`] from before the wait to its end.
     fn run_pass<T>(
         &self,
         params: FullParams,
         input: &[f32],
+        began: &OnceLock<Instant>,
+        yields: bool,
         read: impl FnOnce(Result<(), whisper_rs::WhisperError>, &WhisperState) -> T,
     ) -> Result<T, SttError> {
+        let _live = (!yields).then(|| LivePass::enter(&self.live));
         let _one_at_a_time = self.run.lock().map_err(|_| {
             SttError::Local("the whisper engine was poisoned by an earlier panic".into())
         })?;
+        let _ = began.set(Instant::now());
         let _in_flight = exit_guard::enter();
         let mut state = self.states.take()?;
         let result = state.full(params, input);
@@ -334,6 +400,7 @@ impl WhisperStt {
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
             lead_ms: f.lead_ms,
             greedy: false,
+            yields: false,
         })
     }
 
@@ -352,6 +419,7 @@ impl WhisperStt {
             wall_cap: Duration::from_millis(u64::from(f.full_max_wall_ms)),
             lead_ms: 0,
             greedy: false,
+            yields: false,
         }
     }
 
@@ -396,18 +464,25 @@ impl WhisperStt {
             // logits array whisper.cpp hands it (super::restart).
             unsafe { params.set_filter_logits_callback(Some(super::restart::stop_at_restart)) };
         }
-        let aborted = Arc::new(AtomicBool::new(false));
-        let flag = aborted.clone();
+        let watch = AbortWatch {
+            began: OnceLock::new(),
+            cap: plan.wall_cap,
+            yields: plan.yields,
+            live: self.live.clone(),
+            aborted: AtomicBool::new(false),
+        };
         let started = Instant::now();
-        let cap = plan.wall_cap;
-        params.set_abort_callback_safe(move || {
-            if started.elapsed() > cap {
-                flag.store(true, Ordering::Relaxed);
-                true
-            } else {
-                false
-            }
-        });
+        // SAFETY: `abort_if_due` reads `watch` through the pointer only
+        // while whisper.cpp runs this pass, inside `run_pass` below;
+        // `watch` lives on this frame until after it returns.
+        unsafe {
+            params.set_abort_callback(Some(abort_if_due));
+            params.set_abort_callback_user_data(
+                std::ptr::from_ref(&watch)
+                    .cast_mut()
+                    .cast::<std::ffi::c_void>(),
+            );
+        }
 
         let lead = plan.lead_ms as usize * SAMPLE_RATE as usize / 1000;
         let padded;
@@ -425,7 +500,7 @@ impl WhisperStt {
 
         let eot = self.eot;
         let (result, text_out, logprob_sum, min_logprob, weakest, tokens, no_speech_prob) = self
-            .run_pass(params, input, |result, state| {
+            .run_pass(params, input, &watch.began, plan.yields, |result, state| {
                 let mut text_out = String::new();
                 let mut logprob_sum = 0.0f32;
                 let mut min_logprob = 0.0f32;
@@ -465,7 +540,7 @@ impl WhisperStt {
                     no_speech_prob,
                 )
             })?;
-        let was_aborted = aborted.load(Ordering::Relaxed);
+        let was_aborted = watch.aborted.load(Ordering::Relaxed);
         if let Err(e) = result {
             if !was_aborted {
                 return Err(SttError::Local(format!("whisper.cpp failed: {e}")));
@@ -524,15 +599,16 @@ impl WhisperStt {
         params.set_print_realtime(false);
         params.set_print_timestamps(false);
         let started = Instant::now();
-        let (result, text_out) = self.run_pass(params, audio, |result, state| {
-            let mut text_out = String::new();
-            for seg in state.as_iter() {
-                if let Ok(s) = seg.to_str_lossy() {
-                    text_out.push_str(&s);
+        let (result, text_out) =
+            self.run_pass(params, audio, &OnceLock::new(), false, |result, state| {
+                let mut text_out = String::new();
+                for seg in state.as_iter() {
+                    if let Ok(s) = seg.to_str_lossy() {
+                        text_out.push_str(&s);
+                    }
                 }
-            }
-            (result, text_out)
-        })?;
+                (result, text_out)
+            })?;
         result.map_err(|e| SttError::Local(format!("whisper.cpp failed: {e}")))?;
         let elapsed = started.elapsed();
         Ok(Decoded {
@@ -581,9 +657,12 @@ impl WhisperStt {
             single_segment: true,
             no_timestamps: true,
             temperature_fallback: false,
-            wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
+            // Bounded by its tokens and its short audio already; the
+            // fast cap would only turn a slow moment into a missed "stop".
+            wall_cap: Duration::from_millis(u64::from(f.full_max_wall_ms)),
             lead_ms: 0,
             greedy: true,
+            yields: false,
         }
     }
 
@@ -851,27 +930,138 @@ impl Transcriber for WhisperStt {
     }
 
     fn warm_up(&self) -> Result<(), SttError> {
-        // Quiet noise, once through each path, so pages are resident and
-        // both graph shapes have run before the first real turn.
+        // Quiet noise through the path short commands take, so the weights
+        // are resident before the first real turn (every path reads them
+        // all). The full context is not warmed: its encoder is one graph
+        // whisper.cpp can't stop midway, and a word said while it ran
+        // would wait behind it. The pass gives way to a live one anyway.
         let noise: Vec<f32> = (0..SAMPLE_RATE as usize * 2)
             .map(|i| (i as f32 * 0.37).sin() * 0.001)
             .collect();
-        if let Some(plan) = self.fast_plan(noise.len()) {
-            self.decode(&noise, &plan)?;
-        }
-        let full = Plan {
+        let plan = self.fast_plan(noise.len()).unwrap_or_else(|| Plan {
             max_tokens: 4,
             ..self.full_plan(noise.len())
+        });
+        let plan = Plan {
+            yields: true,
+            ..plan
         };
-        self.decode(&noise, &full)?;
+        if self.decode(&noise, &plan)?.aborted {
+            tracing::debug!("STT warm-up gave way to a live pass");
+        }
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::exit_guard;
+    use super::{exit_guard, Plan, WhisperStt};
+    use crate::stt::SttConfig;
+    use std::path::Path;
+    use std::sync::{Arc, OnceLock};
     use std::time::{Duration, Instant};
+
+    /// The tiny model from `models/` (or `EARSHOT_MODELS_DIR`), once.
+    fn engine() -> Arc<WhisperStt> {
+        static ENGINE: OnceLock<Arc<WhisperStt>> = OnceLock::new();
+        ENGINE
+            .get_or_init(|| {
+                let dir = std::env::var_os("EARSHOT_MODELS_DIR")
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"));
+                let model = dir.join("ggml-tiny.en.bin");
+                Arc::new(WhisperStt::load(&model, &SttConfig::default()).expect("ggml-tiny.en.bin"))
+            })
+            .clone()
+    }
+
+    fn hum(seconds: f32) -> Vec<f32> {
+        (0..(16_000.0 * seconds) as usize)
+            .map(|i| (i as f32 * 0.05).sin() * 0.05)
+            .collect()
+    }
+
+    /// Blocks until some pass holds the engine.
+    fn until_busy(w: &WhisperStt) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while w.run.try_lock().is_ok() {
+            assert!(Instant::now() < deadline, "the pass never started");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The two tests below watch who holds the one engine: not at once.
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        ONE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[test]
+    fn a_word_pass_stops_the_warm_up_instead_of_waiting_for_it() {
+        let _one = one_at_a_time();
+        let w = engine();
+        let audio = hum(2.0);
+        let warm = {
+            let (w, audio) = (w.clone(), audio.clone());
+            std::thread::spawn(move || {
+                let plan = Plan {
+                    yields: true,
+                    max_tokens: 4,
+                    ..w.full_plan(audio.len())
+                };
+                w.decode(&audio, &plan).expect("warm-up pass")
+            })
+        };
+        until_busy(&w);
+        let word = w
+            .decode(&audio[..12_000], &w.word_plan(12_000))
+            .expect("word");
+        let warm = warm.join().expect("warm-up thread");
+        assert!(warm.aborted, "the warm-up ran on ({:?})", warm.elapsed);
+        assert!(!word.aborted);
+        // A pass that does not yield is not stopped by another.
+        let full = Plan {
+            max_tokens: 4,
+            ..w.full_plan(audio.len())
+        };
+        assert!(!w.decode(&audio, &full).expect("full").aborted);
+    }
+
+    #[test]
+    fn a_wall_cap_counts_from_when_the_pass_gets_the_engine() {
+        let _one = one_at_a_time();
+        let w = engine();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let holder = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let _held = w.run.lock().expect("engine lock");
+                held_tx.send(()).expect("test alive");
+                // Another pass, longer than the word's cap.
+                std::thread::sleep(Duration::from_millis(1500));
+            })
+        };
+        held_rx.recv().expect("holder");
+        let plan = Plan {
+            wall_cap: Duration::from_millis(1000),
+            ..w.word_plan(12_000)
+        };
+        let word = w.decode(&hum(0.75), &plan).expect("word");
+        holder.join().expect("holder thread");
+        assert!(
+            word.elapsed >= Duration::from_millis(1400),
+            "{:?}",
+            word.elapsed
+        );
+        assert!(!word.aborted, "capped by the wait behind another pass");
+        // And a pass that runs past its cap is stopped.
+        let capped = Plan {
+            wall_cap: Duration::from_millis(1),
+            max_tokens: 4,
+            ..w.full_plan(32_000)
+        };
+        assert!(w.decode(&hum(2.0), &capped).expect("capped").aborted);
+    }
 
     #[test]
     fn exit_waits_for_work_in_flight_and_no_longer_than_its_bound() {
