@@ -36,37 +36,6 @@ FILES=(
   "oww-negative.wav 7c6e13db54ca947ae8cf320ecd4ed297f1c20e5378b2c43fa807bb17ef64ffe1 negative.wav"
 )
 
-crate_dir=""
-# (An if, not `[[ … ]] &&`: a false test as the trap's last command would
-# become the script's exit status.)
-cleanup() { if [[ -n "$crate_dir" ]]; then rm -rf "$crate_dir"; fi; }
-trap cleanup EXIT
-
-# The crate, downloaded and unpacked once (only when a file is missing);
-# run in this shell (not a subshell) so crate_dir is kept.
-unpack() {
-  [[ -n "$crate_dir" ]] && return 0
-  crate_dir=$(mktemp -d)
-  from_url "$CRATE_URL" "$crate_dir/oww-rs.crate" "$CRATE_SHA" || return 1
-  tar -xzf "$crate_dir/oww-rs.crate" -C "$crate_dir"
-}
-
-for entry in "${FILES[@]}"; do
-  read -r name sha member <<<"$entry"
-  dest="$MODELS_DIR/$name"
-  if verified "$dest" "$sha"; then
-    log "$name: present and verified"
-    continue
-  fi
-  rm -f "$dest" "$dest.part"
-  if ! from_mirror "$name" "$dest" "$sha"; then
-    unpack || die "could not fetch $CRATE_URL (for $name); set EARSHOT_MODEL_MIRROR to a dir holding $name"
-    cp "$crate_dir/oww-rs-0.3.3/$member" "$dest.part" && _finish "$dest.part" "$dest" "$sha" \
-      || die "$name from $CRATE_URL did not match its sha256"
-  fi
-  log "$name: ok ($sha)"
-done
-
 # The speech embedding cut into three stages that stream (a step costs
 # ~35 % of the whole model, with the same output; the script's doc says
 # why that is exact). Made from embedding_model.onnx by
@@ -77,27 +46,67 @@ STAGES=(
   "embedding_stream_b.onnx 8618873d5a25f120cdab89effd5b72534d760a1984cea5e05e4d00b2d252c107"
   "embedding_stream_c.onnx f86a5dae38c1d3ad3af43bda53131ecc6befce87971fe49ee8165e40d63906d5"
 )
+
+crate_dir=""
 split_dir=""
-split_stages() {
-  local python
-  [[ -n "$split_dir" ]] && return 0
-  python=$(convert_python) || return 1
-  split_dir=$(mktemp -d)
-  "$python" "$here/split-wake-embedding.py" "$MODELS_DIR/embedding_model.onnx" "$split_dir" >&2
+# (An if per dir, not `[[ … ]] &&`: a false test as the trap's last
+# command would become the script's exit status.)
+cleanup() {
+  if [[ -n "$crate_dir" ]]; then rm -rf "$crate_dir"; fi
+  if [[ -n "$split_dir" ]]; then rm -rf "$split_dir"; fi
 }
-for entry in "${STAGES[@]}"; do
-  read -r name sha <<<"$entry"
-  dest="$MODELS_DIR/$name"
+trap cleanup EXIT
+
+# put NAME SHA256 MAKER [ARGS…]: a verified file is kept; else the mirror;
+# else `MAKER ARGS… PART` writes the file (or dies saying why), and it is
+# moved into place only if its sha256 matches.
+put() {
+  local name=$1 sha=$2
+  shift 2
+  local dest="$MODELS_DIR/$name"
   if verified "$dest" "$sha"; then
     log "$name: present and verified"
-    continue
+    return 0
   fi
   rm -f "$dest" "$dest.part"
   if ! from_mirror "$name" "$dest" "$sha"; then
-    split_stages || die "could not make $name (scripts/split-wake-embedding.py needs python3-venv and PyPI's ${CONVERT_PINS[*]})"
-    cp "$split_dir/$name" "$dest.part" && _finish "$dest.part" "$dest" "$sha" \
-      || die "$name from scripts/split-wake-embedding.py did not match its sha256"
+    "$@" "$dest.part"
+    _finish "$dest.part" "$dest" "$sha" || die "$name (by $1) did not match its sha256"
   fi
   log "$name: ok ($sha)"
+}
+
+# from_crate MEMBER PART: a file of the crate, downloaded and unpacked
+# once (in this shell, not a subshell, so crate_dir is kept).
+from_crate() {
+  if [[ -z "$crate_dir" ]]; then
+    crate_dir=$(mktemp -d)
+    { from_url "$CRATE_URL" "$crate_dir/oww-rs.crate" "$CRATE_SHA" \
+      && tar -xzf "$crate_dir/oww-rs.crate" -C "$crate_dir"; } \
+      || die "could not fetch $CRATE_URL (for $1); set EARSHOT_MODEL_MIRROR to a dir holding the models"
+  fi
+  cp "$crate_dir/oww-rs-0.3.3/$1" "$2"
+}
+
+# from_split NAME PART: a stage made by scripts/split-wake-embedding.py
+# (all three at once, the first time one is needed).
+from_split() {
+  if [[ -z "$split_dir" ]]; then
+    local python
+    python=$(convert_python) \
+      || die "could not make $1 (scripts/split-wake-embedding.py needs python3-venv and PyPI's ${CONVERT_PINS[*]})"
+    split_dir=$(mktemp -d)
+    "$python" "$here/split-wake-embedding.py" "$MODELS_DIR/embedding_model.onnx" "$split_dir" >&2 \
+      || die "scripts/split-wake-embedding.py could not cut $MODELS_DIR/embedding_model.onnx"
+  fi
+  cp "$split_dir/$1" "$2"
+}
+
+for entry in "${FILES[@]}"; do
+  read -r name sha member <<<"$entry"
+  put "$name" "$sha" from_crate "$member"
 done
-if [[ -n "$split_dir" ]]; then rm -rf "$split_dir"; fi
+for entry in "${STAGES[@]}"; do
+  read -r name sha <<<"$entry"
+  put "$name" "$sha" from_split "$name"
+done
