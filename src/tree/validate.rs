@@ -718,27 +718,32 @@ mod tests {
     #[test]
     fn big_trees_are_checked_in_near_linear_time() {
         // Issue 23: 20k nodes took 62 s (a path cloned per node, a cycle
-        // search per back edge). 8x the nodes must now take about 8x the
-        // time (measured 8–17x: the big tree's issues no longer fit in the
-        // cache); the bound of 30x leaves room for a loaded box and still
-        // catches a quadratic regression (64x). Best of a few runs each.
-        // The 100k-node figure is `tests/tree.rs` and BENCHMARKS.md.
+        // search per back edge). 16x the nodes must take about 16x the
+        // time, not the 256x of a quadratic regression. A loaded box
+        // stretches the big run most (its ~1M allocations no longer fit
+        // in the cache; a CI run measured 32x for 8x the nodes), so the
+        // bound is 100x, and each size is the best of three runs taken
+        // in turn so one descheduled run does not decide. The 100k-node
+        // figure is `tests/tree.rs` and BENCHMARKS.md.
         for shape in ["chain", "ladder", "classify"] {
-            let small = (0..3)
-                .map(|_| timed(5_000, shape).0)
-                .min()
-                .unwrap_or_default();
-            let (big, issues) = timed(40_000, shape);
-            let big = big.min(timed(40_000, shape).0);
-            eprintln!("{shape}: 5k nodes {small:?}, 40k nodes {big:?}");
+            let mut small = std::time::Duration::MAX;
+            let mut big = std::time::Duration::MAX;
+            let mut issues = Vec::new();
+            for _ in 0..3 {
+                small = small.min(timed(2_500, shape).0);
+                let (took, found) = timed(40_000, shape);
+                big = big.min(took);
+                issues = found;
+            }
+            eprintln!("{shape}: 2.5k nodes {small:?}, 40k nodes {big:?}");
             assert!(
                 big < std::time::Duration::from_secs(10),
                 "{shape}: 40k nodes took {big:?}"
             );
             let ratio = big.as_secs_f64() / small.as_secs_f64().max(1e-3);
             assert!(
-                ratio < 30.0,
-                "{shape}: 8x the nodes took {ratio:.1}x as long ({small:?} → {big:?})"
+                ratio < 100.0,
+                "{shape}: 16x the nodes took {ratio:.1}x as long ({small:?} → {big:?})"
             );
             match shape {
                 "chain" => assert!(issues.is_empty(), "{:?}", issues.first()),
