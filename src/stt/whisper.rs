@@ -335,23 +335,26 @@ impl WhisperStt {
     /// Run whisper.cpp on `input` with a state lent for this pass (one
     /// pass at a time), then read the segments with `read`. Afterwards
     /// the state is kept for the next pass, or replaced by a clean one
-    /// built in the background (`stt.fresh_state`). `began` is set when
-    /// the pass gets the engine: a wall cap counts from there, not from
-    /// the wait behind another pass. A pass that doesn't `yield` is
-    /// counted in [`WhisperStt::live`] from before the wait to its end.
+    /// built in the background (`stt.fresh_state`). `watch.began` is set
+    /// when the pass gets the engine: a wall cap counts from there, not
+    /// from the wait behind another pass. A pass that doesn't yield (or
+    /// has no watch: the reference decode) is counted in
+    /// [`WhisperStt::live`] from before the wait to its end.
     fn run_pass<T>(
         &self,
         params: FullParams,
         input: &[f32],
-        began: &OnceLock<Instant>,
-        yields: bool,
+        watch: Option<&AbortWatch>,
         read: impl FnOnce(Result<(), whisper_rs::WhisperError>, &WhisperState) -> T,
     ) -> Result<T, SttError> {
+        let yields = watch.is_some_and(|w| w.yields);
         let _live = (!yields).then(|| LivePass::enter(&self.live));
         let _one_at_a_time = self.run.lock().map_err(|_| {
             SttError::Local("the whisper engine was poisoned by an earlier panic".into())
         })?;
-        let _ = began.set(Instant::now());
+        if let Some(watch) = watch {
+            let _ = watch.began.set(Instant::now());
+        }
         let _in_flight = exit_guard::enter();
         let mut state = self.states.take()?;
         let result = state.full(params, input);
@@ -500,7 +503,7 @@ impl WhisperStt {
 
         let eot = self.eot;
         let (result, text_out, logprob_sum, min_logprob, weakest, tokens, no_speech_prob) = self
-            .run_pass(params, input, &watch.began, plan.yields, |result, state| {
+            .run_pass(params, input, Some(&watch), |result, state| {
                 let mut text_out = String::new();
                 let mut logprob_sum = 0.0f32;
                 let mut min_logprob = 0.0f32;
@@ -599,16 +602,15 @@ impl WhisperStt {
         params.set_print_realtime(false);
         params.set_print_timestamps(false);
         let started = Instant::now();
-        let (result, text_out) =
-            self.run_pass(params, audio, &OnceLock::new(), false, |result, state| {
-                let mut text_out = String::new();
-                for seg in state.as_iter() {
-                    if let Ok(s) = seg.to_str_lossy() {
-                        text_out.push_str(&s);
-                    }
+        let (result, text_out) = self.run_pass(params, audio, None, |result, state| {
+            let mut text_out = String::new();
+            for seg in state.as_iter() {
+                if let Ok(s) = seg.to_str_lossy() {
+                    text_out.push_str(&s);
                 }
-                (result, text_out)
-            })?;
+            }
+            (result, text_out)
+        })?;
         result.map_err(|e| SttError::Local(format!("whisper.cpp failed: {e}")))?;
         let elapsed = started.elapsed();
         Ok(Decoded {
