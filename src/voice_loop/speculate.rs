@@ -97,8 +97,8 @@ pub enum EarlyEnd {
     /// A complete command whisper wrote without a full stop: end half-way
     /// between `early_ms` and the hang-over. The missing stop is a weaker
     /// sign than a trailing comma, so the command does not wait the whole
-    /// hang-over (it did: "Cancel the timer" took ~0.3 s longer than
-    /// "Cancel the timer."), but it gets longer to go on.
+    /// hang-over (it did: 400 ms more of waiting for "Cancel the timer"
+    /// than for "Cancel the timer."), but it gets longer to go on.
     AfterLongerPause,
 }
 
