@@ -81,11 +81,6 @@ pub fn ending(text: &str) -> Ending {
     }
 }
 
-/// Whether `text` reads as a finished sentence (see the module doc).
-pub fn reads_finished(text: &str) -> bool {
-    ending(text) == Ending::Finished
-}
-
 /// When a transcript made at a pause lets the utterance end before the
 /// full hang-over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,12 +125,6 @@ pub fn early_end(text: &str, classified: Option<(String, f32)>) -> EarlyEnd {
         (true, Ending::Finished) => EarlyEnd::AtPause,
         (true, _) => EarlyEnd::AfterLongerPause,
     }
-}
-
-/// Whether `text` is a complete command that ends at the first pause
-/// ([`EarlyEnd::AtPause`]).
-pub fn is_complete_command(text: &str, classified: Option<(String, f32)>) -> bool {
-    early_end(text, classified) == EarlyEnd::AtPause
 }
 
 /// The speculative transcript an utterance carries, if any.
@@ -264,6 +253,15 @@ impl super::VoiceLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reads_finished(text: &str) -> bool {
+        ending(text) == Ending::Finished
+    }
+
+    /// Ends at the first pause ([`EarlyEnd::AtPause`]).
+    fn is_complete_command(text: &str, classified: Option<(String, f32)>) -> bool {
+        early_end(text, classified) == EarlyEnd::AtPause
+    }
 
     #[test]
     fn a_sentence_stopped_half_way_is_not_finished() {
