@@ -107,6 +107,7 @@ impl EchoCanceller {
                 }
             }
             match step {
+                Ok(true) if louder(&cleaned, frame) => out.extend(frame.iter().map(|&s| to_i16(s))),
                 Ok(true) => out.extend(cleaned.iter().map(|&s| to_i16(s))),
                 Ok(false) => out.extend(frame.iter().map(|&s| to_i16(s))),
                 Err(e) => {
@@ -121,6 +122,18 @@ impl EchoCanceller {
         self.pending.drain(..whole);
         (out, heard)
     }
+}
+
+/// Whether the canceller's output frame carries more energy than what the
+/// microphone heard: its echo estimate is wrong, and subtracting it *adds*
+/// the playback. That happens after the user spoke over an answer the
+/// microphone did not hear (headphones, an echo-free input): the filter
+/// learns the word as "echo" and then writes the answer into silence,
+/// where the endpointer and whisper take it for speech. Such a frame
+/// passes as heard; removing an echo never makes a frame louder.
+fn louder(cleaned: &[f32], heard: &[f32]) -> bool {
+    let energy = |x: &[f32]| x.iter().map(|s| s * s).sum::<f32>();
+    energy(cleaned) > energy(heard)
 }
 
 fn to_i16(s: f32) -> i16 {
@@ -208,6 +221,38 @@ mod tests {
             if db(&mic[piece..piece + 800]) > -60.0 {
                 assert!(changed.abs() <= 3.0, "at {piece}: {changed:.1} dB");
             }
+        }
+    }
+
+    #[test]
+    fn after_a_word_over_an_unheard_answer_silence_stays_silent() {
+        // The user talks over an answer the microphone does not hear; the
+        // filter learns the word as echo. Afterwards the microphone hears
+        // nothing, and nothing comes out: no frame of the answer is
+        // written into the silence (it was, at -58 to -80 dBFS, and the
+        // stop-word passes transcribed it: "What's it?", "the planet.").
+        let answer = talk(6.0, 130.0, 0);
+        let word = talk(0.5, 220.0, 3);
+        let playback = EchoReference::new(20);
+        playback.record(&Clip::new(answer, SAMPLE_RATE));
+        let at = SAMPLE_RATE as usize * 8 / 10;
+        let mut mic = vec![0f32; SAMPLE_RATE as usize * 6];
+        mic[at..at + word.len()].copy_from_slice(&word);
+        let mic = crate::audio::to_i16(&mic);
+        let mut aec = EchoCanceller::new().unwrap();
+        let out: Vec<i16> = mic
+            .chunks(320)
+            .flat_map(|p| aec.process(p, &playback))
+            .collect();
+        let after = at + word.len() + 1600;
+        assert!(
+            out[after..].iter().all(|&s| s == 0),
+            "the answer leaked into silence at {:.1} dBFS",
+            db(&out[after..])
+        );
+        // Every 10 ms frame is at most as loud as what was heard.
+        for (o, m) in out.chunks(FRAME).zip(mic.chunks(FRAME)) {
+            assert!(db(o) <= db(m) + 0.1, "{:.1} > {:.1}", db(o), db(m));
         }
     }
 
