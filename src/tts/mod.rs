@@ -48,7 +48,9 @@ pub struct TtsConfig {
     /// 0 = the voice's own default.
     pub piper_length_scale: f32,
     /// Threads ONNX Runtime may use for Piper (0 = ONNX Runtime decides).
-    /// 1 is fastest on a busy 2-core board (measured: notes/voice.md).
+    /// Its workers never spin, so 2 is as fast as 1 with a core held by
+    /// another process and ~35 % faster on a quiet 2-core board
+    /// (measured: notes/voice.md).
     pub piper_threads: usize,
     /// espeak-ng voice name.
     pub espeak_voice: String,
@@ -74,7 +76,7 @@ impl Default for TtsConfig {
             order: vec![Engine::Piper, Engine::Espeak],
             piper_voice: "en_US-joe-medium".into(),
             piper_length_scale: 0.0,
-            piper_threads: 1,
+            piper_threads: 2,
             espeak_voice: "en-us".into(),
             espeak_program: "espeak-ng".into(),
             espeak_speed: 165,

@@ -120,6 +120,14 @@ impl Piper {
             .map_err(|e| bad(e.into()))?
             .with_memory_pattern(false)
             .map_err(|e| bad(e.into()))?;
+        // No spinning: a worker that spins between operations takes a
+        // core a busy neighbour needs, and two spinning threads on a
+        // 2-core board with one core held were 25 % slower than one
+        // thread; without spinning two threads are as fast as one there
+        // and ~35 % faster on a quiet board (notes/voice.md).
+        builder = builder
+            .with_intra_op_spinning(false)
+            .map_err(|e| bad(e.into()))?;
         if tts.piper_threads > 0 {
             builder = builder
                 .with_intra_threads(tts.piper_threads)
