@@ -197,16 +197,20 @@ mod tests {
         assert!(kept.abs() <= 2.0, "the word changed by {kept:.1} dB");
     }
 
-    #[test]
-    fn a_word_over_an_answer_with_no_echo_is_left_as_said() {
-        // Headphones, or a speaker far away: the answer plays, the
-        // microphone hears only the user, 0.8 s in (nothing learned yet).
-        let answer = talk(3.0, 130.0, 0);
+    /// An answer of `answer_secs` plays that the microphone does not
+    /// hear; the user says a word 0.8 s in; `mic_secs` of microphone
+    /// audio in all. Returns where the word starts, its length, what the
+    /// microphone heard and what the canceller made of it.
+    fn word_over_unheard_answer(
+        answer_secs: f32,
+        mic_secs: usize,
+    ) -> (usize, usize, Vec<i16>, Vec<i16>) {
+        let answer = talk(answer_secs, 130.0, 0);
         let word = talk(0.5, 220.0, 3);
         let playback = EchoReference::new(20);
         playback.record(&Clip::new(answer, SAMPLE_RATE));
         let at = SAMPLE_RATE as usize * 8 / 10;
-        let mut mic = vec![0f32; SAMPLE_RATE as usize * 2];
+        let mut mic = vec![0f32; SAMPLE_RATE as usize * mic_secs];
         mic[at..at + word.len()].copy_from_slice(&word);
         let mic = crate::audio::to_i16(&mic);
         let mut aec = EchoCanceller::new().unwrap();
@@ -214,9 +218,17 @@ mod tests {
             .chunks(320)
             .flat_map(|p| aec.process(p, &playback))
             .collect();
+        (at, word.len(), mic, out)
+    }
+
+    #[test]
+    fn a_word_over_an_answer_with_no_echo_is_left_as_said() {
+        // Headphones, or a speaker far away: the answer plays, the
+        // microphone hears only the user, 0.8 s in (nothing learned yet).
+        let (at, word_len, mic, out) = word_over_unheard_answer(3.0, 2);
         // Every 50 ms of the word (not its silent end) keeps its level
         // within 3 dB (the residual suppressor took its start down 68 dB).
-        for piece in (at..at + word.len() - 800).step_by(800) {
+        for piece in (at..at + word_len - 800).step_by(800) {
             let changed = db(&out[piece..piece + 800]) - db(&mic[piece..piece + 800]);
             if db(&mic[piece..piece + 800]) > -60.0 {
                 assert!(changed.abs() <= 3.0, "at {piece}: {changed:.1} dB");
@@ -231,20 +243,8 @@ mod tests {
         // nothing, and nothing comes out: no frame of the answer is
         // written into the silence (it was, at -58 to -80 dBFS, and the
         // stop-word passes transcribed it: "What's it?", "the planet.").
-        let answer = talk(6.0, 130.0, 0);
-        let word = talk(0.5, 220.0, 3);
-        let playback = EchoReference::new(20);
-        playback.record(&Clip::new(answer, SAMPLE_RATE));
-        let at = SAMPLE_RATE as usize * 8 / 10;
-        let mut mic = vec![0f32; SAMPLE_RATE as usize * 6];
-        mic[at..at + word.len()].copy_from_slice(&word);
-        let mic = crate::audio::to_i16(&mic);
-        let mut aec = EchoCanceller::new().unwrap();
-        let out: Vec<i16> = mic
-            .chunks(320)
-            .flat_map(|p| aec.process(p, &playback))
-            .collect();
-        let after = at + word.len() + 1600;
+        let (at, word_len, mic, out) = word_over_unheard_answer(6.0, 6);
+        let after = at + word_len + 1600;
         assert!(
             out[after..].iter().all(|&s| s == 0),
             "the answer leaked into silence at {:.1} dBFS",
