@@ -191,7 +191,13 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     std::fs::write(
         &child_config,
         format!(
-            "[stt]\norder = \"local-only\"\n[llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n",
+            "[stt]\norder = \"local-only\"\nwhisper_model = {}\nwhisper_weights = \"{}\"\n\
+             [llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n",
+            toml::Value::String(config.stt.whisper_model.clone()),
+            match config.stt.whisper_weights {
+                crate::stt::Weights::Q8_0 => "q8_0",
+                crate::stt::Weights::File => "file",
+            },
             llm.url()
         ),
     )

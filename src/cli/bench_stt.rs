@@ -226,11 +226,20 @@ struct CliFigures {
     parity_text: String,
 }
 
+fn earshot_model(config: &crate::config::Config) -> std::path::PathBuf {
+    crate::stt::quantize::model_to_load(
+        &config.models_dir.join(&config.stt.whisper_model),
+        config.stt.whisper_weights,
+        &config.state_dir.join("cache"),
+    )
+}
+
 /// Run the benchmark; `Ok(true)` when every target was met.
 pub fn run(config_path: Option<&Path>, args: BenchSttArgs) -> Result<bool> {
     let loaded = super::load_config(config_path)?;
     let config = loaded.config;
-    let model = config.models_dir.join(&config.stt.whisper_model);
+    // whisper-cli gets the very file earshot loads (the q8_0 copy by default).
+    let model = earshot_model(&config);
     let engine = Arc::new(WhisperStt::load(&model, &config.stt)?);
     let stt = Stt::with_engines(
         vec![engine.clone() as Arc<dyn Transcriber>],
