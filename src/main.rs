@@ -277,6 +277,19 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
+    // Large blocks come from mmap and go back when freed: glibc's sliding
+    // threshold otherwise rises to the largest block ever freed (up to
+    // 32 MB), so whisper's per-pass buffers and ONNX Runtime's activations
+    // stayed in the heap as resident memory until the next trim. Peak RSS
+    // of `earshot bench latency` 404–411 → 316–328 MB (notes/latency.md).
+    // A value the user set through GLIBC_TUNABLES wins.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if !std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold")) {
+        // SAFETY: as above, one thread, a malloc option.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, earshot::memtrim::MMAP_THRESHOLD);
+        }
+    }
     // ONNX Runtime 1.31 on Linux keeps a device id and telemetry events
     // in ~/.cache/Microsoft/DeveloperTools/.onnxruntime for upload to
     // Microsoft's collector, whatever its API's DisableTelemetryEvents

@@ -10,6 +10,12 @@
 //! takes a few milliseconds, so it runs where nobody waits: once the loop
 //! is listening and after each turn has finished speaking.
 
+/// Blocks from this size on are mmapped and unmapped when freed (set once
+/// in `main` with `mallopt(M_MMAP_THRESHOLD)`, which also stops glibc's
+/// threshold from sliding up to the largest block ever freed). 128 KiB is
+/// glibc's own starting value; measured in notes/latency.md.
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
+
 /// Return free heap pages to the system; how many bytes of resident
 /// memory that released is not known here (see `/proc/self/status`).
 pub fn give_back() {
