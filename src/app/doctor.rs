@@ -113,6 +113,8 @@ pub fn checks(loaded: &Loaded) -> Vec<Check> {
     out.push(microphone(config));
     out.push(speaker(config));
     out.extend(models(config));
+    #[cfg(feature = "whisper")]
+    out.push(whisper_weights(config));
     out.push(onnxruntime(config));
     out.extend(reachability(config));
     out.extend(local_llm(config));
@@ -555,6 +557,39 @@ fn models(config: &Config) -> Vec<Check> {
         .into_iter()
         .map(|(file, without)| model_check(&config.models_dir, &file, without))
         .collect()
+}
+
+/// Which weights whisper runs on: the q8_0 copy (written on first load)
+/// or the model file as it is.
+#[cfg(feature = "whisper")]
+fn whisper_weights(config: &Config) -> Check {
+    let name = "whisper weights";
+    let source = config.models_dir.join(&config.stt.whisper_model);
+    if config.stt.whisper_weights == crate::stt::Weights::File {
+        return Check::ok(
+            name,
+            format!(
+                "{} as it is ([stt] whisper_weights = \"file\")",
+                source.display()
+            ),
+        );
+    }
+    let cache = config.state_dir.join("cache");
+    match crate::stt::quantize::existing_copy(&source, &cache) {
+        Some(copy) => Check::ok(name, format!("q8_0 copy {}", copy.display())),
+        None if crate::stt::quantize::already_quantised(&source) => {
+            Check::ok(name, format!("{} (already quantised)", source.display()))
+        }
+        None if source.is_file() => Check::ok(
+            name,
+            format!(
+                "q8_0, derived from {} on the first load (beside it, or in {} when that is read-only)",
+                source.display(),
+                cache.display()
+            ),
+        ),
+        None => Check::ok(name, "q8_0 once the model is there"),
+    }
 }
 
 fn model_check(dir: &Path, file: &str, without: &str) -> Check {
@@ -1291,6 +1326,41 @@ mod tests {
         assert_eq!(c.status, Status::Warn, "{c:?}");
         assert!(c.detail.contains("device.txt:1: utterance"), "{c:?}");
         assert!(c.fix.contains("earshot tree check"));
+    }
+
+    #[cfg(feature = "whisper")]
+    #[test]
+    fn whisper_weights_says_which_file_whisper_runs_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            state_dir: dir.path().join("state"),
+            models_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        config.stt.whisper_model = "ggml-test.bin".into();
+        let source = dir.path().join("ggml-test.bin");
+        let c = whisper_weights(&config);
+        assert!(c.detail.contains("once the model is there"), "{c:?}");
+        std::fs::write(&source, crate::stt::quantize::tests::model(64, 32).0).unwrap();
+        let c = whisper_weights(&config);
+        assert!(
+            c.detail.contains("derived from") && c.detail.contains("first load"),
+            "{c:?}"
+        );
+        let copy = crate::stt::quantize::model_to_load(
+            &source,
+            crate::stt::Weights::Q8_0,
+            &config.state_dir.join("cache"),
+        );
+        let c = whisper_weights(&config);
+        assert!(c.detail.contains(&copy.display().to_string()), "{c:?}");
+        config.stt.whisper_model = copy.file_name().unwrap().to_str().unwrap().into();
+        let c = whisper_weights(&config);
+        assert!(c.detail.contains("already quantised"), "{c:?}");
+        config.stt.whisper_weights = crate::stt::Weights::File;
+        let c = whisper_weights(&config);
+        assert!(c.detail.contains("as it is"), "{c:?}");
+        assert_eq!(c.status, Status::Ok);
     }
 
     #[test]

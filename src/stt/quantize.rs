@@ -72,9 +72,17 @@ pub fn model_to_load(source: &Path, weights: Weights, cache_dir: &Path) -> PathB
     }
 }
 
-/// The q8_0 copy of `source`, written if it is not there yet; `None` when
-/// the source is not an f16/f32 whisper model (already quantised).
-fn derived(source: &Path, cache_dir: &Path) -> Result<Option<PathBuf>> {
+/// Where the q8_0 copy of `source` goes: its file name (after the
+/// source's length and mtime) and the directories tried, in order.
+struct Place {
+    stem: String,
+    name: String,
+    dirs: [PathBuf; 2],
+}
+
+/// `None` when the source is not an f16/f32 whisper model (already
+/// quantised).
+fn place(source: &Path, cache_dir: &Path) -> Result<Option<Place>> {
     let meta = std::fs::metadata(source).with_context(|| format!("{}", source.display()))?;
     let ftype = read_ftype(source)?;
     if ftype % 1000 != 0 && ftype % 1000 != 1 {
@@ -83,7 +91,8 @@ fn derived(source: &Path, cache_dir: &Path) -> Result<Option<PathBuf>> {
     let stem = source
         .file_stem()
         .and_then(|s| s.to_str())
-        .unwrap_or("whisper");
+        .unwrap_or("whisper")
+        .to_string();
     let mtime = meta
         .modified()
         .ok()
@@ -91,15 +100,41 @@ fn derived(source: &Path, cache_dir: &Path) -> Result<Option<PathBuf>> {
         .map_or(0, |d| d.as_nanos());
     let name = format!("{stem}.q8_0-{:x}-{:x}.bin", meta.len(), mtime);
     let beside = source.parent().map(Path::to_path_buf).unwrap_or_default();
-    for dir in [&beside, cache_dir] {
-        let candidate = dir.join(&name);
-        if candidate.is_file() {
-            return Ok(Some(candidate));
-        }
+    Ok(Some(Place {
+        stem,
+        name,
+        dirs: [beside, cache_dir.to_path_buf()],
+    }))
+}
+
+/// Whether `source` already holds quantised weights (nothing to derive).
+pub fn already_quantised(source: &Path) -> bool {
+    read_ftype(source).is_ok_and(|f| f % 1000 != 0 && f % 1000 != 1)
+}
+
+/// The q8_0 copy already written for `source`, if any: `doctor` looks,
+/// it never writes.
+pub fn existing_copy(source: &Path, cache_dir: &Path) -> Option<PathBuf> {
+    let place = place(source, cache_dir).ok()??;
+    place
+        .dirs
+        .iter()
+        .map(|d| d.join(&place.name))
+        .find(|p| p.is_file())
+}
+
+/// The q8_0 copy of `source`, written if it is not there yet; `None` when
+/// the source is already quantised.
+fn derived(source: &Path, cache_dir: &Path) -> Result<Option<PathBuf>> {
+    let Some(place) = place(source, cache_dir)? else {
+        return Ok(None);
+    };
+    if let Some(found) = existing_copy(source, cache_dir) {
+        return Ok(Some(found));
     }
     let mut last_error = None;
-    for dir in [&beside, cache_dir] {
-        match write_in(source, dir, &name, stem) {
+    for dir in &place.dirs {
+        match write_in(source, dir, &place.name, &place.stem) {
             Ok(path) => return Ok(Some(path)),
             Err(e) => last_error = Some(e),
         }
@@ -107,9 +142,6 @@ fn derived(source: &Path, cache_dir: &Path) -> Result<Option<PathBuf>> {
     Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no directory to write to")))
 }
 
-/// Quantise into `dir/name` through a temporary file renamed into place (a
-/// killed process leaves no half file under the final name), then remove
-/// older copies of the same model.
 /// Quantise into `dir/name` through a temporary file renamed into place (a
 /// killed process leaves no half file under the final name), then remove
 /// older copies of the same model.
@@ -375,12 +407,12 @@ fn quantise_rows(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A tiny model in the whisper ggml layout: one 2-D f16 weight, one
     /// kept 2-D f32 embedding, one 1-D bias.
-    fn model(rows: usize, row: usize) -> (Vec<u8>, Vec<f32>) {
+    pub(crate) fn model(rows: usize, row: usize) -> (Vec<u8>, Vec<f32>) {
         let mut m = Vec::new();
         let i = |m: &mut Vec<u8>, v: i32| m.extend_from_slice(&v.to_le_bytes());
         i(&mut m, MAGIC as i32);
@@ -510,8 +542,9 @@ mod tests {
         assert_ne!(first, source);
         assert_eq!(first.parent(), Some(dir.path()));
         assert_eq!(read_ftype(&first).unwrap(), 2007);
-        // Loading again finds it.
+        // Loading again finds it, and so does `doctor`'s look.
         assert_eq!(model_to_load(&source, Weights::Q8_0, &cache), first);
+        assert_eq!(existing_copy(&source, &cache), Some(first.clone()));
         // `file` loads the model as it is.
         assert_eq!(model_to_load(&source, Weights::File, &cache), source);
         // A replaced model (other length) is derived again, the old copy removed.
