@@ -1350,7 +1350,11 @@ pub fn resolve(
                     None => Some(date.and_time(part.map_or(hm(9, 0), PartOfDay::default_time))),
                     Some(t) => match by_part(t) {
                         Some(x) => Some(date.and_time(x)),
-                        None if *date == now.date() => first_after(*date, t),
+                        // "today at 10": the next 10 o'clock still ahead.
+                        // "Friday at 10" said on a Friday: the usual
+                        // reading, as on any other day (next week's once
+                        // gone, below), never tonight's 10 PM.
+                        None if *date == now.date() && !d.weekday_name => first_after(*date, t),
                         None => Some(date.and_time(usual(t))),
                     },
                 };
@@ -1880,8 +1884,16 @@ mod tests {
             (
                 "a haircut on wednesday at 8",
                 now(9, 0),
-                once(today(), 20, 0),
+                once(next_week, 8, 0),
             ),
+            (
+                "a haircut on wednesday at 8",
+                now(7, 0),
+                once(today(), 8, 0),
+            ),
+            ("wednesday at 10", now(12, 48), once(next_week, 10, 0)),
+            ("on wednesday at 3", now(12, 48), once(today(), 15, 0)),
+            ("today at 10", now(12, 48), once(today(), 22, 0)),
             (
                 "a haircut on wednesday at 8",
                 now(21, 0),
