@@ -18,7 +18,9 @@
 //! transcript, the decision and the first audio were; anchored on the first
 //! audio measured here, those give each stage counted from the end of
 //! speech. The loop runs with `[wake] mode = "always"` (the wake word's own
-//! latency is the hands-free issue's figure).
+//! latency is the hands-free issue's figure). The child runs the STT
+//! model and weights and the endpointing (`[audio.vad]`) of the config
+//! given here, so `--config` compares settings side by side.
 //!
 //! `--stop N` adds the stop word as the hands-free issue measures it: N
 //! rounds of a question the stub answers at length, "stop" (in a few
@@ -192,13 +194,16 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         &child_config,
         format!(
             "[stt]\norder = \"local-only\"\nwhisper_model = {}\nwhisper_weights = \"{}\"\n\
-             [llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n",
+             [llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n\
+             [audio.vad]\n{}",
             toml::Value::String(config.stt.whisper_model.clone()),
             match config.stt.whisper_weights {
                 crate::stt::Weights::Q8_0 => "q8_0",
                 crate::stt::Weights::File => "file",
             },
-            llm.url()
+            llm.url(),
+            // The endpointing under test is the one configured here.
+            toml::to_string(&config.audio.vad).context("cannot write [audio.vad]")?
         ),
     )
     .context("cannot write the bench's config")?;
