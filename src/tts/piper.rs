@@ -248,7 +248,28 @@ impl Synthesizer for Piper {
                 e.to_string().replace('\n', " ")
             ))
         })?;
-        Ok(Clip::new(normalise(audio), self.sample_rate))
+        let mut samples = normalise(audio);
+        trim_lead(&mut samples, self.sample_rate);
+        Ok(Clip::new(samples, self.sample_rate))
+    }
+}
+
+/// Below this (−54 dBFS after [`normalise`]) Piper's output is silence.
+const LEAD_SILENCE: f32 = 0.002;
+/// Kept before the first sound, so an onset is never clipped.
+const LEAD_KEEP_MS: u32 = 5;
+
+/// Drop the silence Piper puts before a sentence that starts on a vowel
+/// (~45 ms for "It's …", none for "Set …"), keeping [`LEAD_KEEP_MS`]:
+/// the answer is heard that much sooner after the end of the request
+/// (issue 21), and the pause between two sentences is the previous one's
+/// trailing silence, which stays.
+fn trim_lead(samples: &mut Vec<f32>, sample_rate: u32) {
+    let keep = (sample_rate * LEAD_KEEP_MS / 1000) as usize;
+    let first = samples.iter().position(|s| s.abs() >= LEAD_SILENCE);
+    let cut = first.unwrap_or(0).saturating_sub(keep);
+    if cut > 0 {
+        samples.drain(..cut);
     }
 }
 
@@ -390,6 +411,26 @@ mod tests {
         .collect();
         assert_eq!(encode(&map, "a a"), vec![1, 0, 14, 0, 3, 0, 14, 0, 2]);
         assert_eq!(encode(&map, "☃"), vec![1, 0, 2]);
+    }
+
+    #[test]
+    fn leading_silence_is_trimmed_to_a_few_ms_and_sound_is_kept() {
+        let rate = 22_050;
+        let mut s = vec![0.0005f32; 1_000];
+        s.extend([0.3, -0.2, 0.1]);
+        s.extend(vec![0.0; 500]);
+        let len = s.len();
+        trim_lead(&mut s, rate);
+        let keep = (rate * LEAD_KEEP_MS / 1000) as usize;
+        assert_eq!(s.len(), len - (1_000 - keep));
+        assert_eq!(&s[keep..keep + 3], &[0.3, -0.2, 0.1]);
+        // Sound from the first sample, or none at all: nothing is cut.
+        let mut loud = vec![0.5f32, 0.0, 0.0];
+        trim_lead(&mut loud, rate);
+        assert_eq!(loud, vec![0.5, 0.0, 0.0]);
+        let mut quiet = vec![0.0f32; 300];
+        trim_lead(&mut quiet, rate);
+        assert_eq!(quiet.len(), 300);
     }
 
     #[test]
