@@ -166,16 +166,57 @@ fn local_time_follows_tz_across_both_dst_transitions() {
         assert_eq!(code, 0, "{when}: {err}");
         json_of(&out)["due"].as_str().unwrap().to_string()
     };
+    // The next such dates after today (within the year a reminder may be
+    // ahead), so the test means the same on any day: Europe's clocks go
+    // forward on March's last Sunday and back on October's.
+    use chrono::Datelike;
+    let today = chrono::Utc::now().date_naive();
+    let next = |pick: &dyn Fn(i32) -> chrono::NaiveDate| {
+        let d = pick(today.year());
+        if d > today { d } else { pick(today.year() + 1) }
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    let last_sunday = |month: u32| {
+        move |y: i32| {
+            let mut d = chrono::NaiveDate::from_ymd_opt(y, month, 31).unwrap();
+            while d.weekday() != chrono::Weekday::Sun {
+                d = d.pred_opt().unwrap();
+            }
+            d
+        }
+    };
+    let day = |month: u32| move |y: i32| chrono::NaiveDate::from_ymd_opt(y, month, 15).unwrap();
+    let (winter, summer) = (next(&day(1)), next(&day(7)));
+    let (spring, fall) = (next(&last_sunday(3)), next(&last_sunday(10)));
     // Winter and summer offsets.
-    assert_eq!(at("2027-01-15 07:00"), "2027-01-15T07:00:00+01:00");
-    assert_eq!(at("2027-07-15 07:00"), "2027-07-15T07:00:00+02:00");
+    assert_eq!(
+        at(&format!("{winter} 07:00")),
+        format!("{winter}T07:00:00+01:00")
+    );
+    assert_eq!(
+        at(&format!("{summer} 07:00")),
+        format!("{summer}T07:00:00+02:00")
+    );
     // Spring forward: 02:30 does not exist; read with the offset before
     // the gap, it rings at 03:30 on the new clock.
-    assert_eq!(at("2027-03-28 02:30"), "2027-03-28T03:30:00+02:00");
-    assert_eq!(at("2027-03-28 01:59"), "2027-03-28T01:59:00+01:00");
+    assert_eq!(
+        at(&format!("{spring} 02:30")),
+        format!("{spring}T03:30:00+02:00")
+    );
+    assert_eq!(
+        at(&format!("{spring} 01:59")),
+        format!("{spring}T01:59:00+01:00")
+    );
     // Fall back: 02:30 happens twice; the first one rings.
-    assert_eq!(at("2027-10-31 02:30"), "2027-10-31T02:30:00+02:00");
-    assert_eq!(at("2027-10-31 03:30"), "2027-10-31T03:30:00+01:00");
+    assert_eq!(
+        at(&format!("{fall} 02:30")),
+        format!("{fall}T02:30:00+02:00")
+    );
+    assert_eq!(
+        at(&format!("{fall} 03:30")),
+        format!("{fall}T03:30:00+01:00")
+    );
     // A clock time is a local wall time: if the device's zone changes,
     // a 02:30 reminder still rings at 02:30 on the new clock.
     let (_, out, _) = run(&mut timers(dir.path(), &["list", "--json"], Some("UTC")));
@@ -185,10 +226,7 @@ fn local_time_follows_tz_across_both_dst_transitions() {
         .iter()
         .map(|t| t["due"].as_str().unwrap().to_string())
         .collect();
-    assert!(
-        dues.contains(&"2027-10-31T02:30:00+00:00".to_string()),
-        "{dues:?}"
-    );
+    assert!(dues.contains(&format!("{fall}T02:30:00+00:00")), "{dues:?}");
 }
 
 /// A running `earshot timers watch --json` whose stdout lines are
