@@ -992,7 +992,10 @@ mod tests {
         }
     }
 
-    /// The two tests below watch who holds the one engine: not at once.
+    /// The tests below watch who holds the one engine, and the count of
+    /// passes in flight that every decode adds to: not at once (a full
+    /// pass of the first one, slow on a loaded machine, was still in
+    /// flight when the last one waited for the count to reach zero).
     fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
         ONE.lock().unwrap_or_else(|p| p.into_inner())
@@ -1067,6 +1070,7 @@ mod tests {
 
     #[test]
     fn exit_waits_for_work_in_flight_and_no_longer_than_its_bound() {
+        let _one = one_at_a_time();
         let guard = exit_guard::enter();
         assert!(exit_guard::in_flight() >= 1);
         // Held: settling gives up at its bound.
