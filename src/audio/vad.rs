@@ -38,7 +38,9 @@ pub struct VadConfig {
     pub hangover_ms: u32,
     /// Shorter speech (trigger to last voiced frame) is discarded as a blip.
     pub min_utterance_ms: u32,
-    /// An utterance is cut here even if speech continues.
+    /// An utterance is cut here even if speech continues: long enough
+    /// for a minute-long sentence (issue 21), short enough that a
+    /// stuck-open microphone still ends.
     pub max_utterance_ms: u32,
     /// Non-speech kept after the last voiced frame (whisper likes a little).
     pub tail_ms: u32,
@@ -52,6 +54,12 @@ pub struct VadConfig {
     /// complete command ends at `early_ms` instead of `early_ms` plus a
     /// transcription. 0 = at `early_ms`.
     pub look_ms: u32,
+    /// Speech longer than this is not offered for a look: no command is
+    /// this long, and a look at a long utterance costs a transcription
+    /// that grows with it while the microphone's ring fills (a long
+    /// sentence with short pauses would otherwise be transcribed again at
+    /// every pause). 0 = no limit.
+    pub look_max_ms: u32,
     /// Inside an utterance, a frame this many dB below its loudest frame
     /// is silence whatever webrtc-vad says: its built-in overhang calls
     /// ~120 ms of true silence after the last word speech, which every
@@ -69,10 +77,11 @@ impl Default for VadConfig {
             preroll_ms: 300,
             hangover_ms: 700,
             min_utterance_ms: 250,
-            max_utterance_ms: 15_000,
+            max_utterance_ms: 90_000,
             tail_ms: 200,
             early_ms: 300,
             look_ms: 90,
+            look_max_ms: 8_000,
             quiet_db: 40.0,
         }
     }
@@ -271,6 +280,11 @@ fn new_vad(aggressiveness: u8) -> Vad {
 }
 
 /// Mean square of a frame (full scale = 1.0).
+/// Mean square (of samples scaled to ±1) under which a frame is digital
+/// silence: an RMS of 2 LSB of 16 bits, far under any microphone's noise
+/// floor.
+const DIGITAL_SILENCE: f32 = (2.0 / 32768.0) * (2.0 / 32768.0);
+
 fn mean_square(frame: &[i16]) -> f32 {
     if frame.is_empty() {
         return 0.0;
@@ -380,6 +394,11 @@ impl Endpointer {
         self.pos += frame.len() as u64;
         // webrtc-vad only errors on a bad frame length, which `frame_len` rules out.
         let mut voiced = self.vad.is_voice_segment(frame).unwrap_or(false);
+        // Digital silence is never speech: after a minute of speech
+        // webrtc-vad was seen calling a second of exact zeros voiced.
+        if voiced && mean_square(frame) < DIGITAL_SILENCE {
+            voiced = false;
+        }
         let frame_ms = self.cfg.frame_ms;
         if let Some(sp) = self.speaking.as_mut() {
             sp.buf.extend_from_slice(frame);
@@ -399,12 +418,13 @@ impl Endpointer {
             }
             let len_ms = ms(sp.buf.len() as u64);
             let early = self.cfg.look_at_ms();
+            let spoken_ms = sp.last_voiced_end_ms.saturating_sub(sp.speech_start_ms);
             if early > 0
                 && !sp.paused
+                && (self.cfg.look_max_ms == 0 || spoken_ms <= u64::from(self.cfg.look_max_ms))
                 && sp.silence_ms >= early
                 && sp.silence_ms < self.cfg.hangover_ms
-                && sp.last_voiced_end_ms.saturating_sub(sp.speech_start_ms)
-                    >= u64::from(self.cfg.min_utterance_ms)
+                && spoken_ms >= u64::from(self.cfg.min_utterance_ms)
             {
                 sp.paused = true;
                 let keep = kept(self.cfg.tail_ms, sp);
@@ -672,8 +692,68 @@ mod tests {
     }
 
     #[test]
+    fn a_minute_long_sentence_with_short_pauses_is_one_utterance_and_looked_at_only_early() {
+        // Real speech said again and again with 300 ms breaths between,
+        // for over a minute: one request, not cut at a length limit.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/speech/goforward.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let speech = crate::audio::to_i16(&speech);
+        let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
+        let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
+        let mut sig = vec![0i16; 8000];
+        while sig.len() < 16 * 62_000 {
+            sig.extend(&speech[first..=last]);
+            sig.extend(vec![0i16; 16 * 300]);
+        }
+        sig.extend(vec![0i16; 16_000 * 3]);
+        let cfg = VadConfig::default();
+        let mut ep = Endpointer::new(&cfg).unwrap();
+        let mut utterances = Vec::new();
+        let mut looks = Vec::new();
+        for c in sig.chunks(320) {
+            for e in ep.push(c) {
+                match e {
+                    VadEvent::Pause(p) => looks.push(p.speech_end_ms - p.speech_start_ms),
+                    VadEvent::Utterance(u) => utterances.push(u),
+                    _ => {}
+                }
+            }
+        }
+        utterances.extend(ep.finish());
+        assert_eq!(
+            utterances.len(),
+            1,
+            "{:?}",
+            utterances
+                .iter()
+                .map(|u| (u.start_ms, u.duration_ms(), u.reason))
+                .collect::<Vec<_>>()
+        );
+        let u = &utterances[0];
+        assert!(u.duration_ms() >= 61_000, "{} ms", u.duration_ms());
+        assert_eq!(u.reason, EndReason::Silence);
+        // The pauses of the first seconds are looked at; none after
+        // `look_max_ms` of speech.
+        assert!(looks.len() >= 2, "{looks:?}");
+        assert!(
+            looks.iter().all(|&l| l <= u64::from(cfg.look_max_ms)),
+            "{looks:?}"
+        );
+    }
+
+    #[test]
     fn the_pause_starts_where_the_sound_stops_not_after_webrtc_vads_overhang() {
-        let sig = two_phrases(2000);
+        // A microphone's faint noise floor (±4 LSB), not digital silence,
+        // which is never speech whatever the settings.
+        let mut seed = 7u32;
+        let sig: Vec<i16> = two_phrases(2000)
+            .into_iter()
+            .map(|s| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                s.saturating_add((seed >> 29) as i16 - 4)
+            })
+            .collect();
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/speech/goforward.wav");
         let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();

@@ -45,6 +45,8 @@ use crate::stt::Stt;
 use crate::tts::{Synthesizer, Tts};
 use crate::wyoming::satellite::SharedTts;
 
+/// A request in which nobody speaks ends after this much audio.
+const NO_SPEECH_MS: u32 = 15_000;
 /// How long the hello and device info may take.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Between requests the connection is pinged after this much silence.
@@ -772,8 +774,10 @@ impl Device {
             .map_err(FrameError::Io)?;
         let mut vad = Endpointer::new(&self.vad).map_err(Lost::Device)?;
         let mut speaking = false;
-        // No speech at all within this much audio ends the request.
-        let max_silence_samples = 16 * self.vad.max_utterance_ms as usize;
+        // No speech at all within this much audio ends the request (a
+        // long sentence may run to `max_utterance_ms`; waiting that long
+        // for a first word would hold a silent device for a minute and a half).
+        let max_silence_samples = 16 * self.vad.max_utterance_ms.min(NO_SPEECH_MS) as usize;
         let mut silent_samples = 0usize;
         loop {
             let Some((kind, payload)) = link.next()? else {
