@@ -1555,6 +1555,39 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
     assert!(cites.contains(", p. "), "citations carry the page: {cites}");
 }
 
+/// Headings set only in a larger type (as word processors write them)
+/// become the sections a passage is cited under, title above section.
+#[test]
+fn a_pdf_whose_headings_are_only_larger_type_cites_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::copy(
+        data("knowledge/pdfs/sized-headings-boiler.pdf"),
+        docs.join("boiler.pdf"),
+    )
+    .unwrap();
+    let (code, out, err) = es(dir.path(), &["ingest", docs.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for (question, section, page) in [
+        (
+            "what pressure should the boiler gauge show",
+            "Wall Boiler User Guide > Water pressure",
+            1,
+        ),
+        (
+            "how often does the boiler need servicing",
+            "Wall Boiler User Guide > Annual service",
+            2,
+        ),
+    ] {
+        let r = search(dir.path(), question, &[]);
+        let top = &r["passages"][0];
+        assert_eq!(top["section"].as_str(), Some(section), "{question}: {r:#}");
+        assert_eq!(top["page"].as_u64(), Some(page), "{question}: {top}");
+    }
+}
+
 /// A PDF whose one content stream inflates to `mb` MB of text operators.
 fn stream_bomb(mb: usize) -> Vec<u8> {
     use std::io::Write;

@@ -24,6 +24,7 @@ pub mod eval;
 pub mod ingest;
 pub mod loader;
 pub mod pdf;
+pub mod pdf_headings;
 pub mod rerank;
 pub mod retrieve;
 pub mod splitter;

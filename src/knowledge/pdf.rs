@@ -95,13 +95,54 @@ pub fn looks_like_pdf(path: &Path) -> Result<bool, LoadError> {
 }
 
 /// The text of each page, in reading order (poppler's default mode, not
-/// `-layout`, so columns are read one after the other).
+/// `-layout`, so columns are read one after the other). Lines set in a
+/// larger font than the body are marked as headings (`# Title`,
+/// `## Section`) so citations name them; see [`super::pdf_headings`].
 pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> {
     if !looks_like_pdf(path)? {
         return Err(LoadError::Damaged("no %PDF header".into()));
     }
+    let cap = limits.max_text_mb.saturating_mul(1024 * 1024);
+    let (out, err) = run_bounded(limits, &[], path, cap)?;
+    let text = String::from_utf8_lossy(&out);
+    if text
+        .trim_matches(|c: char| c.is_whitespace() || c == '\u{c}')
+        .is_empty()
+    {
+        // No text, and poppler complained: a damaged file, not a scan.
+        if let Some(line) = err.lines().map(str::trim).find(|l| l.contains("Error")) {
+            return Err(LoadError::Damaged(line.to_string()));
+        }
+    }
+    let mut pages: Vec<String> = text.split('\u{c}').map(str::to_string).collect();
+    // pdftotext ends every page, the last one too, with a form feed.
+    if pages.len() > 1 && pages.last().is_some_and(|p| p.trim().is_empty()) {
+        pages.pop();
+    }
+    // Font sizes, from a second bounded run: any failure leaves the text
+    // as it is (headings are a help to citations, not a condition).
+    match run_bounded(limits, &["-bbox-layout"], path, cap.saturating_mul(8)) {
+        Ok((xhtml, _)) => {
+            let sized = super::pdf_headings::find(&String::from_utf8_lossy(&xhtml));
+            super::pdf_headings::mark(&mut pages, &sized);
+        }
+        Err(e) => tracing::debug!(path = %path.display(), error = %e, "no font sizes for headings"),
+    }
+    Ok(pages)
+}
+
+/// Run the reader on `path` with `args`, bounded (memory, wall time, at
+/// most `cap` bytes of output): its output and the start of its stderr,
+/// or the one-line reason it failed.
+fn run_bounded(
+    limits: &PdfLimits,
+    args: &[&str],
+    path: &Path,
+    cap: u64,
+) -> Result<(Vec<u8>, String), LoadError> {
     let mut command = Command::new(&limits.program);
     command
+        .args(args)
         .args(["-enc", "UTF-8", "-eol", "unix"])
         .arg(path)
         .arg("-")
@@ -112,7 +153,6 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
     let mut child = command
         .spawn()
         .map_err(|e| LoadError::Tool(missing(&limits.program, &e)))?;
-    let cap = limits.max_text_mb.saturating_mul(1024 * 1024);
     let mut stdout = child
         .stdout
         .take()
@@ -159,7 +199,7 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
     if over {
         return Err(LoadError::Damaged(format!(
             "it holds more than {} MB of text (a PDF bomb?); split it",
-            limits.max_text_mb
+            cap / (1024 * 1024)
         )));
     }
     let Some(status) = status else {
@@ -193,22 +233,7 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
         };
         return Err(LoadError::Damaged(first));
     }
-    let text = String::from_utf8_lossy(&out);
-    if text
-        .trim_matches(|c: char| c.is_whitespace() || c == '\u{c}')
-        .is_empty()
-    {
-        // No text, and poppler complained: a damaged file, not a scan.
-        if let Some(line) = err.lines().map(str::trim).find(|l| l.contains("Error")) {
-            return Err(LoadError::Damaged(line.to_string()));
-        }
-    }
-    let mut pages: Vec<String> = text.split('\u{c}').map(str::to_string).collect();
-    // pdftotext ends every page, the last one too, with a form feed.
-    if pages.len() > 1 && pages.last().is_some_and(|p| p.trim().is_empty()) {
-        pages.pop();
-    }
-    Ok(pages)
+    Ok((out, err))
 }
 
 /// Limit the child's address space (bytes) so a decompression bomb fails

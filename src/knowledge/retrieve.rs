@@ -100,7 +100,9 @@ pub struct Passage {
     pub path: String,
     pub title: String,
     pub section: Option<String>,
-    /// The PDF page the passage starts on (None for txt/md), for citations.
+    /// The PDF page of the passage's best chunk (None for txt/md), for
+    /// citations: where the answer most likely is, not where a merged
+    /// passage starts.
     pub page: Option<u32>,
     pub tier: u8,
     pub score: f32,
@@ -717,7 +719,8 @@ pub fn take_top(mut candidates: Vec<Candidate>, n: usize) -> Vec<Candidate> {
 }
 
 /// Chunks of one document with consecutive ordinals become one passage
-/// (text in document order, the best chunk's score); passages best first.
+/// (text in document order; the best chunk's score, section and page);
+/// passages best first.
 pub fn merge_adjacent(candidates: Vec<Candidate>) -> Vec<Passage> {
     let mut sorted = candidates;
     sorted.sort_by_key(|c| (c.document_id, c.ordinal));
@@ -729,8 +732,16 @@ pub fn merge_adjacent(candidates: Vec<Candidate>) -> Vec<Passage> {
                 p.text.push_str("\n\n");
                 p.text.push_str(&c.text);
                 if c.score > p.score {
+                    // The citation names where the answer most likely is:
+                    // the best chunk's section and page.
                     p.score = c.score;
                     p.rerank = c.rerank;
+                    if c.section.is_some() {
+                        p.section = c.section.clone();
+                    }
+                    if c.page.is_some() {
+                        p.page = c.page;
+                    }
                 }
                 if p.section.is_none() {
                     p.section = c.section.clone();
@@ -850,6 +861,27 @@ mod tests {
         assert_eq!(passages[0].chunk_ids, vec![1, 2]);
         assert_eq!(passages[0].text, "chunk 1\n\nchunk 2");
         assert_eq!(passages[1].chunk_ids, vec![4]);
+    }
+
+    #[test]
+    fn a_merged_passage_cites_its_best_chunks_section_and_page() {
+        let mut a = cand(1, 1, 3, 3, 0.4);
+        a.section = Some("Guide > Topping up".into());
+        a.page = Some(1);
+        let mut b = cand(2, 1, 4, 3, 0.9);
+        b.section = Some("Guide > Annual service".into());
+        b.page = Some(2);
+        let mut c = cand(3, 1, 5, 3, 0.5);
+        c.section = Some("Guide > Warranty".into());
+        c.page = Some(3);
+        let passages = merge_adjacent(vec![a, b, c]);
+        assert_eq!(passages.len(), 1);
+        let p = &passages[0];
+        assert_eq!(p.chunk_ids, vec![1, 2, 3]);
+        assert_eq!(p.text, "chunk 1\n\nchunk 2\n\nchunk 3");
+        assert_eq!(p.section.as_deref(), Some("Guide > Annual service"));
+        assert_eq!(p.page, Some(2));
+        assert_eq!(p.score, 0.9);
     }
 
     #[test]

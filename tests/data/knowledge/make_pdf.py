@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes the small PDFs of the knowledge test corpus with no library:
-corpus/houseplants.pdf (two pages of text, Helvetica, text layer) and
+corpus/houseplants.pdf (two pages of text, Helvetica, text layer),
+pdfs/sized-headings-boiler.pdf (headings only by type size: a 20 pt
+title, 15 pt sections, 11 pt body, as word processors write them) and
 bad/notext.pdf (a page with only a drawn rectangle: no text layer).
 bad/encrypted.pdf was made from houseplants.pdf with
 `qpdf --encrypt user owner 256 -- corpus/houseplants.pdf bad/encrypted.pdf`.
@@ -44,6 +46,46 @@ def text_stream(lines):
     return "\n".join(out).encode()
 
 
+BOILER = [
+    [
+        (20, "Wall Boiler User Guide"),
+        (11, ""),
+        (15, "Water pressure"),
+        (11, "The gauge on the front panel shows the pressure of the heating water."),
+        (11, "With the system cold it should read between 1 and 1.5 bar; when the"),
+        (11, "radiators are hot it may rise to about 2 bar, which is normal."),
+        (11, "Below 0.8 bar the boiler locks out and shows fault F22 until the"),
+        (11, "system is topped up with the filling loop under the casing."),
+        (11, ""),
+        (15, "Topping up"),
+        (11, "Open both valves of the filling loop slowly and watch the gauge."),
+        (11, "Close them as soon as the needle reaches 1.2 bar, then press reset."),
+        (11, "Losing pressure every week points to a leak or a failed expansion"),
+        (11, "vessel: call a registered engineer instead of refilling again."),
+    ],
+    [
+        (15, "Frost protection"),
+        (11, "Leave the boiler switched on at the mains during winter absences."),
+        (11, "Its frost thermostat fires the burner when the water inside falls"),
+        (11, "below 5 degrees, which protects the pipes in an unheated house."),
+        (11, ""),
+        (15, "Annual service"),
+        (11, "Have the boiler serviced once a year by a qualified engineer, who"),
+        (11, "checks the flue gases, cleans the heat exchanger and the condensate"),
+        (11, "trap, and records the work in the service log at the back of this"),
+        (11, "guide. A missed service can void the manufacturer's warranty."),
+    ],
+]
+
+
+def sized_stream(lines):
+    out = ["BT", "72 740 Td"]
+    for size, line in lines:
+        out.append(f"/F1 {size} Tf 0 -{round(size * 1.4)} Td ({esc(line)}) Tj")
+    out.append("ET")
+    return "\n".join(out).encode()
+
+
 def write_pdf(path, streams):
     objs = []
     n_pages = len(streams)
@@ -74,4 +116,5 @@ def write_pdf(path, streams):
 
 if __name__ == "__main__":
     write_pdf("corpus/houseplants.pdf", [text_stream(p) for p in PAGES])
+    write_pdf("pdfs/sized-headings-boiler.pdf", [sized_stream(p) for p in BOILER])
     write_pdf("bad/notext.pdf", [b"0 0 1 rg\n100 100 200 200 re f"])
