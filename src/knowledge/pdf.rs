@@ -94,6 +94,12 @@ pub fn looks_like_pdf(path: &Path) -> Result<bool, LoadError> {
     Ok(head[..n].windows(5).any(|w| w == b"%PDF-"))
 }
 
+/// The most layout output read for headings by type size: ~50 KB a page
+/// (pdftotext writes every word's box), so ~1000 pages; a larger document
+/// keeps its text and its other headings, and ingest stays in bounded
+/// memory.
+const BBOX_MAX_BYTES: u64 = 48 * 1024 * 1024;
+
 /// The text of each page, in reading order (poppler's default mode, not
 /// `-layout`, so columns are read one after the other). Lines set in a
 /// larger font than the body are marked as headings (`# Title`,
@@ -121,9 +127,12 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
     }
     // Font sizes, from a second bounded run: any failure leaves the text
     // as it is (headings are a help to citations, not a condition).
-    match run_bounded(limits, &["-bbox-layout"], path, cap.saturating_mul(8)) {
+    match run_bounded(limits, &["-bbox-layout"], path, BBOX_MAX_BYTES) {
         Ok((xhtml, _)) => {
-            let sized = super::pdf_headings::find(&String::from_utf8_lossy(&xhtml));
+            // Valid UTF-8 (as asked for) is taken as it is, not copied.
+            let xhtml = String::from_utf8(xhtml)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            let sized = super::pdf_headings::find(&xhtml);
             super::pdf_headings::mark(&mut pages, &sized);
         }
         Err(e) => tracing::debug!(path = %path.display(), error = %e, "no font sizes for headings"),
