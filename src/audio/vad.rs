@@ -673,20 +673,25 @@ mod tests {
         }
     }
 
-    /// Real speech, a pause of `gap_ms`, the same speech again, silence.
-    fn two_phrases(gap_ms: usize) -> Vec<i16> {
+    /// The sounding part of a real recording ("go forward ten meters"),
+    /// so the gaps a test puts around it are what the test says.
+    fn sounding_speech() -> Vec<i16> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/speech/goforward.wav");
         let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
         let speech = crate::audio::to_i16(&speech);
-        // Only the sounding part, so the gap is what the test says.
         let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
         let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
-        let speech = &speech[first..=last];
+        speech[first..=last].to_vec()
+    }
+
+    /// Real speech, a pause of `gap_ms`, the same speech again, silence.
+    fn two_phrases(gap_ms: usize) -> Vec<i16> {
+        let speech = sounding_speech();
         let mut sig = vec![0i16; 8000];
-        sig.extend(speech);
+        sig.extend(&speech);
         sig.extend(vec![0i16; 16 * gap_ms]);
-        sig.extend(speech);
+        sig.extend(&speech);
         sig.extend(vec![0i16; 16_000]);
         sig
     }
@@ -695,15 +700,10 @@ mod tests {
     fn a_minute_long_sentence_with_short_pauses_is_one_utterance_and_looked_at_only_early() {
         // Real speech said again and again with 300 ms breaths between,
         // for over a minute: one request, not cut at a length limit.
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/speech/goforward.wav");
-        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
-        let speech = crate::audio::to_i16(&speech);
-        let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
-        let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
+        let speech = sounding_speech();
         let mut sig = vec![0i16; 8000];
         while sig.len() < 16 * 62_000 {
-            sig.extend(&speech[first..=last]);
+            sig.extend(&speech);
             sig.extend(vec![0i16; 16 * 300]);
         }
         sig.extend(vec![0i16; 16_000 * 3]);
@@ -754,14 +754,8 @@ mod tests {
                 s.saturating_add((seed >> 29) as i16 - 4)
             })
             .collect();
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/speech/goforward.wav");
-        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
-        let speech = crate::audio::to_i16(&speech);
-        let first = speech.iter().position(|s| s.unsigned_abs() > 800).unwrap();
-        let last = speech.iter().rposition(|s| s.unsigned_abs() > 800).unwrap();
         // The first copy's sound ends here (ms into the signal).
-        let sound_end = (8000 + last - first) as u64 * 1000 / 16_000;
+        let sound_end = (8000 + sounding_speech().len() - 1) as u64 * 1000 / 16_000;
         let end_of_first = |cfg: &VadConfig| {
             let u = segment(&sig, cfg).unwrap();
             u.first().unwrap().speech_end_ms
