@@ -442,17 +442,25 @@ impl Interrupter {
             return None;
         }
         self.stats.words += 1;
+        // Judged on what a pass that heard the whole word would have
+        // heard: its start to just past its last loud frame. Not the
+        // hang-over's tail: whisper hears words in that noise ("Please
+        // stop me."), so the verdict would depend on whether a pass
+        // happened to finish before the hang-over did.
+        let span = word.as_ref().map(|w| (w.start, w.heard_to()));
+        let audio = match span {
+            Some((from, to)) => self.heard.between(from, to),
+            None => u.samples.clone(),
+        };
         // The same stretch as the microphone heard it, when echo-cancelled.
-        let raw = self.heard_raw.as_ref().map(|h| {
-            let from = word
-                .as_ref()
-                .map_or(h.end().saturating_sub(u.samples.len() as u64), |w| w.start);
-            h.since(from)
+        let raw = self.heard_raw.as_ref().map(|h| match span {
+            Some((from, to)) => h.between(from, to),
+            None => h.since(h.end().saturating_sub(u.samples.len() as u64)),
         });
         let verdict = match word.and_then(|w| self.settled(w)) {
             Some(verdict) => verdict,
             None => {
-                let verdict = judge(stt, self.echo.as_deref(), &u.samples, raw.as_deref());
+                let verdict = judge(stt, self.echo.as_deref(), &audio, raw.as_deref());
                 if !matches!(verdict, Verdict::OwnVoice(_)) {
                     self.stats.passes += 1;
                 }

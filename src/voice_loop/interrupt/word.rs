@@ -120,6 +120,14 @@ impl Heard {
         self.samples.iter().skip(skip).copied().collect()
     }
 
+    /// The audio from absolute index `from` (or the oldest kept) up to
+    /// `to` (or the newest heard).
+    pub fn between(&self, from: u64, to: u64) -> Vec<i16> {
+        let skip = from.saturating_sub(self.first) as usize;
+        let take = to.saturating_sub(from.max(self.first)) as usize;
+        self.samples.iter().skip(skip).take(take).copied().collect()
+    }
+
     /// The last `n` samples (fewer if not yet heard).
     pub fn last(&self, n: usize) -> Vec<i16> {
         let skip = self.samples.len().saturating_sub(n);
@@ -271,6 +279,12 @@ impl Word {
 
     fn word_sized(&self) -> bool {
         (MIN_SPEECH_MS..=super::MAX_WORD_MS).contains(&self.speech_ms())
+    }
+
+    /// Where a pass that heard the whole word ends (absolute index): just
+    /// past its last loud frame, a plosive's burst included.
+    pub fn heard_to(&self) -> u64 {
+        self.loud_end + samples(UNHEARD_MS)
     }
 
     /// Whether a pass on the audio up to `to` heard everything loud.
@@ -433,10 +447,33 @@ mod tests {
         assert_eq!(heard.since(0).len(), 1600);
         assert_eq!(heard.since(1990), vec![2i16; 10]);
         assert_eq!(heard.last(3), vec![2i16; 3]);
+        assert_eq!(
+            heard.between(990, 1010),
+            [vec![1i16; 10], vec![2i16; 10]].concat()
+        );
+        assert_eq!(heard.between(0, 410).len(), 10, "from the oldest kept");
+        assert_eq!(
+            heard.between(1995, 9999),
+            vec![2i16; 5],
+            "to the newest heard"
+        );
         assert!(heard.frames_since(0).all(|(end, _)| end > 400));
         heard.clear();
         assert_eq!(heard.end(), 2000);
         assert!(heard.since(0).is_empty());
+    }
+
+    #[test]
+    fn a_word_is_judged_up_to_its_last_loud_frame_not_the_quiet_after_it() {
+        let (word, heard) = word_over(&word_then_quiet(400, 500));
+        let to = word.heard_to();
+        assert!(
+            ms(to) >= 400 && ms(to) <= 400 + UNHEARD_MS + 10,
+            "{}",
+            ms(to)
+        );
+        assert!(word.covers(to));
+        assert_eq!(heard.between(word.start, to).len() as u64, to);
     }
 
     #[test]
