@@ -498,7 +498,10 @@ fn no_output_device_is_a_clear_error_and_run_keeps_answering() {
     let request = dir.path().join("two-requests.wav");
     let mut samples = wav_16k(&piper_utterance("What time is it?"));
     samples.extend(std::iter::repeat_n(0.0, 16_000 * 3 / 2));
-    samples.extend(wav_16k(&piper_utterance("Turn it down.")));
+    // "Turn the volume down", not "Turn it down": under the suite's load
+    // whisper once heard the shorter one as "Purn it down" (this test is
+    // about the turns, not the ears).
+    samples.extend(wav_16k(&piper_utterance("Turn the volume down.")));
     samples.extend(std::iter::repeat_n(0.0, 16_000));
     std::fs::write(
         &request,
