@@ -304,6 +304,12 @@ fn fast_path_is_used_and_reported_for_short_commands() {
     );
     assert!(plan.no_timestamps && plan.single_segment);
     assert_eq!(w.wide_plan(&plan).map(|p| p.audio_ctx), Some(432));
+    // A command-length pass decodes greedily; a longer one and every
+    // retry keep the beams.
+    assert!(!plan.greedy, "3 s > greedy_max_ms");
+    let command = w.fast_plan(2 * SAMPLE_RATE as usize).unwrap();
+    assert!(command.greedy);
+    assert!(w.wide_plan(&command).is_some_and(|p| !p.greedy));
     let long = w.fast_plan(14 * SAMPLE_RATE as usize).unwrap();
     assert!(
         w.wide_plan(&long).is_none(),

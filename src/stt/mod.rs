@@ -196,6 +196,14 @@ pub struct FastConfig {
     /// (`stt::restart`): the repeat was trimmed anyway, its tokens only
     /// cost time.
     pub stop_restart: bool,
+    /// The fast pass on audio up to this long (ms) decodes greedily,
+    /// whatever `[stt] beam_size` says; longer audio, the wider retry and
+    /// the full pass keep the beams (0 = always the beams). Measured
+    /// (`earshot bench stt`, BENCHMARKS.md): the same words on every
+    /// command clip in about half the time (~120 ms instead of ~250 ms on
+    /// a short command, the bulk of a command's latency), while on a
+    /// 3 s sentence of the test set the beams heard a word greedy missed.
+    pub greedy_max_ms: u32,
 }
 
 impl Default for FastConfig {
@@ -221,6 +229,7 @@ impl Default for FastConfig {
             wide_scale: 2.0,
             wide_min_avg_logprob: -1.0,
             stop_restart: true,
+            greedy_max_ms: 2_500,
         }
     }
 }

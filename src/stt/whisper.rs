@@ -51,8 +51,9 @@ pub struct Plan {
     /// Silence prepended to the audio (ms): whisper on a shrunken context
     /// tends to drop a word that starts at the very first frame.
     pub lead_ms: u32,
-    /// Greedy decoding whatever `[stt] beam_size` says: for a word or two
-    /// the beams cost more than they find.
+    /// Greedy decoding whatever `[stt] beam_size` says: for a word or a
+    /// short command the beams cost more than they find
+    /// (`[stt.fast] greedy_max_ms`).
     pub greedy: bool,
     /// Stop as soon as another pass wants the engine (the start-up
     /// warm-up: a live word or turn never waits behind it).
@@ -402,7 +403,7 @@ impl WhisperStt {
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
             lead_ms: f.lead_ms,
-            greedy: false,
+            greedy: audio_ms <= u64::from(f.greedy_max_ms),
             yields: false,
         })
     }
@@ -680,8 +681,10 @@ impl WhisperStt {
         if ctx >= self.model_ctx {
             return None;
         }
+        // The retry of a pass that looked wrong gets the beams back.
         Some(Plan {
             audio_ctx: ctx,
+            greedy: false,
             ..*fast
         })
     }
