@@ -223,7 +223,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     let mic = PacedMic::start(&mic_path);
     let spawned = Instant::now();
     let mut child = ChildGuard(
-        Command::new(exe)
+        Command::new(&exe)
             .arg("--config")
             .arg(&child_config)
             .args(["run", "--input", "default", "--no-barge-in", "--json"])
@@ -271,6 +271,11 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     let mut results = Vec::new();
     let rounds = args.rounds.max(1);
     let mut rss_after_round = Vec::new();
+    // After every turn: the RSS, and the peak so far (VmHWM), so a long
+    // run shows when memory grew, not only that it did.
+    let mut rss_after_turn = Vec::new();
+    let mut peak_after_turn = Vec::new();
+    let mut timers_cleared = 0;
     for (i, (text, samples, end)) in std::iter::once(&spoken[0])
         .chain((0..rounds).flat_map(|_| spoken[1..].iter()))
         .enumerate()
@@ -282,8 +287,15 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
                 print_row(&m);
             }
             results.push(m);
+            rss_after_turn.push(rss_mb(pid, "VmRSS"));
+            peak_after_turn.push(rss_mb(pid, "VmHWM"));
             if results.len() % (spoken.len() - 1) == 0 {
                 rss_after_round.push(rss_mb(pid, "VmRSS"));
+                // Each round starts as the first did: the timers a round
+                // set would otherwise ring ten minutes into a long run,
+                // and a ringing loop listens for "stop", not requests.
+                timers_cleared +=
+                    cancel_timers(&exe, &child_config, &work.path().join("state"), &models_dir)?;
             }
         }
     }
@@ -345,7 +357,10 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             "cold_start_ms": cold_start_ms,
             "first_start_ms": first_start_ms,
             "rss_mb": {"after_start": rss_after_start, "peak": rss_peak, "end": rss_end,
-                       "after_each_round": rss_after_round},
+                       "after_each_round": rss_after_round,
+                       "after_each_turn": rss_after_turn,
+                       "peak_after_each_turn": peak_after_turn},
+            "timers_cancelled_between_rounds": timers_cleared,
             "stop": if args.stop > 0 { stop_report.clone() } else { Value::Null },
         }));
     } else {
@@ -369,6 +384,52 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         }
     }
     Ok(results.iter().all(|m| m.first_audio_ms.is_some()))
+}
+
+/// Cancel every timer, alarm and reminder in the bench's state directory
+/// through the CLI (the running loop notices rows another process
+/// cancelled); returns how many.
+fn cancel_timers(exe: &Path, config: &Path, state: &Path, models_dir: &Path) -> Result<usize> {
+    let cli = |args: &[&str]| -> Result<String> {
+        let out = Command::new(exe)
+            .arg("--config")
+            .arg(config)
+            .arg("timers")
+            .args(args)
+            .env("EARSHOT_STATE_DIR", state)
+            .env("EARSHOT_MODELS_DIR", models_dir)
+            .env_remove("EARSHOT_CONFIG")
+            .env("EARSHOT_LOG", "error")
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run `earshot timers`")?;
+        if !out.status.success() {
+            bail!(
+                "`earshot timers {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let listed: Value = serde_json::from_str(&cli(&["list", "--json"])?)
+        .context("`earshot timers list --json` printed something that is not JSON")?;
+    let ids: Vec<String> = listed
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| match &r["id"] {
+                    Value::Number(n) => Some(n.to_string()),
+                    Value::String(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for id in &ids {
+        cli(&["cancel", id])?;
+    }
+    Ok(ids.len())
 }
 
 /// Start `earshot run` once on a second of silence with the bench's

@@ -193,24 +193,20 @@ impl Piper {
         Ok(join_clauses(&clauses, &clause_marks(text)))
     }
 
+    /// The phoneme strings of `text`, one per model run: whole clauses
+    /// (with their punctuation) up to [`MAX_RUN_PHONEMES`] each.
+    pub fn phoneme_runs(&self, text: &str) -> Result<Vec<String>, TtsError> {
+        let clauses = espeak::phonemize(&self.espeak_program, &self.espeak_voice, text)?;
+        Ok(runs_of(&clauses, &clause_marks(text), MAX_RUN_PHONEMES))
+    }
+
     /// Model input ids for a phoneme string.
     pub fn ids_for(&self, phonemes: &str) -> Vec<i64> {
         encode(&self.ids, phonemes)
     }
-}
 
-impl Synthesizer for Piper {
-    fn name(&self) -> &'static str {
-        "piper"
-    }
-
-    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
-        let phonemes = self.phonemes(text)?;
-        let ids = self.ids_for(&phonemes);
-        if ids.len() <= 3 {
-            // Nothing pronounceable (e.g. only symbols): silence, not an error.
-            return Ok(Clip::new(Vec::new(), self.sample_rate));
-        }
+    /// One model run: the raw audio for `ids`.
+    fn run_model(&mut self, ids: Vec<i64>) -> Result<Vec<f32>, TtsError> {
         let err = |e: ort::Error| {
             TtsError::Failed(format!(
                 "Piper ({}) failed: {}",
@@ -248,7 +244,37 @@ impl Synthesizer for Piper {
                 e.to_string().replace('\n', " ")
             ))
         })?;
-        let mut samples = normalise(audio);
+        Ok(audio.to_vec())
+    }
+}
+
+/// Phonemes one Piper run speaks at most (a clause longer than this is cut
+/// between words). Piper's memory grows with the audio a run makes:
+/// measured over 108 turns (BENCHMARKS.md), a 230-character list read out
+/// in one run took the process from ~300 to 500 MB; ~80 phonemes is ~5 s
+/// of speech, and the cut falls where the text pauses anyway.
+pub const MAX_RUN_PHONEMES: usize = 80;
+
+impl Synthesizer for Piper {
+    fn name(&self) -> &'static str {
+        "piper"
+    }
+
+    fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
+        let mut audio = Vec::new();
+        for run in self.phoneme_runs(text)? {
+            let ids = self.ids_for(&run);
+            if ids.len() <= 3 {
+                // Nothing pronounceable (e.g. only symbols): silence, not
+                // an error.
+                continue;
+            }
+            audio.extend(self.run_model(ids)?);
+        }
+        if audio.is_empty() {
+            return Ok(Clip::new(Vec::new(), self.sample_rate));
+        }
+        let mut samples = normalise(&audio);
         trim_lead(&mut samples, self.sample_rate);
         Ok(Clip::new(samples, self.sample_rate))
     }
@@ -372,6 +398,51 @@ fn join_clauses(clauses: &[String], marks: &[char]) -> String {
     out
 }
 
+/// Group espeak-ng's clauses (with their punctuation, as
+/// [`join_clauses`]) into runs of at most `max` phoneme characters; a
+/// clause longer than that is cut between words. The same text as
+/// `join_clauses` gives, in pieces.
+fn runs_of(clauses: &[String], marks: &[char], max: usize) -> Vec<String> {
+    let aligned = clauses.len() == marks.len() || clauses.len() == marks.len() + 1;
+    let mut pieces = Vec::new();
+    for (i, clause) in clauses.iter().enumerate() {
+        let mark = if aligned {
+            marks.get(i).copied()
+        } else if i + 1 == clauses.len() {
+            marks.last().copied()
+        } else {
+            None
+        };
+        let mut clause = clause.clone();
+        clause.extend(mark);
+        // A clause too long for one run: its words, grouped.
+        let mut part = String::new();
+        for word in clause.split_whitespace() {
+            if !part.is_empty() && part.chars().count() + 1 + word.chars().count() > max {
+                pieces.push(std::mem::take(&mut part));
+            }
+            if !part.is_empty() {
+                part.push(' ');
+            }
+            part.push_str(word);
+        }
+        if !part.is_empty() {
+            pieces.push(part);
+        }
+    }
+    let mut runs: Vec<String> = Vec::new();
+    for piece in pieces {
+        match runs.last_mut() {
+            Some(run) if run.chars().count() + 1 + piece.chars().count() <= max => {
+                run.push(' ');
+                run.push_str(&piece);
+            }
+            _ => runs.push(piece),
+        }
+    }
+    runs
+}
+
 /// The voice file a config points at (for `earshot doctor` and scripts).
 pub fn voice_path(tts: &TtsConfig, paths: &Paths) -> PathBuf {
     paths.model_path(format!("{}.onnx", tts.piper_voice))
@@ -388,6 +459,33 @@ mod tests {
             vec![',', '.', '!']
         );
         assert_eq!(clause_marks("no marks"), Vec::<char>::new());
+    }
+
+    #[test]
+    fn a_long_sentence_is_spoken_in_runs_of_whole_clauses() {
+        let c: Vec<String> = ["həlˈoʊ", "hˌaʊ ɑːɹ juː"].map(String::from).to_vec();
+        // Short: one run, exactly what join_clauses makes.
+        assert_eq!(
+            runs_of(&c, &[',', '?'], MAX_RUN_PHONEMES),
+            vec![join_clauses(&c, &[',', '?'])]
+        );
+        // A list read out: runs end where a clause does, none too long,
+        // nothing lost.
+        let items: Vec<String> = (0..17).map(|_| "bˈatəɹiz".to_string()).collect();
+        let marks: Vec<char> = (0..17).map(|i| if i == 16 { '.' } else { ';' }).collect();
+        let runs = runs_of(&items, &marks, 40);
+        assert!(runs.len() > 1, "{runs:?}");
+        assert!(runs.iter().all(|r| r.chars().count() <= 40), "{runs:?}");
+        assert!(runs.iter().all(|r| r.ends_with([';', '.'])), "{runs:?}");
+        assert_eq!(runs.join(" "), join_clauses(&items, &marks));
+        // One clause longer than a run is cut between words.
+        let long = vec!["wˈʌn tˈuː θɹˈiː fˈɔːɹ fˈaɪv sˈɪks".to_string()];
+        let runs = runs_of(&long, &['.'], 12);
+        assert!(
+            runs.len() >= 3 && runs.iter().all(|r| r.chars().count() <= 12),
+            "{runs:?}"
+        );
+        assert_eq!(runs.join(" "), join_clauses(&long, &['.']));
     }
 
     #[test]
