@@ -187,12 +187,6 @@ impl Piper {
         self.sample_rate
     }
 
-    /// Phoneme string for `text` (with clause punctuation restored).
-    pub fn phonemes(&self, text: &str) -> Result<String, TtsError> {
-        let clauses = espeak::phonemize(&self.espeak_program, &self.espeak_voice, text)?;
-        Ok(join_clauses(&clauses, &clause_marks(text)))
-    }
-
     /// The phoneme strings of `text`, one per model run: whole clauses
     /// (with their punctuation) up to [`MAX_RUN_PHONEMES`] each.
     pub fn phoneme_runs(&self, text: &str) -> Result<Vec<String>, TtsError> {
@@ -205,8 +199,8 @@ impl Piper {
         encode(&self.ids, phonemes)
     }
 
-    /// One model run: the raw audio for `ids`.
-    fn run_model(&mut self, ids: Vec<i64>) -> Result<Vec<f32>, TtsError> {
+    /// One model run: the raw audio for `ids`, appended to `audio`.
+    fn run_model(&mut self, ids: Vec<i64>, audio: &mut Vec<f32>) -> Result<(), TtsError> {
         let err = |e: ort::Error| {
             TtsError::Failed(format!(
                 "Piper ({}) failed: {}",
@@ -238,13 +232,14 @@ impl Piper {
                     e.to_string().replace('\n', " ")
                 ))
             })?;
-        let (_, audio) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
+        let (_, samples) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
             TtsError::Failed(format!(
                 "Piper returned no audio: {}",
                 e.to_string().replace('\n', " ")
             ))
         })?;
-        Ok(audio.to_vec())
+        audio.extend_from_slice(samples);
+        Ok(())
     }
 }
 
@@ -269,7 +264,7 @@ impl Synthesizer for Piper {
                 // an error.
                 continue;
             }
-            audio.extend(self.run_model(ids)?);
+            self.run_model(ids, &mut audio)?;
         }
         if audio.is_empty() {
             return Ok(Clip::new(Vec::new(), self.sample_rate));
@@ -373,48 +368,41 @@ fn clause_marks(text: &str) -> Vec<char> {
     marks
 }
 
-/// Put espeak-ng's clauses back together with their punctuation. When the
-/// counts don't line up (espeak-ng split differently), join with spaces
-/// and keep only the final mark.
-fn join_clauses(clauses: &[String], marks: &[char]) -> String {
-    let mut out = String::new();
+/// espeak-ng's clauses with their punctuation back. When the counts
+/// don't line up (espeak-ng split differently), only the last clause gets
+/// the final mark.
+fn marked_clauses(clauses: &[String], marks: &[char]) -> Vec<String> {
     let aligned = clauses.len() == marks.len() || clauses.len() == marks.len() + 1;
-    for (i, clause) in clauses.iter().enumerate() {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(clause);
-        if aligned {
-            if let Some(m) = marks.get(i) {
-                out.push(*m);
-            }
-        }
-    }
-    if !aligned {
-        if let Some(m) = marks.last() {
-            out.push(*m);
-        }
-    }
-    out
+    clauses
+        .iter()
+        .enumerate()
+        .map(|(i, clause)| {
+            let mark = if aligned {
+                marks.get(i).copied()
+            } else if i + 1 == clauses.len() {
+                marks.last().copied()
+            } else {
+                None
+            };
+            let mut clause = clause.clone();
+            clause.extend(mark);
+            clause
+        })
+        .collect()
 }
 
-/// Group espeak-ng's clauses (with their punctuation, as
-/// [`join_clauses`]) into runs of at most `max` phoneme characters; a
-/// clause longer than that is cut between words. The same text as
-/// `join_clauses` gives, in pieces.
+/// The whole phoneme string: every clause with its punctuation, in one.
+#[cfg(test)]
+fn join_clauses(clauses: &[String], marks: &[char]) -> String {
+    marked_clauses(clauses, marks).join(" ")
+}
+
+/// Group the clauses with their punctuation ([`marked_clauses`]) into
+/// runs of at most `max` phoneme characters; a clause longer than that is
+/// cut between words. The same text as one string would be, in pieces.
 fn runs_of(clauses: &[String], marks: &[char], max: usize) -> Vec<String> {
-    let aligned = clauses.len() == marks.len() || clauses.len() == marks.len() + 1;
     let mut pieces = Vec::new();
-    for (i, clause) in clauses.iter().enumerate() {
-        let mark = if aligned {
-            marks.get(i).copied()
-        } else if i + 1 == clauses.len() {
-            marks.last().copied()
-        } else {
-            None
-        };
-        let mut clause = clause.clone();
-        clause.extend(mark);
+    for clause in marked_clauses(clauses, marks) {
         // A clause too long for one run: its words, grouped.
         let mut part = String::new();
         for word in clause.split_whitespace() {
