@@ -9,6 +9,7 @@
 pub use crate::tts::cleanup;
 pub mod dispatcher;
 pub mod nodes;
+pub mod predict;
 pub mod prompts;
 pub mod tool_loop;
 pub mod turn;

@@ -20,7 +20,7 @@ use crate::cancel::CancelToken;
 use crate::events::{Done, Event, EventSink};
 use crate::telemetry::TurnRecord;
 use crate::tree::engine::{check_intents_alone, check_with, read_tree};
-use crate::tree::interpreter::{Host, HostError, LlmAnswer, WalkInput};
+use crate::tree::interpreter::{NoLlm, WalkInput};
 use crate::tree::user_intents;
 use crate::tree::validate::Severity;
 
@@ -154,22 +154,6 @@ impl EventSink for Printer {
             _ => {}
         }
         let _ = out.flush();
-    }
-}
-
-/// No LLM in a dry run.
-struct NoLlm;
-
-impl Host for NoLlm {
-    fn llm_stream(
-        &mut self,
-        prompt: &str,
-        _tags: bool,
-        _: &mut dyn EventSink,
-    ) -> Result<LlmAnswer, HostError> {
-        Err(HostError::NoLlm(format!(
-            "dry run: no LLM is called (prompt '{prompt}')"
-        )))
     }
 }
 

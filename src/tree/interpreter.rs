@@ -72,6 +72,23 @@ pub trait Host {
     ) -> Result<LlmAnswer, HostError>;
 }
 
+/// A host that never calls a language model: dry runs (which skip
+/// `llm_stream` nodes anyway) and on-device recognition.
+pub struct NoLlm;
+
+impl Host for NoLlm {
+    fn llm_stream(
+        &mut self,
+        prompt: &str,
+        _tags: bool,
+        _: &mut dyn EventSink,
+    ) -> Result<LlmAnswer, HostError> {
+        Err(HostError::NoLlm(format!(
+            "dry run: no LLM is called (prompt '{prompt}')"
+        )))
+    }
+}
+
 /// Why a [`Host`] gave no answer to an `llm_stream` node. The walk stops
 /// with it ([`WalkFailure::Host`]); callers branch on the variant (the
 /// turn keeps the language model's technical error in its log, a dry run

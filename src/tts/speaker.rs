@@ -58,6 +58,11 @@ enum Sound {
     /// This clip, then `text` spoken, as one clip: no gap between them,
     /// and one stream on the output (a chime and its label).
     Before(Clip),
+    /// Synthesise `text` now and keep it, without playing it, for a
+    /// sentence that is likely to be said next ([`Speaker::prepare`]).
+    /// Skipped when any sentence was said after it was asked for (the
+    /// number of sentences said then).
+    Prepare { said_before: u64 },
 }
 
 struct Job {
@@ -72,6 +77,12 @@ struct Shared {
     generation: AtomicU64,
     /// Sentences said and not yet queued on the output (or dropped).
     pending: AtomicUsize,
+    /// Sentences and sounds said so far (a prepared sentence is only
+    /// made while nothing else was said since it was asked for).
+    said: AtomicU64,
+    /// The sentence last prepared and its audio, taken by the first
+    /// [`Speaker::say`] of the same text.
+    prepared: Mutex<Option<(String, super::Spoken)>>,
     /// f32 bits of the volume in [0, 1].
     volume: AtomicU32,
     stats: Mutex<Vec<SentenceStat>>,
@@ -112,6 +123,10 @@ impl Speaker {
             .spawn(move || {
                 let mut tts = load();
                 for job in rx {
+                    if let Sound::Prepare { said_before } = job.sound {
+                        prepare_one(&mut tts, &worker_shared, &job, said_before);
+                        continue;
+                    }
                     speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job);
                     worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
                 }
@@ -151,7 +166,30 @@ impl Speaker {
         self.queue(label.to_string(), Sound::Clip(clip));
     }
 
+    /// Synthesise `text` now, in the background of this speaker, without
+    /// playing it: a sentence likely to be said next (the answer a
+    /// command reads out, predicted while its pause completes). When
+    /// [`Speaker::say`] then gets the same text, it plays that audio
+    /// instead of synthesising again. Preparing never counts as speaking,
+    /// and it is skipped when anything was said after it was asked for.
+    pub fn prepare(&self, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        let job = Job {
+            text: text.to_string(),
+            sound: Sound::Prepare {
+                said_before: self.shared.said.load(Ordering::SeqCst),
+            },
+            generation: self.shared.generation.load(Ordering::SeqCst),
+            said_at: Instant::now(),
+        };
+        let _ = self.tx.send(job);
+    }
+
     fn queue(&self, text: String, sound: Sound) {
+        self.shared.said.fetch_add(1, Ordering::SeqCst);
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
             text,
@@ -250,7 +288,11 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     };
     let synthesized = match &job.sound {
         Sound::Clip(clip) => Ok(as_is(clip)),
-        Sound::Speech | Sound::Before(_) => tts.synthesize(&job.text),
+        Sound::Speech => match take_prepared(shared, &job.text) {
+            Some(spoken) => Ok(spoken),
+            None => tts.synthesize(&job.text),
+        },
+        Sound::Before(_) | Sound::Prepare { .. } => tts.synthesize(&job.text),
     };
     let spoken = match (synthesized, &job.sound) {
         (Ok(mut spoken), Sound::Before(sound)) => {
@@ -309,6 +351,41 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     }
 }
 
+/// Make a prepared sentence (see [`Speaker::prepare`]) unless something
+/// was said or stopped since it was asked for: then it would only delay
+/// what is being said.
+fn prepare_one(tts: &mut Tts, shared: &Shared, job: &Job, said_before: u64) {
+    let moved_on = |shared: &Shared| {
+        shared.said.load(Ordering::SeqCst) != said_before
+            || shared.generation.load(Ordering::SeqCst) != job.generation
+    };
+    if moved_on(shared) {
+        return;
+    }
+    let _live = crate::cpu::LiveWork::begin();
+    match tts.synthesize(&job.text) {
+        Ok(spoken) => {
+            tracing::debug!(synth_ms = spoken.ms, "prepared \"{}\"", job.text);
+            if let Ok(mut slot) = shared.prepared.lock() {
+                *slot = Some((job.text.clone(), spoken));
+            }
+        }
+        // The sentence, if said, is synthesised again and fails there.
+        Err(e) => tracing::debug!("could not prepare \"{}\": {e:#}", job.text),
+    }
+}
+
+/// The prepared audio of `text`, once.
+fn take_prepared(shared: &Shared, text: &str) -> Option<super::Spoken> {
+    let mut slot = shared.prepared.lock().ok()?;
+    if slot.as_ref().is_some_and(|(t, _)| t == text) {
+        let (_, spoken) = slot.take()?;
+        tracing::debug!("speaking the prepared \"{text}\"");
+        return Some(super::Spoken { ms: 0.0, ..spoken });
+    }
+    None
+}
+
 /// The event sink of a voice turn: speaks `content` sentence by sentence
 /// as it streams; speaks the stored answer when nothing streamed (tree
 /// answers), and the error sentence when the turn failed.
@@ -337,6 +414,14 @@ impl<'a> TurnSpeech<'a> {
             last: None,
             forward: None,
         }
+    }
+
+    /// The first piece of `answer` a turn speaks (its first sentence, or
+    /// that sentence's first clause): what [`Speaker::prepare`] makes
+    /// ready for an answer known before the turn.
+    pub fn first_piece(answer: &str) -> Option<String> {
+        let first = sentences::split(answer).into_iter().next()?;
+        Some(sentences::first_clause(&first).0)
     }
 
     /// Also pass every event on to `sink`.
@@ -583,5 +668,105 @@ mod tests {
             .max()
             .unwrap();
         assert!((4000..=4200).contains(&max), "{max}");
+    }
+
+    /// Counts its syntheses; each takes `delay`.
+    struct Counted {
+        delay: Duration,
+        made: Arc<AtomicUsize>,
+    }
+    impl Synthesizer for Counted {
+        fn name(&self) -> &'static str {
+            "counted"
+        }
+        fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError> {
+            std::thread::sleep(self.delay);
+            self.made.fetch_add(1, Ordering::SeqCst);
+            let words = text.split_whitespace().count();
+            Ok(Clip::new(vec![0.25; 1600 * words], 16_000))
+        }
+    }
+
+    fn counted(dir: &std::path::Path, delay_ms: u64) -> (Speaker, Arc<AtomicUsize>) {
+        let made = Arc::new(AtomicUsize::new(0));
+        let sink = Arc::new(PacedWavSink::create(&dir.join("out.wav")).unwrap());
+        let tts = Tts::with_engines(vec![Box::new(Counted {
+            delay: Duration::from_millis(delay_ms),
+            made: made.clone(),
+        })]);
+        (Speaker::start(tts, sink).unwrap(), made)
+    }
+
+    fn wait_for(made: &AtomicUsize, n: usize) {
+        let started = Instant::now();
+        while made.load(Ordering::SeqCst) < n {
+            assert!(started.elapsed() < Duration::from_secs(5), "never made {n}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_prepared_sentence_plays_without_being_synthesised_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (speaker, made) = counted(dir.path(), 300);
+        speaker.prepare("It is noon.");
+        assert!(!speaker.is_speaking(), "preparing is not speaking");
+        wait_for(&made, 1);
+        speaker.say("It is noon.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].synth_ms, 0.0);
+        assert!(
+            stats[0].ready_to_audio_ms < 150.0,
+            "{}",
+            stats[0].ready_to_audio_ms
+        );
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        // Taken once: the same sentence again is synthesised.
+        speaker.say("It is noon.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_preparation_overtaken_by_speech_is_skipped_and_another_text_is_synthesised() {
+        let dir = tempfile::tempdir().unwrap();
+        let (speaker, made) = counted(dir.path(), 100);
+        // Said before the preparation started: it would only delay it.
+        speaker.say("Hello there.");
+        speaker.prepare("It is noon.");
+        speaker.say("Something else.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            2,
+            "the overtaken preparation was synthesised"
+        );
+        // A prepared sentence that is not the one said plays nothing.
+        speaker.prepare("It is noon.");
+        wait_for(&made, 3);
+        speaker.say("It is one.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        let stats = speaker.take_stats();
+        let texts: Vec<&str> = stats.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(texts, ["Hello there.", "Something else.", "It is one."]);
+        assert!(stats[2].synth_ms > 0.0);
+        assert_eq!(made.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn the_first_piece_is_what_a_turn_says_first() {
+        assert_eq!(
+            TurnSpeech::first_piece("It's 9:05 PM. Anything else?").as_deref(),
+            Some("It's 9:05 PM.")
+        );
+        assert_eq!(
+            TurnSpeech::first_piece("Your shopping list has batteries, milk, eggs and bread.")
+                .as_deref(),
+            Some("Your shopping list has batteries,")
+        );
+        assert_eq!(TurnSpeech::first_piece("   "), None);
     }
 }

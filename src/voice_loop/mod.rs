@@ -202,7 +202,14 @@ impl VoiceLoop {
             self.after_speaking();
         }
         loop {
-            let heard = self.listen(tick, &mut pending, &mut held, &mut mute, remote);
+            let heard = self.listen(
+                tick,
+                &mut pending,
+                &mut held,
+                &mut mute,
+                remote,
+                conversation,
+            );
             let (utterance, pressed_at) = match heard {
                 Heard::Speech(u, pressed_at) => (u, pressed_at),
                 Heard::Shutdown => {
@@ -261,6 +268,7 @@ impl VoiceLoop {
         held: &mut bool,
         mute: &mut Mute,
         remote: Option<&dyn remote::RemotePipeline>,
+        conversation: Option<i64>,
     ) -> Heard {
         let mut buf = vec![0i16; (SAMPLE_RATE / 10) as usize];
         // A ring round was queued: the microphone hears it until it ends.
@@ -337,7 +345,7 @@ impl VoiceLoop {
                     // A pause inside speech, and nothing after it yet: a
                     // speculative look (speculate.rs).
                     VadEvent::Pause(snapshot) if !self.push_to_talk && pending.is_empty() => {
-                        if let Some(u) = self.on_pause(snapshot, pending) {
+                        if let Some(u) = self.on_pause(snapshot, pending, conversation) {
                             return Heard::Speech(u, None);
                         }
                     }

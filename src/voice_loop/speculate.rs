@@ -30,6 +30,7 @@ use std::time::Instant;
 
 use crate::audio::vad::{Speculation, Utterance, VadEvent};
 use crate::stt::Transcript;
+use crate::tts::speaker::TurnSpeech;
 
 /// Lowest device-classifier confidence that ends a command early. Measured
 /// on fragments cut at a pause (notes/latency.md): "Turn the volume." came
@@ -145,6 +146,7 @@ impl super::VoiceLoop {
         &mut self,
         snapshot: Utterance,
         pending: &mut std::collections::VecDeque<VadEvent>,
+        conversation: Option<i64>,
     ) -> Option<Utterance> {
         // The look starts before the tail an ended utterance keeps
         // (`tail_ms`) has been heard; silence stands in for the rest, so
@@ -191,6 +193,9 @@ impl super::VoiceLoop {
             snapshot.speech_end_ms,
             Speculation(Arc::new(transcript) as Arc<dyn std::any::Any + Send + Sync>),
         );
+        if early != EarlyEnd::Never {
+            self.prepare_answer(conversation, request);
+        }
         let pause_ms = match early {
             EarlyEnd::Never => return None,
             EarlyEnd::AtPause => self.vad.early_ms,
@@ -199,6 +204,29 @@ impl super::VoiceLoop {
             }
         };
         self.end_when_paused(snapshot.speech_end_ms, pause_ms, pending)
+    }
+
+    /// A complete command is ending: if its answer only reads the device
+    /// (the time, a list), find it by a dry run and have the speaker
+    /// synthesise its first piece while the pause completes
+    /// ([`crate::agent::predict`]). On a thread of its own, so the pause is
+    /// read on meanwhile; the turn's own answer is still what is spoken.
+    fn prepare_answer(&self, conversation: Option<i64>, request: String) {
+        let services = self.services.clone();
+        let speaker = self.speaker.clone();
+        let spawned = std::thread::Builder::new()
+            .name("predict".into())
+            .spawn(move || {
+                let answer =
+                    crate::agent::predict::read_only_answer(&services, conversation, &request);
+                if let Some(first) = answer.as_deref().and_then(TurnSpeech::first_piece) {
+                    tracing::debug!(request = %request, "preparing the answer: {first}");
+                    speaker.prepare(&first);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("could not start the answer's prediction: {e}");
+        }
     }
 
     /// A complete command was heard up to `speech_end_ms`: read on until

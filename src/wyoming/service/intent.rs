@@ -22,28 +22,14 @@ use serde_json::{json, Value};
 use crate::agent::turn::{run_turn, TurnInput};
 use crate::agent::Services;
 use crate::cancel::CancelToken;
-use crate::events::{CollectSink, EventSink};
-use crate::tree::{Host, HostError, LlmAnswer, WalkInput};
+use crate::events::CollectSink;
+use crate::tree::interpreter::{NoLlm, WalkInput};
 use crate::wyoming::server::Flow;
 use crate::wyoming_proto::client::EventWriter;
 use crate::wyoming_proto::protocol::{Event, ProtocolError};
 
 /// The catch-all intent of the device set: "not a device command".
 const OTHER: &str = "other";
-
-/// A walk host that never calls an LLM (recognition must stay on device).
-struct NoLlm;
-
-impl Host for NoLlm {
-    fn llm_stream(
-        &mut self,
-        _prompt: &str,
-        _tags: bool,
-        _: &mut dyn EventSink,
-    ) -> Result<LlmAnswer, HostError> {
-        Err(HostError::NoLlm("recognition runs without an LLM".into()))
-    }
-}
 
 /// Handle `recognize`.
 pub fn recognize(

@@ -1,0 +1,153 @@
+//! The answer a turn *would* give, found without changing anything, so the
+//! voice can be ready before the turn runs (issue 21).
+//!
+//! The voice loop transcribes a command at a pause inside the hang-over
+//! and, when it reads complete, waits for the rest of a short pause before
+//! it ends the utterance. That wait is idle time: a question whose answer
+//! only *reads* the device (the time, the date, the shopping list, a
+//! timer's time left) can be answered then by a dry run of the intent
+//! tree, and the first sentence synthesised while the pause completes.
+//! The real turn still runs, and its own answer is what is spoken: the
+//! prediction only lets the speaker find that sentence already made.
+//!
+//! A wrong prediction costs one wasted synthesis and nothing else, so the
+//! rule is strict: the conversation is on the intent tree, and the dry run
+//! skipped nothing — no action that changes state, no device setting, no
+//! published event, no language model — and said something.
+
+use super::{Mode, Services};
+use crate::events::CollectSink;
+use crate::tree::interpreter::{NoLlm, WalkInput};
+
+/// The answer the tree gives `text` in conversation `conversation_id`
+/// (`None`: a new one) when it gives it by reading only; `None` when the
+/// turn would change something, ask a language model, or fail.
+pub fn read_only_answer(
+    services: &Services,
+    conversation_id: Option<i64>,
+    text: &str,
+) -> Option<String> {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > super::turn::MAX_INPUT_CHARS {
+        return None;
+    }
+    if mode(services, conversation_id)? != Mode::Tree {
+        return None;
+    }
+    let engine = services.tree.as_ref()?;
+    let (state, _) = crate::tree::state::load(&services.store, conversation_id).ok()?;
+    let input = WalkInput {
+        text: text.to_string(),
+        conversation_id,
+        phase: state.phase,
+        state: state.state,
+        dry_run: true,
+    };
+    let outcome = engine
+        .run(input, &mut NoLlm, &mut CollectSink::default())
+        .ok()?;
+    let skipped = outcome.notes.iter().any(|n| n.starts_with("dry run:"));
+    let answer = outcome.answer.trim();
+    (!skipped
+        && outcome.llm.is_none()
+        && outcome.fell_through.is_empty()
+        && outcome.events.is_empty()
+        && !outcome.actions.is_empty()
+        && !answer.is_empty())
+    .then(|| answer.to_string())
+}
+
+/// The conversation's dispatch mode as the turn resolves it; `None` when
+/// it cannot be read (the turn would then note why and use the graph).
+fn mode(services: &Services, conversation_id: Option<i64>) -> Option<Mode> {
+    let default = services.settings.mode;
+    let Some(id) = conversation_id else {
+        return Some(default);
+    };
+    match services.store.conversation(id).ok()??.mode {
+        Some(m) => m.parse::<Mode>().ok(),
+        None => Some(default),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cancel::CancelToken;
+    use crate::config::Config;
+    use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+    use crate::store::Store;
+    use std::sync::Arc;
+
+    /// "what…" reads (the `say` action changes nothing); "pause…" turns
+    /// do-not-disturb on; "count…" writes a device setting after saying;
+    /// anything else asks the LLM.
+    const TREE: &str = r#"{"version":"t","entry":"start","nodes":{
+        "start":{"type":"entry","next":"what"},
+        "what":{"type":"condition","expression":"text matches '^what'","on_true":"noon","on_false":"pause"},
+        "noon":{"type":"action","name":"say","args":{"text":"It is noon. Lunch is at one."},"on_success":"done","on_fail":"done"},
+        "pause":{"type":"condition","expression":"text matches '^pause'","on_true":"dnd","on_false":"count"},
+        "dnd":{"type":"action","name":"dnd_on","on_success":"done","on_fail":"done"},
+        "count":{"type":"condition","expression":"text matches '^count'","on_true":"three","on_false":"llm"},
+        "three":{"type":"action","name":"say","args":{"text":"Three."},"on_success":"volume","on_fail":"done"},
+        "volume":{"type":"set_state","key":"device.volume","value":"30","next":"done"},
+        "llm":{"type":"llm_stream","prompt":"simple","next":"done"},
+        "done":{"type":"end"}}}"#;
+
+    /// Never asked: a prediction never calls the LLM.
+    struct NoChat;
+    impl ChatModel for NoChat {
+        fn chat(
+            &self,
+            _: &ChatRequest,
+            _: &mut dyn FnMut(&str),
+            _: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            panic!("a prediction called the LLM")
+        }
+    }
+
+    fn services(dir: &std::path::Path, mode: Mode) -> Services {
+        let store = Store::open_in(dir).unwrap();
+        let file = dir.join("tree.json");
+        std::fs::write(&file, TREE).unwrap();
+        let mut config = Config {
+            models_dir: dir.join("no-models"),
+            ..Default::default()
+        };
+        config.router.llm_fallback = false;
+        config.memory.enabled = false;
+        config.mode = mode;
+        config.tree.file = file.display().to_string();
+        let services = crate::app::assemble(&config, store, Arc::new(NoChat), None, None);
+        assert!(services.tree.is_some(), "{:?}", services.tree_error);
+        services
+    }
+
+    #[test]
+    fn only_an_answer_that_changes_nothing_is_predicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = services(dir.path(), Mode::Tree);
+        assert_eq!(
+            read_only_answer(&s, None, "  what time is it  ").as_deref(),
+            Some("It is noon. Lunch is at one.")
+        );
+        // An action that changes state, a device setting written after the
+        // answer, a language model: nothing predicted, nothing changed.
+        assert_eq!(read_only_answer(&s, None, "pause please"), None);
+        assert_eq!(read_only_answer(&s, None, "count to three"), None);
+        assert_eq!(read_only_answer(&s, None, "tell me a story"), None);
+        assert_eq!(read_only_answer(&s, None, ""), None);
+        assert_eq!(s.store.device_state("dnd").unwrap(), None);
+        assert_eq!(s.store.device_state("volume").unwrap(), None);
+        // A conversation that does not exist would start on the graph.
+        assert_eq!(read_only_answer(&s, Some(999), "what time is it"), None);
+    }
+
+    #[test]
+    fn a_conversation_on_the_router_graph_is_not_predicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = services(dir.path(), Mode::Graph);
+        assert_eq!(read_only_answer(&s, None, "what time is it"), None);
+    }
+}
