@@ -272,10 +272,13 @@ fn main() -> ExitCode {
     // its own arena (up to 8 per core), and the model runtimes' threads
     // then keep their peaks apart; `earshot run`'s RSS grew by ~120 MB
     // more over 20 turns without this (notes/latency.md).
-    // SAFETY: mallopt before any thread exists only sets a malloc option.
+    // A value the user set through GLIBC_TUNABLES wins.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+    if !std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max")) {
+        // SAFETY: mallopt before any thread exists only sets a malloc option.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
     }
     // Large blocks come from mmap and go back when freed: glibc's sliding
     // threshold otherwise rises to the largest block ever freed (up to

@@ -610,6 +610,7 @@ fn default_tree_on_held_out_utterances() {
             text: text.clone(),
             phase: "idle".into(),
             dry_run: true,
+            preview: false,
             ..Default::default()
         };
         let out = engine

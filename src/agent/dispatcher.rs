@@ -229,6 +229,7 @@ pub fn run_tree(
         phase: loaded.phase.clone(),
         state: loaded.state.clone(),
         dry_run: false,
+        preview: false,
     };
     let result = {
         let mut host = TurnHost { ctx: &mut *ctx };

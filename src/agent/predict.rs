@@ -12,8 +12,12 @@
 //!
 //! A wrong prediction costs one wasted synthesis and nothing else, so the
 //! rule is strict: the conversation is on the intent tree, and the dry run
-//! skipped nothing — no action that changes state, no device setting, no
-//! published event, no language model — and said something.
+//! skipped nothing that speaks — no action that changes state, no language
+//! model — nothing fell through, and it said something. Actions that only
+//! *return* their change (the volume, do-not-disturb: the turn's save
+//! writes it) run in this walk to say what they would. A device setting or
+//! an event the walk would write is not written (a dry run is never
+//! saved); it does not change what is said.
 
 use super::{Mode, Services};
 use crate::events::CollectSink;
@@ -42,16 +46,21 @@ pub fn read_only_answer(
         phase: state.phase,
         state: state.state,
         dry_run: true,
+        preview: true,
     };
     let outcome = engine
         .run(input, &mut NoLlm, &mut CollectSink::default())
         .ok()?;
-    let skipped = outcome.notes.iter().any(|n| n.starts_with("dry run:"));
+    // The interpreter's notes for an action or an LLM a dry run skipped
+    // (`tree::interpreter`): their words would be missing.
+    let skipped = outcome
+        .notes
+        .iter()
+        .any(|n| n.starts_with("dry run: skipped"));
     let answer = outcome.answer.trim();
     (!skipped
         && outcome.llm.is_none()
         && outcome.fell_through.is_empty()
-        && outcome.events.is_empty()
         && !outcome.actions.is_empty()
         && !answer.is_empty())
     .then(|| answer.to_string())
@@ -79,16 +88,24 @@ mod tests {
     use crate::store::Store;
     use std::sync::Arc;
 
-    /// "what…" reads (the `say` action changes nothing); "pause…" turns
-    /// do-not-disturb on; "count…" writes a device setting after saying;
-    /// anything else asks the LLM.
+    /// "what…" reads (the `say` action changes nothing); "louder" sets the
+    /// volume (a change the action only returns) and publishes it;
+    /// "pause…" writes a to-do; "count…" writes a device setting after
+    /// saying; "remind…" says, then writes a to-do; anything else asks
+    /// the LLM.
     const TREE: &str = r#"{"version":"t","entry":"start","nodes":{
         "start":{"type":"entry","next":"what"},
-        "what":{"type":"condition","expression":"text matches '^what'","on_true":"noon","on_false":"pause"},
+        "what":{"type":"condition","expression":"text matches '^what'","on_true":"noon","on_false":"louder"},
+        "louder":{"type":"condition","expression":"text matches '^louder'","on_true":"up","on_false":"pause"},
+        "up":{"type":"action","name":"volume_up","on_success":"event","on_fail":"done"},
+        "event":{"type":"publish_event","event":"volume","data":{"level":"{device.volume}"},"next":"done"},
         "noon":{"type":"action","name":"say","args":{"text":"It is noon. Lunch is at one."},"on_success":"done","on_fail":"done"},
         "pause":{"type":"condition","expression":"text matches '^pause'","on_true":"dnd","on_false":"count"},
-        "dnd":{"type":"action","name":"dnd_on","on_success":"done","on_fail":"done"},
-        "count":{"type":"condition","expression":"text matches '^count'","on_true":"three","on_false":"llm"},
+        "dnd":{"type":"action","name":"todo_add","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
+        "count":{"type":"condition","expression":"text matches '^count'","on_true":"three","on_false":"remind"},
+        "remind":{"type":"condition","expression":"text matches '^remind'","on_true":"okay","on_false":"llm"},
+        "okay":{"type":"action","name":"say","args":{"text":"Okay."},"on_success":"milk","on_fail":"done"},
+        "milk":{"type":"action","name":"todo_add","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
         "three":{"type":"action","name":"say","args":{"text":"Three."},"on_success":"volume","on_fail":"done"},
         "volume":{"type":"set_state","key":"device.volume","value":"30","next":"done"},
         "llm":{"type":"llm_stream","prompt":"simple","next":"done"},
@@ -132,14 +149,28 @@ mod tests {
             read_only_answer(&s, None, "  what time is it  ").as_deref(),
             Some("It is noon. Lunch is at one.")
         );
-        // An action that changes state, a device setting written after the
-        // answer, a language model: nothing predicted, nothing changed.
+        // A change the action only returns is said, not made; nor is the
+        // event published or a setting a node writes.
+        assert_eq!(
+            read_only_answer(&s, None, "louder").as_deref(),
+            Some("Volume 60 percent.")
+        );
+        assert_eq!(
+            read_only_answer(&s, None, "count to three").as_deref(),
+            Some("Three.")
+        );
+        // An action that writes (alone, or after words already said), a
+        // language model: nothing predicted, nothing changed.
         assert_eq!(read_only_answer(&s, None, "pause please"), None);
-        assert_eq!(read_only_answer(&s, None, "count to three"), None);
+        assert_eq!(read_only_answer(&s, None, "remind me"), None);
         assert_eq!(read_only_answer(&s, None, "tell me a story"), None);
         assert_eq!(read_only_answer(&s, None, ""), None);
-        assert_eq!(s.store.device_state("dnd").unwrap(), None);
         assert_eq!(s.store.device_state("volume").unwrap(), None);
+        let todos: i64 = s
+            .store
+            .with_conn(|c| c.query_row("SELECT COUNT(*) FROM todos", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(todos, 0);
         // A conversation that does not exist would start on the graph.
         assert_eq!(read_only_answer(&s, Some(999), "what time is it"), None);
     }

@@ -217,6 +217,7 @@ pub fn run(
         phase: state.phase,
         state: state.state,
         dry_run: true,
+        preview: false,
     };
     let mut record = TurnRecord::new("text", text);
     match engine.run(input, &mut NoLlm, &mut printer) {

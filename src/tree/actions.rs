@@ -225,6 +225,13 @@ pub trait Action: Send + Sync {
     /// Whether it changes anything stored (todos, device state, memories):
     /// such actions are skipped under dry-run.
     fn changes_state(&self) -> bool;
+    /// Whether `run` itself writes nothing: what it changes (device
+    /// settings, the walk's state) travels in its output, and the turn's
+    /// save writes it. A preview walk ([`crate::tree::WalkInput::preview`])
+    /// may then run it to learn what it would say.
+    fn defers_changes(&self) -> bool {
+        false
+    }
     /// Run it. An error's message is said to the user and the walk takes
     /// `on_fail`.
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError>;

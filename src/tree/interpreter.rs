@@ -45,6 +45,11 @@ pub struct WalkInput {
     pub phase: String,
     pub state: Map<String, Value>,
     pub dry_run: bool,
+    /// With `dry_run`: also run the actions that only return their changes
+    /// ([`super::actions::Action::defers_changes`]: the volume,
+    /// do-not-disturb), to learn what the turn would say. Still nothing is
+    /// written: a dry run's outcome is never saved.
+    pub preview: bool,
 }
 
 /// What an `llm_stream` node got back from the host.
@@ -351,7 +356,10 @@ impl Walk<'_> {
                 .push(format!("node '{node}': action '{name}' does not exist"));
             return false;
         };
-        if self.input.dry_run && action.changes_state() {
+        if self.input.dry_run
+            && action.changes_state()
+            && !(self.input.preview && action.defers_changes())
+        {
             self.out
                 .notes
                 .push(format!("dry run: skipped action '{name}' at node '{node}'"));

@@ -359,7 +359,14 @@ fn prepare_one(tts: &mut Tts, shared: &Shared, job: &Job, said_before: u64) {
         shared.said.load(Ordering::SeqCst) != said_before
             || shared.generation.load(Ordering::SeqCst) != job.generation
     };
-    if moved_on(shared) {
+    // The same text asked for twice (two looks at one pause): once.
+    let made = |shared: &Shared| {
+        shared
+            .prepared
+            .lock()
+            .is_ok_and(|slot| slot.as_ref().is_some_and(|(t, _)| *t == job.text))
+    };
+    if moved_on(shared) || made(shared) {
         return;
     }
     let _live = crate::cpu::LiveWork::begin();
@@ -711,6 +718,8 @@ mod tests {
         let (speaker, made) = counted(dir.path(), 300);
         speaker.prepare("It is noon.");
         assert!(!speaker.is_speaking(), "preparing is not speaking");
+        // Asked again (a second look at the same pause): made once.
+        speaker.prepare("It is noon.");
         wait_for(&made, 1);
         speaker.say("It is noon.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));

@@ -99,6 +99,9 @@ impl Action for DoNotDisturb {
     fn changes_state(&self) -> bool {
         true
     }
+    fn defers_changes(&self) -> bool {
+        true
+    }
     fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let value = if self.on { "on" } else { "off" };
         Ok(ActionOutput::said(if self.on {
@@ -139,6 +142,9 @@ impl Action for Volume {
         }
     }
     fn changes_state(&self) -> bool {
+        true
+    }
+    fn defers_changes(&self) -> bool {
         true
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {

@@ -68,6 +68,7 @@ pub fn recognition(services: &Services, text: &str) -> Event {
         phase: crate::tree::state::IDLE.into(),
         state: serde_json::Map::new(),
         dry_run: true,
+        preview: false,
     };
     let mut sink = CollectSink::default();
     let outcome = match engine.run(input, &mut NoLlm, &mut sink) {
