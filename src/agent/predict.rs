@@ -1,32 +1,34 @@
-//! The answer a turn *would* give, found without changing anything, so the
-//! voice can be ready before the turn runs (issue 21).
+//! The answer a turn *would* give, found without acting, so the voice can
+//! be ready before the turn runs (issue 21).
 //!
 //! The voice loop transcribes a command at a pause inside the hang-over
 //! and, when it reads complete, waits for the rest of a short pause before
-//! it ends the utterance. That wait is idle time: a question whose answer
-//! only *reads* the device (the time, the date, the shopping list, a
-//! timer's time left) can be answered then by a dry run of the intent
-//! tree, and the first sentence synthesised while the pause completes.
-//! The real turn still runs, and its own answer is what is spoken: the
-//! prediction only lets the speaker find that sentence already made.
+//! it ends the utterance. That wait is idle time: a dry run of the intent
+//! tree can find the answer then — a question that only reads the device
+//! (the time, the list, a timer's time left) answers as it will; an action
+//! that would change something answers with its preview
+//! ([`crate::tree::actions::Action::preview`]: "Timer set for 5 minutes.",
+//! "Volume 40 percent.") and changes nothing — and the first sentence is
+//! synthesised while the pause completes. The real turn still runs, and
+//! its own answer is what is spoken: the prediction only lets the speaker
+//! find that sentence already made.
 //!
 //! A wrong prediction costs one wasted synthesis and nothing else, so the
 //! rule is strict: the conversation is on the intent tree, and the dry run
-//! skipped nothing that speaks — no action that changes state, no language
-//! model — nothing fell through, and it said something. Actions that only
-//! *return* their change (the volume, do-not-disturb: the turn's save
-//! writes it) run in this walk to say what they would. A device setting or
-//! an event the walk would write is not written (a dry run is never
+//! skipped nothing that speaks — no action without a preview, no language
+//! model — nothing fell through, and it said something. A device setting
+//! or an event the walk would write is not written (a dry run is never
 //! saved); it does not change what is said.
 
 use super::{Mode, Services};
 use crate::events::CollectSink;
 use crate::tree::interpreter::{NoLlm, WalkInput};
 
-/// The answer the tree gives `text` in conversation `conversation_id`
-/// (`None`: a new one) when it gives it by reading only; `None` when the
-/// turn would change something, ask a language model, or fail.
-pub fn read_only_answer(
+/// The answer the tree would give `text` in conversation
+/// `conversation_id` (`None`: a new one), found without acting; `None`
+/// when an action's words can't be known without acting, a language
+/// model would answer, or the walk fails.
+pub fn answer_without_acting(
     services: &Services,
     conversation_id: Option<i64>,
     text: &str,
@@ -90,9 +92,10 @@ mod tests {
 
     /// "what…" reads (the `say` action changes nothing); "louder" sets the
     /// volume (a change the action only returns) and publishes it;
-    /// "pause…" writes a to-do; "count…" writes a device setting after
-    /// saying; "remind…" says, then writes a to-do; anything else asks
-    /// the LLM.
+    /// "pause…" completes a to-do (no preview); "count…" writes a device
+    /// setting after saying; "remind…" says, then completes a to-do;
+    /// "add…" adds one (its preview says what it would); anything else
+    /// asks the LLM.
     const TREE: &str = r#"{"version":"t","entry":"start","nodes":{
         "start":{"type":"entry","next":"what"},
         "what":{"type":"condition","expression":"text matches '^what'","on_true":"noon","on_false":"louder"},
@@ -101,11 +104,13 @@ mod tests {
         "event":{"type":"publish_event","event":"volume","data":{"level":"{device.volume}"},"next":"done"},
         "noon":{"type":"action","name":"say","args":{"text":"It is noon. Lunch is at one."},"on_success":"done","on_fail":"done"},
         "pause":{"type":"condition","expression":"text matches '^pause'","on_true":"dnd","on_false":"count"},
-        "dnd":{"type":"action","name":"todo_add","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
+        "dnd":{"type":"action","name":"todo_complete","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
         "count":{"type":"condition","expression":"text matches '^count'","on_true":"three","on_false":"remind"},
-        "remind":{"type":"condition","expression":"text matches '^remind'","on_true":"okay","on_false":"llm"},
+        "remind":{"type":"condition","expression":"text matches '^remind'","on_true":"okay","on_false":"add"},
         "okay":{"type":"action","name":"say","args":{"text":"Okay."},"on_success":"milk","on_fail":"done"},
-        "milk":{"type":"action","name":"todo_add","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
+        "milk":{"type":"action","name":"todo_complete","args":{"item":"milk"},"on_success":"done","on_fail":"done"},
+        "add":{"type":"condition","expression":"text matches '^add'","on_true":"add_it","on_false":"llm"},
+        "add_it":{"type":"action","name":"todo_add","on_success":"done","on_fail":"done"},
         "three":{"type":"action","name":"say","args":{"text":"Three."},"on_success":"volume","on_fail":"done"},
         "volume":{"type":"set_state","key":"device.volume","value":"30","next":"done"},
         "llm":{"type":"llm_stream","prompt":"simple","next":"done"},
@@ -142,29 +147,34 @@ mod tests {
     }
 
     #[test]
-    fn only_an_answer_that_changes_nothing_is_predicted() {
+    fn an_answer_is_predicted_without_acting_when_its_words_are_known() {
         let dir = tempfile::tempdir().unwrap();
         let s = services(dir.path(), Mode::Tree);
         assert_eq!(
-            read_only_answer(&s, None, "  what time is it  ").as_deref(),
+            answer_without_acting(&s, None, "  what time is it  ").as_deref(),
             Some("It is noon. Lunch is at one.")
         );
         // A change the action only returns is said, not made; nor is the
         // event published or a setting a node writes.
         assert_eq!(
-            read_only_answer(&s, None, "louder").as_deref(),
+            answer_without_acting(&s, None, "louder").as_deref(),
             Some("Volume 60 percent.")
         );
         assert_eq!(
-            read_only_answer(&s, None, "count to three").as_deref(),
+            answer_without_acting(&s, None, "count to three").as_deref(),
             Some("Three.")
         );
-        // An action that writes (alone, or after words already said), a
-        // language model: nothing predicted, nothing changed.
-        assert_eq!(read_only_answer(&s, None, "pause please"), None);
-        assert_eq!(read_only_answer(&s, None, "remind me"), None);
-        assert_eq!(read_only_answer(&s, None, "tell me a story"), None);
-        assert_eq!(read_only_answer(&s, None, ""), None);
+        // An action that writes answers with its preview, unwritten.
+        assert_eq!(
+            answer_without_acting(&s, None, "add eggs to my list").as_deref(),
+            Some("Added \"eggs\" to your to-do list.")
+        );
+        // An action that writes and has no preview (alone, or after words
+        // already said), a language model: nothing predicted.
+        assert_eq!(answer_without_acting(&s, None, "pause please"), None);
+        assert_eq!(answer_without_acting(&s, None, "remind me"), None);
+        assert_eq!(answer_without_acting(&s, None, "tell me a story"), None);
+        assert_eq!(answer_without_acting(&s, None, ""), None);
         assert_eq!(s.store.device_state("volume").unwrap(), None);
         let todos: i64 = s
             .store
@@ -172,13 +182,16 @@ mod tests {
             .unwrap();
         assert_eq!(todos, 0);
         // A conversation that does not exist would start on the graph.
-        assert_eq!(read_only_answer(&s, Some(999), "what time is it"), None);
+        assert_eq!(
+            answer_without_acting(&s, Some(999), "what time is it"),
+            None
+        );
     }
 
     #[test]
     fn a_conversation_on_the_router_graph_is_not_predicted() {
         let dir = tempfile::tempdir().unwrap();
         let s = services(dir.path(), Mode::Graph);
-        assert_eq!(read_only_answer(&s, None, "what time is it"), None);
+        assert_eq!(answer_without_acting(&s, None, "what time is it"), None);
     }
 }

@@ -225,12 +225,19 @@ pub trait Action: Send + Sync {
     /// Whether it changes anything stored (todos, device state, memories):
     /// such actions are skipped under dry-run.
     fn changes_state(&self) -> bool;
-    /// Whether `run` itself writes nothing: what it changes (device
-    /// settings, the walk's state) travels in its output, and the turn's
-    /// save writes it. A preview walk ([`crate::tree::WalkInput::preview`])
-    /// may then run it to learn what it would say.
-    fn defers_changes(&self) -> bool {
-        false
+    /// What `run` would answer, found without changing anything, for a
+    /// preview walk ([`crate::tree::WalkInput::preview`]: the voice
+    /// prepares the answer while a command's pause completes); `None`
+    /// when that can't be known without acting. Only its words matter: a
+    /// preview's changes are never applied. An action whose `run` writes
+    /// nothing itself (its changes travel in its output, for the turn's
+    /// save to write) may simply run.
+    fn preview(
+        &self,
+        _call: &ActionCall,
+        _env: &ActionEnv,
+    ) -> Option<Result<ActionOutput, ActionError>> {
+        None
     }
     /// Run it. An error's message is said to the user and the walk takes
     /// `on_fail`.

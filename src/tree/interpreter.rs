@@ -45,10 +45,10 @@ pub struct WalkInput {
     pub phase: String,
     pub state: Map<String, Value>,
     pub dry_run: bool,
-    /// With `dry_run`: also run the actions that only return their changes
-    /// ([`super::actions::Action::defers_changes`]: the volume,
-    /// do-not-disturb), to learn what the turn would say. Still nothing is
-    /// written: a dry run's outcome is never saved.
+    /// With `dry_run`: an action that changes state answers with its
+    /// [`super::actions::Action::preview`] (what it would say) instead of
+    /// being skipped, where it has one. Still nothing is written: a dry
+    /// run's outcome is never saved.
     pub preview: bool,
 }
 
@@ -356,16 +356,6 @@ impl Walk<'_> {
                 .push(format!("node '{node}': action '{name}' does not exist"));
             return false;
         };
-        if self.input.dry_run
-            && action.changes_state()
-            && !(self.input.preview && action.defers_changes())
-        {
-            self.out
-                .notes
-                .push(format!("dry run: skipped action '{name}' at node '{node}'"));
-            return true;
-        }
-        sink.emit(&Event::Thinking { tool: name.into() });
         let call = ActionCall {
             text: self.input.text.clone(),
             args: if args.is_object() {
@@ -377,12 +367,30 @@ impl Walk<'_> {
             state: self.out.state.clone(),
             device: self.out.device_state.clone(),
         };
-        let result = run_bounded(
-            action,
-            call,
-            self.engine.env().clone(),
-            self.engine.action_timeout(),
-        );
+        let result = if self.input.dry_run && action.changes_state() {
+            // A dry run changes nothing; a preview may still learn what
+            // the action would say.
+            let previewed = if self.input.preview {
+                action.preview(&call, self.engine.env())
+            } else {
+                None
+            };
+            let Some(result) = previewed else {
+                self.out
+                    .notes
+                    .push(format!("dry run: skipped action '{name}' at node '{node}'"));
+                return true;
+            };
+            result
+        } else {
+            sink.emit(&Event::Thinking { tool: name.into() });
+            run_bounded(
+                action,
+                call,
+                self.engine.env().clone(),
+                self.engine.action_timeout(),
+            )
+        };
         match result {
             Ok(output) => {
                 self.attempts

@@ -206,10 +206,10 @@ impl super::VoiceLoop {
         self.end_when_paused(snapshot.speech_end_ms, pause_ms, pending)
     }
 
-    /// A complete command is ending: if its answer only reads the device
-    /// (the time, a list), find it by a dry run and have the speaker
-    /// synthesise its first piece while the pause completes
-    /// ([`crate::agent::predict`]). On a thread of its own, so the pause is
+    /// A complete command is ending: find its answer by a dry run that
+    /// acts on nothing (an action that would change something says what
+    /// it would) and have the speaker synthesise its first piece while the
+    /// pause completes ([`crate::agent::predict`]). On a thread of its own, so the pause is
     /// read on meanwhile; the turn's own answer is still what is spoken.
     fn prepare_answer(&self, conversation: Option<i64>, request: String) {
         let services = self.services.clone();
@@ -218,7 +218,7 @@ impl super::VoiceLoop {
             .name("predict".into())
             .spawn(move || {
                 let answer =
-                    crate::agent::predict::read_only_answer(&services, conversation, &request);
+                    crate::agent::predict::answer_without_acting(&services, conversation, &request);
                 if let Some(first) = answer.as_deref().and_then(TurnSpeech::first_piece) {
                     tracing::debug!(request = %request, "preparing the answer: {first}");
                     speaker.prepare(&first);

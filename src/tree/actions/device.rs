@@ -99,8 +99,13 @@ impl Action for DoNotDisturb {
     fn changes_state(&self) -> bool {
         true
     }
-    fn defers_changes(&self) -> bool {
-        true
+    fn preview(
+        &self,
+        call: &ActionCall,
+        env: &ActionEnv,
+    ) -> Option<Result<ActionOutput, ActionError>> {
+        // `run` only returns the change; the turn's save writes it.
+        Some(self.run(call, env))
     }
     fn run(&self, _: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let value = if self.on { "on" } else { "off" };
@@ -144,8 +149,13 @@ impl Action for Volume {
     fn changes_state(&self) -> bool {
         true
     }
-    fn defers_changes(&self) -> bool {
-        true
+    fn preview(
+        &self,
+        call: &ActionCall,
+        env: &ActionEnv,
+    ) -> Option<Result<ActionOutput, ActionError>> {
+        // `run` only returns the change; the turn's save writes it.
+        Some(self.run(call, env))
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let current = call

@@ -208,19 +208,53 @@ impl Action for TimerSet {
         let Some(timers) = env.timers.as_ref() else {
             return no_timers();
         };
-        let Some(f) = frame_of("timer_set", call) else {
-            return Ok(ActionOutput::failed("For how long?"));
-        };
-        let d = match f.duration {
-            Some(Ok(d)) => d,
-            Some(Err(e)) => return Ok(ActionOutput::failed(timer_length_error(&e))),
-            None if f.at.is_some() => {
-                return Ok(ActionOutput::failed(TimerError::NeedsDuration.to_string()))
-            }
-            None => return Ok(ask("For how long?", "timer_set", &f.label)),
-        };
-        set_timer(timers, d, &f.label)
+        match wanted_timer(call) {
+            Wanted::Act((d, label)) => set_timer(timers, d, &label),
+            Wanted::Answered(answer) => answer,
+        }
     }
+    fn preview(&self, call: &ActionCall, env: &ActionEnv) -> Option<Answer> {
+        if env.timers.is_none() {
+            return Some(no_timers());
+        }
+        Some(match wanted_timer(call) {
+            Wanted::Act((d, label)) => Ok(ActionOutput::said(timer_set_reply(d, &label))),
+            Wanted::Answered(answer) => answer,
+        })
+    }
+}
+
+/// What a call asks for: something to act on, or the answer it gets
+/// without acting (a question back, or why not).
+enum Wanted<T> {
+    Act(T),
+    Answered(Answer),
+}
+
+/// The timer a `timer_set` call asks for (its length and label), or the
+/// answer when it does not name one yet (a question, or why not).
+fn wanted_timer(call: &ActionCall) -> Wanted<(std::time::Duration, String)> {
+    let Some(f) = frame_of("timer_set", call) else {
+        return Wanted::Answered(Ok(ActionOutput::failed("For how long?")));
+    };
+    match f.duration {
+        Some(Ok(d)) => Wanted::Act((d, f.label)),
+        Some(Err(e)) => Wanted::Answered(Ok(ActionOutput::failed(timer_length_error(&e)))),
+        None if f.at.is_some() => Wanted::Answered(Ok(ActionOutput::failed(
+            TimerError::NeedsDuration.to_string(),
+        ))),
+        None => Wanted::Answered(Ok(ask("For how long?", "timer_set", &f.label))),
+    }
+}
+
+/// "Timer set for 5 minutes." / "Pasta timer set for 5 minutes."
+fn timer_set_reply(d: std::time::Duration, label: &str) -> String {
+    let what = if label.is_empty() {
+        "Timer".to_string()
+    } else {
+        format!("{} timer", capitalise(label))
+    };
+    format!("{what} set for {}.", say_duration(d))
 }
 
 /// "For how long?": the question, with what it is for kept for the next
@@ -239,16 +273,10 @@ fn set_timer(timers: &Timers, d: std::time::Duration, label: &str) -> Answer {
         when: When::In(d),
         repeat: None,
     }) {
-        Ok(_) => {
-            let what = match label {
-                Some(l) => format!("{} timer", capitalise(&l)),
-                None => "Timer".into(),
-            };
-            Ok(ActionOutput::said(format!(
-                "{what} set for {}.",
-                say_duration(d)
-            )))
-        }
+        Ok(_) => Ok(ActionOutput::said(timer_set_reply(
+            d,
+            label.as_deref().unwrap_or(""),
+        ))),
         Err(e) => timer_error(e),
     }
 }
@@ -540,48 +568,9 @@ impl Action for TimerCancel {
         let Some(timers) = env.timers.as_ref() else {
             return no_timers();
         };
-        let Some(f) = frame_of("timer_cancel", call) else {
-            return Ok(ActionOutput::failed("Which one should I cancel?"));
-        };
-        let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
-        let mut found = match named(timers, kind, &f.label) {
-            Ok(found) => found,
-            Err(e) => return timer_error(e),
-        };
-        if let Some(at) = f.at {
-            found.retain(|t| at_time(t, at));
-        }
-        if let Some(day) = f.on {
-            // That day's one; a repeating alarm is not cancelled for one
-            // day's sake (it is listed, and asked about, below).
-            let that_day: Vec<Timer> = found
-                .iter()
-                .filter(|t| t.due.date_naive() == day)
-                .cloned()
-                .collect();
-            if let Some(r) = that_day.iter().find(|t| t.repeat.is_some()) {
-                return Ok(ActionOutput::failed(format!(
-                    "{} repeats, so I can't cancel just that day. To cancel it for good, say: cancel the {} alarm.",
-                    capitalise(&name_of(r)),
-                    say_time(r.due.naive_local().time())
-                )));
-            }
-            found = that_day;
-        }
-        let target = match found.as_slice() {
-            [] if f.label.is_empty() && f.at.is_none() && f.on.is_none() => {
-                return Ok(ActionOutput::failed(none_of(Some(kind))))
-            }
-            [] => {
-                let what = match (f.at, f.on) {
-                    (Some(at), _) => format!("{} at {}", kind_word(kind), say_time(at.am())),
-                    (None, Some(day)) => format!("{} on {}", kind_word(kind), day.format("%A")),
-                    (None, None) => format!("{} {}", f.label, kind_word(kind)),
-                };
-                return Ok(ActionOutput::failed(format!("You have no {what}.")));
-            }
-            [one] => one.clone(),
-            many => return Ok(which(many)),
+        let target = match timer_to_cancel(call, timers) {
+            Wanted::Act(target) => target,
+            Wanted::Answered(answer) => return answer,
         };
         if target.state == State::Ringing {
             return match timers.stop_ringing(Some(target.id)) {
@@ -593,6 +582,66 @@ impl Action for TimerCancel {
             Ok(t) => Ok(ActionOutput::said(format!("Cancelled {}.", name_of(&t)))),
             Err(e) => timer_error(e),
         }
+    }
+    fn preview(&self, call: &ActionCall, env: &ActionEnv) -> Option<Answer> {
+        let Some(timers) = env.timers.as_ref() else {
+            return Some(no_timers());
+        };
+        Some(match timer_to_cancel(call, timers) {
+            Wanted::Act(t) if t.state == State::Ringing => {
+                Ok(ActionOutput::said(format!("Stopped {}.", name_of(&t))))
+            }
+            Wanted::Act(t) => Ok(ActionOutput::said(format!("Cancelled {}.", name_of(&t)))),
+            Wanted::Answered(answer) => answer,
+        })
+    }
+}
+
+/// The one timer a `timer_cancel` call names, or the answer when it names
+/// none, or several (a question), or one that can't be cancelled alone.
+fn timer_to_cancel(call: &ActionCall, timers: &Timers) -> Wanted<Timer> {
+    let Some(f) = frame_of("timer_cancel", call) else {
+        return Wanted::Answered(Ok(ActionOutput::failed("Which one should I cancel?")));
+    };
+    let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
+    let mut found = match named(timers, kind, &f.label) {
+        Ok(found) => found,
+        Err(e) => return Wanted::Answered(timer_error(e)),
+    };
+    if let Some(at) = f.at {
+        found.retain(|t| at_time(t, at));
+    }
+    if let Some(day) = f.on {
+        // That day's one; a repeating alarm is not cancelled for one
+        // day's sake (it is listed, and asked about, below).
+        let that_day: Vec<Timer> = found
+            .iter()
+            .filter(|t| t.due.date_naive() == day)
+            .cloned()
+            .collect();
+        if let Some(r) = that_day.iter().find(|t| t.repeat.is_some()) {
+            return Wanted::Answered(Ok(ActionOutput::failed(format!(
+                    "{} repeats, so I can't cancel just that day. To cancel it for good, say: cancel the {} alarm.",
+                    capitalise(&name_of(r)),
+                    say_time(r.due.naive_local().time())
+                ))));
+        }
+        found = that_day;
+    }
+    match found.as_slice() {
+        [] if f.label.is_empty() && f.at.is_none() && f.on.is_none() => {
+            Wanted::Answered(Ok(ActionOutput::failed(none_of(Some(kind)))))
+        }
+        [] => {
+            let what = match (f.at, f.on) {
+                (Some(at), _) => format!("{} at {}", kind_word(kind), say_time(at.am())),
+                (None, Some(day)) => format!("{} on {}", kind_word(kind), day.format("%A")),
+                (None, None) => format!("{} {}", f.label, kind_word(kind)),
+            };
+            Wanted::Answered(Ok(ActionOutput::failed(format!("You have no {what}."))))
+        }
+        [one] => Wanted::Act(one.clone()),
+        many => Wanted::Answered(Ok(which(many))),
     }
 }
 
@@ -795,6 +844,49 @@ mod tests {
         );
         assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
         assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn a_preview_says_what_setting_would_and_sets_nothing() {
+        let (_dir, env, timers) = env();
+        let said = |text: &str| {
+            let call = ActionCall {
+                text: text.into(),
+                ..Default::default()
+            };
+            TimerSet.preview(&call, &env).unwrap().unwrap().say
+        };
+        for text in [
+            "set a rice timer for 18 minutes",
+            "set a timer for an hour and a half",
+            "set a timer",
+            "set a timer for minus five minutes",
+        ] {
+            let preview = said(text);
+            assert!(timers.list(None).unwrap().is_empty(), "{text}: set");
+            let (_d, fresh, _t) = self::env();
+            assert_eq!(preview, run(&TimerSet, text, &fresh).say, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_cancel_preview_names_the_timer_and_cancels_nothing() {
+        let (_dir, env, timers) = env();
+        let preview = |text: &str| {
+            let call = ActionCall {
+                text: text.into(),
+                ..Default::default()
+            };
+            TimerCancel.preview(&call, &env).unwrap().unwrap().say
+        };
+        assert_eq!(preview("cancel the timer"), none_of(Some(Kind::Timer)));
+        run(&TimerSet, "set a rice timer for 10 minutes", &env);
+        run(&TimerSet, "set a pasta timer for 5 minutes", &env);
+        assert!(preview("cancel the timer").starts_with("Which one"));
+        let said = preview("cancel the pasta timer");
+        assert_eq!(timers.list(None).unwrap().len(), 2, "cancelled");
+        assert_eq!(said, run(&TimerCancel, "cancel the pasta timer", &env).say);
+        assert_eq!(timers.list(None).unwrap().len(), 1);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use serde_json::{json, Value};
 
 use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
-use crate::tools::todos::{describe_list, TodoBackend, TodoError};
+use crate::tools::todos::{clean_title, describe_list, TodoBackend, TodoError};
 
 /// The phase a deletion waits in for the user's yes/no.
 pub const CONFIRM_PHASE: &str = "confirm_delete";
@@ -73,16 +73,33 @@ impl Action for TodoAdd {
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let item = item_arg_or(call, item_to_add);
         if item.is_empty() {
-            return Ok(ActionOutput::failed("What should I add to your list?"));
+            return Ok(ActionOutput::failed(ASK_ITEM));
         }
         match backend(env).add(&item) {
-            Ok(added) => Ok(ActionOutput::said(format!(
-                "Added \"{}\" to your to-do list.",
-                added.title
-            ))),
+            Ok(added) => Ok(added_reply(&added.title)),
             Err(e) => not_found_or_ambiguous(e),
         }
     }
+    fn preview(
+        &self,
+        call: &ActionCall,
+        _env: &ActionEnv,
+    ) -> Option<Result<ActionOutput, ActionError>> {
+        let item = item_arg_or(call, item_to_add);
+        if item.is_empty() {
+            return Some(Ok(ActionOutput::failed(ASK_ITEM)));
+        }
+        // The title every backend stores; a backend that then fails
+        // answers differently, and the prepared words go unused.
+        clean_title(&item).ok().map(|title| Ok(added_reply(&title)))
+    }
+}
+
+/// What `todo_add` asks when it heard no item.
+const ASK_ITEM: &str = "What should I add to your list?";
+
+fn added_reply(title: &str) -> ActionOutput {
+    ActionOutput::said(format!("Added \"{title}\" to your to-do list."))
 }
 
 impl Action for TodoList {
@@ -207,6 +224,32 @@ mod tests {
         assert_eq!(item_to_delete("delete the milk item"), "milk");
         assert_eq!(item_to_delete("remove eggs from my to do list"), "eggs");
         assert_eq!(item_to_delete("take call mom off my list"), "call mom");
+    }
+
+    #[test]
+    fn a_preview_says_what_adding_would_and_adds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        for text in [
+            "Add eggs to my shopping list.",
+            "remind me to  call mom.",
+            "add",
+        ] {
+            let call = ActionCall {
+                text: text.into(),
+                ..Default::default()
+            };
+            let preview = TodoAdd.preview(&call, &env).unwrap().unwrap();
+            assert!(
+                backend(&env).list(true).unwrap().is_empty(),
+                "{text}: added"
+            );
+            let other = tempfile::tempdir().unwrap();
+            let fresh = ActionEnv::local(Store::open_in(other.path()).unwrap(), "user-1");
+            let real = TodoAdd.run(&call, &fresh).unwrap();
+            assert_eq!(preview.say, real.say, "{text}");
+            assert_eq!(preview.ok, real.ok, "{text}");
+        }
     }
 
     #[test]
