@@ -166,22 +166,28 @@ impl Speaker {
         self.queue(label.to_string(), Sound::Clip(clip));
     }
 
+    /// How many sentences and sounds were said so far: taken when a
+    /// prediction begins, for [`Speaker::prepare`].
+    pub fn said_count(&self) -> u64 {
+        self.shared.said.load(Ordering::SeqCst)
+    }
+
     /// Synthesise `text` now, in the background of this speaker, without
     /// playing it: a sentence likely to be said next (the answer a
     /// command reads out, predicted while its pause completes). When
     /// [`Speaker::say`] then gets the same text, it plays that audio
     /// instead of synthesising again. Preparing never counts as speaking,
-    /// and it is skipped when anything was said after it was asked for.
-    pub fn prepare(&self, text: &str) {
+    /// and it is skipped when anything was said since `said_before` (the
+    /// [`Speaker::said_count`] when the prediction began): the turn got
+    /// there first, and the prediction may already be stale.
+    pub fn prepare(&self, text: &str, said_before: u64) {
         let text = text.trim();
-        if text.is_empty() {
+        if text.is_empty() || self.said_count() != said_before {
             return;
         }
         let job = Job {
             text: text.to_string(),
-            sound: Sound::Prepare {
-                said_before: self.shared.said.load(Ordering::SeqCst),
-            },
+            sound: Sound::Prepare { said_before },
             generation: self.shared.generation.load(Ordering::SeqCst),
             said_at: Instant::now(),
         };
@@ -716,10 +722,10 @@ mod tests {
     fn a_prepared_sentence_plays_without_being_synthesised_again() {
         let dir = tempfile::tempdir().unwrap();
         let (speaker, made) = counted(dir.path(), 300);
-        speaker.prepare("It is noon.");
+        speaker.prepare("It is noon.", speaker.said_count());
         assert!(!speaker.is_speaking(), "preparing is not speaking");
         // Asked again (a second look at the same pause): made once.
-        speaker.prepare("It is noon.");
+        speaker.prepare("It is noon.", speaker.said_count());
         wait_for(&made, 1);
         speaker.say("It is noon.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
@@ -744,7 +750,7 @@ mod tests {
         let (speaker, made) = counted(dir.path(), 100);
         // Said before the preparation started: it would only delay it.
         speaker.say("Hello there.");
-        speaker.prepare("It is noon.");
+        speaker.prepare("It is noon.", speaker.said_count());
         speaker.say("Something else.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         std::thread::sleep(Duration::from_millis(150));
@@ -753,16 +759,31 @@ mod tests {
             2,
             "the overtaken preparation was synthesised"
         );
+        // A prediction begun before something was said comes too late.
+        let begun = speaker.said_count();
+        speaker.say("Meanwhile.");
+        speaker.prepare("It is noon.", begun);
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(made.load(Ordering::SeqCst), 3, "a late prediction was made");
         // A prepared sentence that is not the one said plays nothing.
-        speaker.prepare("It is noon.");
-        wait_for(&made, 3);
+        speaker.prepare("It is noon.", speaker.said_count());
+        wait_for(&made, 4);
         speaker.say("It is one.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         let stats = speaker.take_stats();
         let texts: Vec<&str> = stats.iter().map(|s| s.text.as_str()).collect();
-        assert_eq!(texts, ["Hello there.", "Something else.", "It is one."]);
-        assert!(stats[2].synth_ms > 0.0);
-        assert_eq!(made.load(Ordering::SeqCst), 4);
+        assert_eq!(
+            texts,
+            [
+                "Hello there.",
+                "Something else.",
+                "Meanwhile.",
+                "It is one."
+            ]
+        );
+        assert!(stats[3].synth_ms > 0.0);
+        assert_eq!(made.load(Ordering::SeqCst), 5);
     }
 
     #[test]

@@ -214,6 +214,9 @@ impl super::VoiceLoop {
     fn prepare_answer(&self, conversation: Option<i64>, request: String) {
         let services = self.services.clone();
         let speaker = self.speaker.clone();
+        // Once the turn has said anything, the prediction is too late (and
+        // may have seen the turn's own change: a timer already cancelled).
+        let said_before = speaker.said_count();
         let spawned = std::thread::Builder::new()
             .name("predict".into())
             .spawn(move || {
@@ -221,7 +224,7 @@ impl super::VoiceLoop {
                     crate::agent::predict::answer_without_acting(&services, conversation, &request);
                 if let Some(first) = answer.as_deref().and_then(TurnSpeech::first_piece) {
                     tracing::debug!(request = %request, "preparing the answer: {first}");
-                    speaker.prepare(&first);
+                    speaker.prepare(&first, said_before);
                 }
             });
         if let Err(e) = spawned {
