@@ -1450,8 +1450,11 @@ fn pdftotext(path: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Every test PDF (scripts/make-test-pdfs.sh): ghostscript (enscript, groff
+/// → ps2pdf), gropdf, reportlab, fpdf2, LibreOffice Writer, pdfTeX,
+/// Chromium's print-to-PDF (Skia, with its header and footer) and hand-made.
 #[test]
-fn pdfs_from_six_producers_keep_98_percent_of_pdftotext_words_and_their_pages() {
+fn pdfs_from_each_producer_keep_98_percent_of_pdftotext_words_and_their_pages() {
     use earshot::knowledge::{loader, splitter};
     let dir = data("knowledge/pdfs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -1459,7 +1462,23 @@ fn pdfs_from_six_producers_keep_98_percent_of_pdftotext_words_and_their_pages() 
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    assert!(files.len() >= 7, "{files:?}");
+    assert!(files.len() >= 10, "{files:?}");
+    for producer in [
+        "enscript-",
+        "gropdf-",
+        "libreoffice-",
+        "pdftex-",
+        "chromium-",
+    ] {
+        assert!(
+            files.iter().any(|f| f
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(producer)),
+            "no {producer}*.pdf in {files:?}"
+        );
+    }
     let limits = earshot::knowledge::KnowledgeConfig::default().pdf_limits();
     for pdf in files {
         let reference = pdftotext(&pdf);
@@ -1476,6 +1495,11 @@ fn pdfs_from_six_producers_keep_98_percent_of_pdftotext_words_and_their_pages() 
             .map(|(w, n)| (*n).min(got.get(w).copied().unwrap_or(0)))
             .sum();
         let share = kept as f64 / total as f64;
+        eprintln!(
+            "{}: {kept} of {total} words ({:.2} %), {pages} pages",
+            pdf.file_name().unwrap().to_string_lossy(),
+            share * 100.0
+        );
         assert!(
             share >= 0.98,
             "{}: {kept} of {total} words ({:.1} %)",
