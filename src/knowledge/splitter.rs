@@ -154,6 +154,9 @@ fn paragraphs(text: &str) -> Vec<Para> {
     };
     // Whether `current` holds more than a heading line.
     let mut has_body = false;
+    // The heading on the line just before (its depth and text), so a
+    // heading that wrapped onto a second line is read as one.
+    let mut wrapped_heading: Option<(usize, String)> = None;
     for line in text.lines() {
         if line == super::loader::PAGE_BREAK {
             // A page break ends a paragraph (so a chunk's page is where its
@@ -168,23 +171,41 @@ fn paragraphs(text: &str) -> Vec<Para> {
             para_page = page;
         }
         if let Some((depth, title)) = heading(line) {
+            let shown = line.trim().trim_start_matches('#').trim();
             if has_body {
                 flush(&mut current, &mut out, &path, &mut new_section, para_page);
-            } else {
-                // A heading with nothing under it before the next one.
-                current.clear();
+            } else if let Some(last) = wrapped_heading.take().filter(|(d, t)| {
+                *d == depth && line.trim_start().starts_with('#') && t.len() + title.len() < 100
+            }) {
+                // The next line of a heading that wrapped (a PDF title set
+                // large over two lines): one heading, both lines' words.
+                let joined = format!("{} {title}", last.1);
+                path.retain(|(d, _)| *d < depth);
+                path.push((depth, joined.clone()));
+                wrapped_heading = Some((depth, joined));
+                if current.ends_with('\n') {
+                    current.pop();
+                }
+                current.push(' ');
+                current.push_str(shown);
+                current.push('\n');
+                continue;
             }
-            para_page = page;
+            // A heading with nothing under it before the next one stays in
+            // the text (a title over its first section, an author line):
+            // every word of the document is kept.
             path.retain(|(d, _)| *d < depth);
-            path.push((depth, title));
+            path.push((depth, title.clone()));
             new_section = true;
             has_body = false;
+            wrapped_heading = Some((depth, title));
             // The heading line opens the section's first paragraph, so the
             // chunk's text (and its embedding) names its subject.
-            current.push_str(line.trim().trim_start_matches('#').trim());
+            current.push_str(shown);
             current.push('\n');
             continue;
         }
+        wrapped_heading = None;
         if line.trim().is_empty() {
             // A heading alone is not a paragraph: keep it with the next one.
             if has_body {
@@ -297,6 +318,56 @@ mod tests {
     }
 
     #[test]
+    fn a_heading_with_nothing_under_it_keeps_its_words() {
+        // A title page: title, author, then the first section.
+        let doc = "# Users and Groups\n\n## Joey Hess\n\n## 1 Introduction\n\nAccounts are listed here.\n";
+        let pieces = split(doc, Strategy::Section, 800);
+        let all: String = pieces.iter().map(|p| p.text.as_str()).collect();
+        for word in [
+            "Users",
+            "Groups",
+            "Joey",
+            "Hess",
+            "Introduction",
+            "Accounts",
+        ] {
+            assert!(all.contains(word), "{word} lost: {all:?}");
+        }
+        let last = pieces.last().expect("a piece");
+        assert_eq!(
+            last.section.as_deref(),
+            Some("Users and Groups > 1 Introduction")
+        );
+    }
+
+    #[test]
+    fn a_marked_heading_that_wrapped_is_one_heading() {
+        let doc = "# Users and Groups in the Debian\n# System\n\nThis document describes accounts.\n\n## Root\n\nThe superuser.\n";
+        let pieces = split(doc, Strategy::Section, 800);
+        assert_eq!(
+            pieces[0].section.as_deref(),
+            Some("Users and Groups in the Debian System")
+        );
+        assert!(
+            pieces[0]
+                .text
+                .starts_with("Users and Groups in the Debian System\nThis document"),
+            "{:?}",
+            pieces[0].text
+        );
+        assert_eq!(
+            pieces[1].section.as_deref(),
+            Some("Users and Groups in the Debian System > Root")
+        );
+        // Plain-text headings on adjacent lines (a table of contents) are
+        // not joined: each stays a heading of its own, words kept.
+        let toc = "CONTENTS\nOPTIONS\n\n-v  verbose.\n";
+        let pieces = split(toc, Strategy::Section, 800);
+        assert_eq!(pieces[0].section.as_deref(), Some("OPTIONS"));
+        assert!(pieces[0].text.starts_with("CONTENTS\nOPTIONS\n"));
+    }
+
+    #[test]
     fn by_section_never_crosses_a_heading_and_keeps_the_path() {
         let pieces = split(DOC, Strategy::Section, 800);
         let sections: Vec<_> = pieces
@@ -313,7 +384,9 @@ mod tests {
             ]
         );
         assert!(pieces[1].text.contains("Plug it in.") && pieces[1].text.contains("Turn it on."));
-        assert!(pieces[2].text.starts_with("2.1 Filters"));
+        // "2 Care" has nothing of its own: its line opens its first
+        // subsection's text.
+        assert!(pieces[2].text.starts_with("2 Care\n2.1 Filters\n"));
     }
 
     #[test]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Rebuild the knowledge benchmark's three corpora from this machine's
+# Debian docs (text none of us wrote), for bench/knowledge/questions-{A,B,C}.jsonl:
+#   A (fit):        ls, sed, kill, zstd man pages
+#   B (validation): systemd's README.Debian / README.logs, zstd's CONTRIBUTING.md, alsa's asoundrc.txt
+#   C (test):       journalctl, tar, grep, cp, chmod man pages; gzip (gropdf) and xz (groff → ps2pdf)
+#                   as PDF; dpkg's triggers.txt as an enscript → ghostscript PDF; dpkg's rootless-builds.txt
+# Needs man-db, groff, enscript, ghostscript (scripts/knowledge-tools.sh).
+# Usage: scripts/knowledge-corpora.sh OUT_DIR   → OUT_DIR/{A,B,C}
+set -euo pipefail
+out=${1:?out dir}
+mkdir -p "$out/A" "$out/B" "$out/C"
+page() { MANWIDTH=80 man -P cat "$1" 2>/dev/null | col -bx; }
+for m in ls sed kill zstd; do page "$m" > "$out/A/$m.txt"; done
+zcat /usr/share/doc/systemd/README.Debian.gz > "$out/B/systemd-README.Debian.txt"
+cp /usr/share/doc/systemd/README.logs "$out/B/systemd-README.logs.txt"
+zcat /usr/share/doc/zstd/CONTRIBUTING.md.gz > "$out/B/zstd-CONTRIBUTING.md"
+cp /usr/share/doc/libasound2/examples/asoundrc.txt "$out/B/asoundrc.txt"
+for m in journalctl tar grep cp chmod; do page "$m" > "$out/C/$m.txt"; done
+zcat "$(man -w gzip)" | groff -man -Tpdf > "$out/C/gzip.pdf" 2>/dev/null
+zcat "$(man -w xz)" | groff -man -Tps 2>/dev/null | ps2pdf - "$out/C/xz.pdf"
+enscript -q -B -p - /usr/share/doc/dpkg/spec/triggers.txt | ps2pdf - "$out/C/dpkg-triggers.pdf"
+cp /usr/share/doc/dpkg/spec/rootless-builds.txt "$out/C/rootless-builds.txt"
+ls -l "$out"/*
