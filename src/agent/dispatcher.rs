@@ -147,6 +147,16 @@ pub fn graph(
     nodes::run(ctx, decision.route, sink)
 }
 
+/// The system prompt of an `llm_stream` node's `prompt` other than
+/// `router` (which the router graph answers): a named one or the literal.
+pub fn llm_stream_system(prompt: &str) -> String {
+    match prompt {
+        "simple" => prompts::simple(),
+        "persona" => prompts::persona(),
+        literal => literal.to_string(),
+    }
+}
+
 /// How `llm_stream` nodes reach a language model during a turn.
 struct TurnHost<'a, 'b> {
     ctx: &'a mut TurnContext<'b>,
@@ -178,15 +188,16 @@ impl TurnHost<'_, '_> {
             ctx.record.error = Some(e.to_string());
             HostError::Llm(e)
         };
-        let (system, route) = match prompt {
-            "router" => {
-                return graph(self.ctx, sink)
-                    .map(to_answer)
-                    .map_err(HostError::from)
-            }
-            "simple" => (prompts::simple(), Route::Simple),
-            "persona" => (prompts::persona(), Route::Persona),
-            literal => (literal.to_string(), Route::Simple),
+        if prompt == "router" {
+            return graph(self.ctx, sink)
+                .map(to_answer)
+                .map_err(HostError::from);
+        }
+        let system = llm_stream_system(prompt);
+        let route = if prompt == "persona" {
+            Route::Persona
+        } else {
+            Route::Simple
         };
         self.ctx.record.node = Some("llm_stream".into());
         match nodes::main_llm(self.ctx, system, route, sink) {

@@ -51,7 +51,12 @@ pub struct TurnSettings {
 pub struct Services {
     pub settings: Arc<TurnSettings>,
     pub store: Store,
+    /// The device's model, through [`Services::speculation`]: a turn's
+    /// request that was begun early is adopted, any other is sent.
     pub llm: Arc<dyn ChatModel>,
+    /// Begins a turn's LLM request before the turn (issue 21); the same
+    /// object as `llm`.
+    pub speculation: Arc<crate::llm::speculate::Speculative>,
     pub embedder: Option<Arc<dyn Embedder>>,
     /// The route classifier (simple/context/persona) on device.
     pub route_classifier: Option<Arc<dyn Classifier>>,

@@ -41,15 +41,10 @@ pub fn build_messages(system: String, ctx: &TurnContext<'_>) -> Vec<ChatMessage>
     messages
 }
 
-/// Stream an answer from the main LLM with the given system prompt.
-pub fn main_llm(
-    ctx: &mut TurnContext<'_>,
-    system: String,
-    route: Route,
-    sink: &mut dyn EventSink,
-) -> Result<NodeAnswer, LlmError> {
+/// The request [`main_llm`] sends with this system prompt.
+pub fn main_request(ctx: &TurnContext<'_>, system: String) -> ChatRequest {
     let cfg = &ctx.services.settings.llm;
-    let request = ChatRequest {
+    ChatRequest {
         model: cfg.model.clone(),
         messages: build_messages(system, ctx),
         temperature: cfg.temperature,
@@ -57,7 +52,48 @@ pub fn main_llm(
         top_p: cfg.top_p,
         tools: Vec::new(),
         stream: cfg.stream,
-    };
+    }
+}
+
+/// The system prompt [`run`] answers `route` with through [`main_llm`],
+/// or `None` when its node answers another way (the agent's tool loop, or
+/// a fixed sentence for a model that cannot act). `agent::predict` begins
+/// that request before the turn; [`run`] takes its prompts from here too.
+pub fn main_llm_system(ctx: &TurnContext<'_>, route: Route) -> Option<String> {
+    if without_tools(ctx) {
+        if looks_like_device_command(&ctx.text) || needs_live_lookup(&ctx.text) {
+            return None;
+        }
+        return Some(no_tools_system(route));
+    }
+    match route {
+        Route::Simple => Some(prompts::simple()),
+        Route::Persona => Some(prompts::persona()),
+        Route::Context => None,
+    }
+}
+
+/// Only a model that cannot call tools is usable (issue 20).
+fn without_tools(ctx: &TurnContext<'_>) -> bool {
+    !ctx.services.llm.can_use_tools() && ctx.services.llm.check_configured().is_ok()
+}
+
+/// Every route's system prompt for a model that cannot act.
+fn no_tools_system(route: Route) -> String {
+    match route {
+        Route::Persona => format!("{}\n{}", prompts::persona(), NO_ACTIONS),
+        Route::Simple | Route::Context => prompts::no_tools(),
+    }
+}
+
+/// Stream an answer from the main LLM with the given system prompt.
+pub fn main_llm(
+    ctx: &mut TurnContext<'_>,
+    system: String,
+    route: Route,
+    sink: &mut dyn EventSink,
+) -> Result<NodeAnswer, LlmError> {
+    let request = main_request(ctx, system);
     let started = Instant::now();
     let mut cleaner = StreamCleaner::new();
     let response = ctx.services.llm.chat(
@@ -95,7 +131,7 @@ pub fn run(
     // Issue 20: with no model that can call tools (only the on-device one),
     // a device command is declined plainly and every route answers with
     // the no-tools prompt.
-    if !ctx.services.llm.can_use_tools() && ctx.services.llm.check_configured().is_ok() {
+    if without_tools(ctx) {
         if looks_like_device_command(&ctx.text) {
             ctx.record
                 .note("looks like a device command; no tool-capable model is usable");
@@ -120,10 +156,7 @@ pub fn run(
                 ..Default::default()
             });
         }
-        let system = match route {
-            Route::Persona => format!("{}\n{}", prompts::persona(), NO_ACTIONS),
-            Route::Simple | Route::Context => prompts::no_tools(),
-        };
+        let system = no_tools_system(route);
         if route == Route::Context {
             ctx.record
                 .note("context route answered without tools: no tool-capable model is usable");
@@ -131,14 +164,11 @@ pub fn run(
         }
         return main_llm(ctx, system, route, sink).map_err(|e| sentence(&mut ctx.record, e));
     }
-    match route {
-        Route::Simple => {
-            main_llm(ctx, prompts::simple(), route, sink).map_err(|e| sentence(&mut ctx.record, e))
+    match (route, main_llm_system(ctx, route)) {
+        (Route::Simple | Route::Persona, Some(system)) => {
+            main_llm(ctx, system, route, sink).map_err(|e| sentence(&mut ctx.record, e))
         }
-        Route::Persona => {
-            main_llm(ctx, prompts::persona(), route, sink).map_err(|e| sentence(&mut ctx.record, e))
-        }
-        Route::Context => match super::tool_loop::run(ctx, sink) {
+        _ => match super::tool_loop::run(ctx, sink) {
             Some(result) => result,
             None => {
                 ctx.record

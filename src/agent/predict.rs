@@ -68,6 +68,158 @@ pub fn answer_without_acting(
     .then(|| answer.to_string())
 }
 
+/// Begin, in the background, the language-model request the turn for
+/// `text` in conversation `conversation_id` will send, so its answer is on
+/// its way while the hang-over runs out (issue 21: open questions). The
+/// request is built by the turn's own code — history, recalled memories,
+/// the tree walked dry to the `llm_stream` node it reaches (or the router
+/// graph), the node's system prompt — and is only ever *adopted* by a
+/// turn that sends exactly the same ([`crate::llm::speculate`]); nothing
+/// is acted on or written. `false` when no request can be known without
+/// acting or asking a model: the tree acts first (an action without a
+/// preview on the way), the router would ask the model, the route runs
+/// the agent's tools, or the conversation can't be read.
+pub fn begin_llm_answer(services: &Services, conversation_id: Option<i64>, text: &str) -> bool {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > super::turn::MAX_INPUT_CHARS {
+        return false;
+    }
+    let user_id = services.settings.user_id.clone();
+    let history = match conversation_id {
+        Some(id) => match services.store.conversation(id) {
+            Ok(Some(_)) => {
+                let max = services.settings.llm.history_turns * 2;
+                match services.store.recent_messages(id, max) {
+                    Ok(messages) => super::turn::as_chat(messages),
+                    Err(_) => return false,
+                }
+            }
+            _ => return false,
+        },
+        None => Vec::new(),
+    };
+    let memory_block = services
+        .recall
+        .as_ref()
+        .and_then(|recall| recall.recall(&user_id, text).ok())
+        .and_then(|recalled| recalled.block);
+    let mut ctx = super::turn::TurnContext {
+        services,
+        user_id,
+        conversation_id,
+        missing_conversation: None,
+        text: text.to_string(),
+        memory_block,
+        tag_rules: None,
+        history,
+        record: crate::telemetry::TurnRecord::new("prediction", text),
+        effects: Default::default(),
+        cancel: crate::cancel::CancelToken::new(),
+        started: std::time::Instant::now(),
+    };
+    let request = match (mode(services, conversation_id), services.tree.as_ref()) {
+        (Some(Mode::Tree), Some(engine)) => {
+            let Ok((state, _)) = crate::tree::state::load(&services.store, conversation_id) else {
+                return false;
+            };
+            let input = WalkInput {
+                text: text.to_string(),
+                conversation_id,
+                phase: state.phase,
+                state: state.state,
+                dry_run: true,
+                preview: true,
+            };
+            let mut host = RequestHost {
+                ctx: &mut ctx,
+                request: None,
+            };
+            let Ok(outcome) = engine.run(input, &mut host, &mut CollectSink::default()) else {
+                return false;
+            };
+            // An action on the way whose words can't be known without
+            // acting: the turn may well go elsewhere.
+            let acts_first = outcome
+                .notes
+                .iter()
+                .any(|n| n.starts_with("dry run: skipped action"));
+            match host.request {
+                Some(request) if !acts_first => request,
+                _ => return false,
+            }
+        }
+        (Some(Mode::Tree), None) | (Some(_), _) => match graph_request(&mut ctx) {
+            Some(request) => request,
+            None => return false,
+        },
+        (None, _) => return false,
+    };
+    use crate::llm::speculate::Begun;
+    matches!(
+        services.speculation.begin(request, text),
+        Begun::Started | Begun::AlreadyFlying
+    )
+}
+
+/// The first piece the turn will speak of the answer begun by
+/// [`begin_llm_answer`] for `text` (cleaned and split as the turn's
+/// speech does), once the first sentence is whole (a second one has
+/// begun, or the answer ended); `None` after `wait` or when there is no
+/// such answer.
+pub fn first_llm_piece(
+    services: &Services,
+    text: &str,
+    wait: std::time::Duration,
+) -> Option<String> {
+    let clean = |raw: &str| super::cleanup::StreamCleaner::new().push(raw);
+    let whole_first = |raw: &str| crate::tts::sentences::split(&clean(raw)).len() >= 2;
+    let raw = services.speculation.first_text(text, &whole_first, wait)?;
+    crate::tts::speaker::TurnSpeech::first_piece(&clean(&raw))
+}
+
+/// The request the router graph's node would send for `ctx.text`, when
+/// the route is known without a model and its node answers through the
+/// main LLM.
+fn graph_request(ctx: &mut super::turn::TurnContext<'_>) -> Option<crate::llm::ChatRequest> {
+    let route = ctx.services.router.decide_offline(&ctx.text)?;
+    let system = super::nodes::main_llm_system(ctx, route)?;
+    Some(super::nodes::main_request(ctx, system))
+}
+
+/// A tree host that answers nothing and keeps the request the first
+/// `llm_stream` node would send (as the turn's `TurnHost` builds it).
+struct RequestHost<'a, 'b> {
+    ctx: &'a mut super::turn::TurnContext<'b>,
+    request: Option<crate::llm::ChatRequest>,
+}
+
+impl crate::tree::interpreter::Host for RequestHost<'_, '_> {
+    fn llm_stream(
+        &mut self,
+        prompt: &str,
+        _tags: bool,
+        _: &mut dyn crate::events::EventSink,
+    ) -> Result<crate::tree::interpreter::LlmAnswer, crate::tree::interpreter::HostError> {
+        NoLlm.llm_stream(prompt, false, &mut CollectSink::default())
+    }
+
+    fn preview_llm(&mut self, prompt: &str, tags: bool) {
+        if self.request.is_some() {
+            return;
+        }
+        self.ctx.tag_rules = tags.then(crate::tree::tags::prompt_rules);
+        let system = match prompt {
+            "router" => graph_request(self.ctx),
+            other => Some(super::nodes::main_request(
+                self.ctx,
+                super::dispatcher::llm_stream_system(other),
+            )),
+        };
+        self.request = system;
+        self.ctx.tag_rules = None;
+    }
+}
+
 /// The conversation's dispatch mode as the turn resolves it; `None` when
 /// it cannot be read (the turn would then note why and use the graph).
 fn mode(services: &Services, conversation_id: Option<i64>) -> Option<Mode> {
@@ -130,6 +282,74 @@ mod tests {
     }
 
     fn services(dir: &std::path::Path, mode: Mode) -> Services {
+        services_with(dir, mode, Arc::new(NoChat))
+    }
+
+    /// Tells a story after a moment; counts the requests it was sent.
+    struct Storyteller {
+        calls: std::sync::atomic::AtomicUsize,
+    }
+    impl ChatModel for Storyteller {
+        fn chat(
+            &self,
+            _: &ChatRequest,
+            on_token: &mut dyn FnMut(&str),
+            _: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let story = "**Once** upon a time, a fox. The end.";
+            for token in story.split_inclusive(' ') {
+                on_token(token);
+            }
+            Ok(ChatResponse {
+                content: story.into(),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn the_turns_request_begun_early_is_the_one_it_sends() {
+        for mode in [Mode::Tree, Mode::Graph] {
+            let dir = tempfile::tempdir().unwrap();
+            let teller = Arc::new(Storyteller {
+                calls: Default::default(),
+            });
+            let s = services_with(dir.path(), mode, teller.clone());
+            assert!(begin_llm_answer(&s, None, " tell me a story "), "{mode:?}");
+            // The first piece the turn will speak, cleaned as it cleans.
+            assert_eq!(
+                first_llm_piece(&s, "tell me a story", std::time::Duration::from_secs(5))
+                    .as_deref(),
+                Some("Once upon a time, a fox."),
+                "{mode:?}"
+            );
+            let outcome = super::super::turn::run_turn(
+                &s,
+                super::super::turn::TurnInput::text("tell me a story"),
+                &mut CollectSink::default(),
+                &CancelToken::new(),
+            );
+            assert!(outcome.ok, "{}", outcome.response);
+            assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+            let calls = teller.calls.load(std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(calls, 1, "{mode:?}: the turn adopted the early request");
+        }
+        // The tree acts before it would ask (a to-do completed), or answers
+        // without a model: nothing is begun, nothing sent.
+        let dir = tempfile::tempdir().unwrap();
+        let teller = Arc::new(Storyteller {
+            calls: Default::default(),
+        });
+        let s = services_with(dir.path(), Mode::Tree, teller.clone());
+        assert!(!begin_llm_answer(&s, None, "remind me"));
+        assert!(!begin_llm_answer(&s, None, "what time is it"));
+        assert!(!begin_llm_answer(&s, Some(999), "tell me a story"));
+        assert_eq!(teller.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    fn services_with(dir: &std::path::Path, mode: Mode, llm: Arc<dyn ChatModel>) -> Services {
         let store = Store::open_in(dir).unwrap();
         let file = dir.join("tree.json");
         std::fs::write(&file, TREE).unwrap();
@@ -141,7 +361,7 @@ mod tests {
         config.memory.enabled = false;
         config.mode = mode;
         config.tree.file = file.display().to_string();
-        let services = crate::app::assemble(&config, store, Arc::new(NoChat), None, None);
+        let services = crate::app::assemble(&config, store, llm, None, None);
         assert!(services.tree.is_some(), "{:?}", services.tree_error);
         services
     }

@@ -95,6 +95,20 @@ pub struct TurnOutcome {
     pub intent: Option<String>,
 }
 
+/// Stored messages as the LLM sees them (the turn's history).
+pub(crate) fn as_chat(messages: Vec<crate::store::StoredMessage>) -> Vec<ChatMessage> {
+    messages
+        .into_iter()
+        .map(|m| {
+            if m.role == "user" {
+                ChatMessage::user(m.content)
+            } else {
+                ChatMessage::assistant(m.content)
+            }
+        })
+        .collect()
+}
+
 /// Run one turn. Never panics on input; every failure becomes an `error`
 /// event with a sentence, and nothing half-done is stored.
 pub fn run_turn(
@@ -170,16 +184,7 @@ pub fn run_turn(
             Ok(Some(_)) => {
                 let max = services.settings.llm.history_turns * 2;
                 match services.store.recent_messages(id, max) {
-                    Ok(messages) => messages
-                        .into_iter()
-                        .map(|m| {
-                            if m.role == "user" {
-                                ChatMessage::user(m.content)
-                            } else {
-                                ChatMessage::assistant(m.content)
-                            }
-                        })
-                        .collect(),
+                    Ok(messages) => as_chat(messages),
                     Err(e) => {
                         return fail(
                             &mut record,

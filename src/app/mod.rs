@@ -156,6 +156,8 @@ pub fn assemble(
         announcements: announcements.clone(),
         mail_by_tree: !llm.can_use_tools(),
     };
+    // The turn's model, able to adopt a request begun before the turn.
+    let speculation = Arc::new(crate::llm::speculate::Speculative::new(llm.clone()));
     let (tree, tree_error) = match build_tree(config, &paths, env, embedder.as_ref()) {
         Ok(engine) => (Some(Arc::new(engine)), None),
         Err(e) => {
@@ -171,7 +173,8 @@ pub fn assemble(
             shadow: config.tree.shadow,
         }),
         store,
-        llm,
+        llm: speculation.clone(),
+        speculation,
         embedder,
         route_classifier,
         router: Arc::new(router),

@@ -8,6 +8,7 @@ mod config;
 pub mod failover;
 pub mod local;
 pub mod openai;
+pub mod speculate;
 pub mod sse;
 pub mod think;
 

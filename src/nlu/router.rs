@@ -254,6 +254,22 @@ impl Router {
         }
     }
 
+    /// The route [`Router::decide`] reaches for `text` without asking a
+    /// language model: a keyword, a confident classifier, or the default
+    /// when no model would be asked. `None` when `decide` would ask one
+    /// (a prediction must not spend a model call on routing).
+    pub fn decide_offline(&self, text: &str) -> Option<Route> {
+        if self.keywords.find(text).is_some() {
+            return Some(Route::Context);
+        }
+        if let Some((label, confidence)) = self.classifier.as_ref().and_then(|c| c.classify(text)) {
+            if let Some(route) = label_to_route(&label).filter(|_| confidence >= self.threshold) {
+                return Some(route);
+            }
+        }
+        self.llm.is_none().then_some(Route::Simple)
+    }
+
     /// Decide the route of `text`. Never fails: an LLM error falls back to
     /// `simple` with a note.
     pub fn decide(&self, text: &str, cancel: &CancelToken) -> Decision {

@@ -75,6 +75,12 @@ pub trait Host {
         tags: bool,
         sink: &mut dyn EventSink,
     ) -> Result<LlmAnswer, HostError>;
+
+    /// A previewing dry run reached an `llm_stream` node with this
+    /// `prompt` (and `tags`, as for [`Host::llm_stream`]): the walk skips
+    /// it, and a host may prepare the request the real walk will send
+    /// (`agent::predict` begins it early). Nothing is streamed.
+    fn preview_llm(&mut self, _prompt: &str, _tags: bool) {}
 }
 
 /// A host that never calls a language model: dry runs (which skip
@@ -691,6 +697,9 @@ pub fn walk(
             }
             Node::LlmStream { prompt, next } => {
                 if w.input.dry_run {
+                    if w.input.preview {
+                        host.preview_llm(prompt, tags_follow(tree, next.as_deref()));
+                    }
                     w.out.notes.push(format!(
                         "dry run: skipped the LLM at node '{current}' (prompt '{prompt}')"
                     ));

@@ -652,6 +652,11 @@ impl VoiceLoop {
         // Transcribed at a pause already when nothing was said after it.
         let speculative = speculate::carried(&utterance);
         let reused = speculative.is_some();
+        if !reused {
+            // A request begun at a pause was for words the speech went on
+            // from; nothing of it computes beside this transcription.
+            self.services.speculation.abandon();
+        }
         let transcript = match speculative {
             Some(t) => Ok(t),
             None => self.stt.transcribe(&utterance.to_f32()),
@@ -754,6 +759,9 @@ impl VoiceLoop {
         let vad = &self.vad;
         let ring = &mut self.ring;
         let lights = self.lights.clone();
+        // A request begun at a pause for other words (the speech went on)
+        // is not this turn's.
+        services.speculation.keep_only(&input.text);
         let (outcome, first_sentence_at, actions) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 let mut speech = DeviceSpeech {

@@ -128,6 +128,15 @@ pub fn early_end(text: &str, classified: Option<(String, f32)>) -> EarlyEnd {
     }
 }
 
+/// Whether the device classifier took the words for a device command at
+/// all (any confidence): those are answered by the tree's actions, not by
+/// a request begun early.
+fn is_device_command(classified: &Option<(String, f32)>) -> bool {
+    classified
+        .as_ref()
+        .is_some_and(|(intent, _)| !intent.is_empty() && intent != "other" && intent != "none")
+}
+
 /// The speculative transcript an utterance carries, if any.
 pub fn carried(utterance: &Utterance) -> Option<Transcript> {
     utterance
@@ -148,6 +157,10 @@ impl super::VoiceLoop {
         pending: &mut std::collections::VecDeque<VadEvent>,
         conversation: Option<i64>,
     ) -> Option<Utterance> {
+        // Speech went on after a pause whose words began a request: that
+        // request is not this utterance's, and must not compute beside the
+        // look's transcription.
+        self.services.speculation.abandon();
         // The look starts before the tail an ended utterance keeps
         // (`tail_ms`) has been heard; silence stands in for the rest, so
         // the transcript is the one the whole utterance would get.
@@ -195,6 +208,8 @@ impl super::VoiceLoop {
         );
         if early != EarlyEnd::Never {
             self.prepare_answer(conversation, request);
+        } else if ending(&request) == Ending::Finished && !is_device_command(&classified) {
+            self.prepare_llm_answer(conversation, request);
         }
         let pause_ms = match early {
             EarlyEnd::Never => return None,
@@ -229,6 +244,36 @@ impl super::VoiceLoop {
             });
         if let Err(e) = spawned {
             tracing::debug!("could not start the answer's prediction: {e}");
+        }
+    }
+
+    /// A finished sentence that is not a device command keeps the long
+    /// hang-over (it may go on), but the language-model request its turn
+    /// will send can start now ([`crate::agent::predict::begin_llm_answer`]),
+    /// and the first sentence of the answer be synthesised as it arrives.
+    /// If the speech goes on, the turn sends its own request and the early
+    /// one is cancelled; nothing is said or done before the turn.
+    fn prepare_llm_answer(&self, conversation: Option<i64>, request: String) {
+        let services = self.services.clone();
+        let speaker = self.speaker.clone();
+        let said_before = speaker.said_count();
+        let spawned = std::thread::Builder::new()
+            .name("predict-llm".into())
+            .spawn(move || {
+                if !crate::agent::predict::begin_llm_answer(&services, conversation, &request) {
+                    return;
+                }
+                tracing::debug!(request = %request, "began the answer's request early");
+                let wait = std::time::Duration::from_secs(5);
+                if let Some(first) =
+                    crate::agent::predict::first_llm_piece(&services, &request, wait)
+                {
+                    tracing::debug!(request = %request, "preparing the answer: {first}");
+                    speaker.prepare(&first, said_before);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("could not start the answer's request early: {e}");
         }
     }
 
