@@ -77,6 +77,20 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
     let open = &utterances[2];
     assert_eq!(open["kind"], "open", "{open}");
     assert!(open["first_audio_ms"].as_f64().unwrap() >= 300.0, "{open}");
+    // Its request may have been begun at the pause (the look read a
+    // finished question); then the stub's answer was on its way before
+    // the turn decided, and its first audio follows the decision sooner
+    // than the stub's delay would allow a request sent then. Commands
+    // never send one early.
+    if let Some(early) = open["llm_begun_early_ms"].as_f64() {
+        assert!(early > 0.0, "{open}");
+        let after_decision =
+            open["first_audio_ms"].as_f64().unwrap() - open["decision_ms"].as_f64().unwrap();
+        assert!(after_decision < 300.0 + 150.0, "{open}");
+    }
+    for command in [&utterances[0], &utterances[1]] {
+        assert!(command["llm_begun_early_ms"].is_null(), "{command}");
+    }
 
     for key in ["p50_ms", "p95_ms"] {
         assert!(report[key].is_number(), "{key}: {report}");

@@ -109,6 +109,10 @@ pub fn main_llm(
     if let Some(ms) = response.first_token_ms {
         ctx.record.set_ms("first_token", ms);
     }
+    if let Some(ms) = response.begun_early_ms {
+        // Sent that long before the turn asked (begun at a pause).
+        ctx.record.set_ms("llm_begun_early", ms);
+    }
     ctx.record.stage("llm", started);
     Ok(NodeAnswer {
         text: response.content,

@@ -79,7 +79,12 @@ pub fn answer_without_acting(
 /// acting or asking a model: the tree acts first (an action without a
 /// preview on the way), the router would ask the model, the route runs
 /// the agent's tools, or the conversation can't be read.
-pub fn begin_llm_answer(services: &Services, conversation_id: Option<i64>, text: &str) -> bool {
+pub fn begin_llm_answer(
+    services: &Services,
+    conversation_id: Option<i64>,
+    text: &str,
+    epoch: u64,
+) -> bool {
     let text = text.trim();
     if text.is_empty() || text.chars().count() > super::turn::MAX_INPUT_CHARS {
         return false;
@@ -156,7 +161,7 @@ pub fn begin_llm_answer(services: &Services, conversation_id: Option<i64>, text:
     };
     use crate::llm::speculate::Begun;
     matches!(
-        services.speculation.begin(request, text),
+        services.speculation.begin(request, text, epoch),
         Begun::Started | Begun::AlreadyFlying
     )
 }
@@ -317,7 +322,10 @@ mod tests {
                 calls: Default::default(),
             });
             let s = services_with(dir.path(), mode, teller.clone());
-            assert!(begin_llm_answer(&s, None, " tell me a story "), "{mode:?}");
+            assert!(
+                begin_llm_answer(&s, None, " tell me a story ", s.speculation.epoch()),
+                "{mode:?}"
+            );
             // The first piece the turn will speak, cleaned as it cleans.
             assert_eq!(
                 first_llm_piece(&s, "tell me a story", std::time::Duration::from_secs(5))
@@ -343,9 +351,24 @@ mod tests {
             calls: Default::default(),
         });
         let s = services_with(dir.path(), Mode::Tree, teller.clone());
-        assert!(!begin_llm_answer(&s, None, "remind me"));
-        assert!(!begin_llm_answer(&s, None, "what time is it"));
-        assert!(!begin_llm_answer(&s, Some(999), "tell me a story"));
+        assert!(!begin_llm_answer(
+            &s,
+            None,
+            "remind me",
+            s.speculation.epoch()
+        ));
+        assert!(!begin_llm_answer(
+            &s,
+            None,
+            "what time is it",
+            s.speculation.epoch()
+        ));
+        assert!(!begin_llm_answer(
+            &s,
+            Some(999),
+            "tell me a story",
+            s.speculation.epoch()
+        ));
         assert_eq!(teller.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 

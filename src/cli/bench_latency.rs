@@ -107,6 +107,10 @@ struct Measured {
     /// How the voice loop found the end (`early`, `silence`, …) and
     /// whether it reused the transcript made at a pause.
     endpoint: Value,
+    /// How long before the turn asked its LLM request had been begun (at
+    /// the pause, `agent::predict::begin_llm_answer`); `None` when the
+    /// turn sent its own or asked no model.
+    llm_begun_early_ms: Option<f64>,
 }
 
 pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
@@ -349,7 +353,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
                 "endpoint_ms": m.endpoint_ms, "transcript_ms": m.transcript_ms,
                 "decision_ms": m.decision_ms, "first_audio_ms": m.first_audio_ms,
                 "transcript": m.transcript, "actions": m.actions,
-                "endpoint": m.endpoint,
+                "endpoint": m.endpoint, "llm_begun_early_ms": m.llm_begun_early_ms,
             })).collect::<Vec<_>>(),
             "p50_ms": p50, "p95_ms": p95,
             "by_kind": {"command": by_kind("command"), "open": by_kind("open")},
@@ -551,6 +555,7 @@ fn measure(
         transcript: turn["text"].as_str().unwrap_or("").to_string(),
         actions,
         endpoint: turn["endpoint"].clone(),
+        llm_begun_early_ms: turn["timings"]["llm_begun_early"].as_f64(),
     })
 }
 

@@ -373,6 +373,7 @@ impl ChatModel for LocalModel {
                         finish_reason: Some("sentences".into()),
                         model: self.label.clone(),
                         first_token_ms,
+                        begun_early_ms: None,
                     });
                 }
                 Err(LlmError::Cancelled) => return Err(LlmError::Cancelled),

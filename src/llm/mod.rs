@@ -181,6 +181,9 @@ pub struct ChatResponse {
     pub model: String,
     /// Milliseconds from sending the request to the first visible token.
     pub first_token_ms: Option<f64>,
+    /// How long before the turn asked this request had been sent: a
+    /// request begun early and adopted ([`speculate`]); `None` otherwise.
+    pub begun_early_ms: Option<f64>,
 }
 
 /// Why a chat request failed. Callers branch on these (retry, fall back,

@@ -480,6 +480,7 @@ impl StreamState {
             finish_reason: self.finish_reason.take(),
             model: std::mem::take(&mut self.model),
             first_token_ms: self.first_token_ms,
+            begun_early_ms: None,
         }
     }
 }
@@ -521,6 +522,7 @@ pub fn parse_completion(body: &str) -> Result<ChatResponse, LlmError> {
             .unwrap_or_default()
             .to_string(),
         first_token_ms: None,
+        begun_early_ms: None,
     })
 }
 

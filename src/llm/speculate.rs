@@ -33,6 +33,10 @@ pub const UNCLAIMED_LIMIT: Duration = Duration::from_secs(8);
 pub struct Speculative {
     inner: Arc<dyn ChatModel>,
     current: Mutex<Option<Arc<Flight>>>,
+    /// Moves on at every [`Speculative::abandon`] and
+    /// [`Speculative::keep_only`]: words heard before then are too late
+    /// to begin a request (their turn may already have sent its own).
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// One request under way in the background.
@@ -75,6 +79,9 @@ pub enum Begun {
     NotConfigured,
     /// No thread could be started.
     Failed,
+    /// The words' turn began (or the speech went on) since they were
+    /// heard: nothing was sent.
+    TooLate,
 }
 
 impl Speculative {
@@ -82,17 +89,31 @@ impl Speculative {
         Self {
             inner,
             current: Mutex::new(None),
+            epoch: Default::default(),
         }
     }
 
-    /// Start `request` (for the user's `words`) in the background. A
-    /// different flight nobody adopted is cancelled first.
-    pub fn begin(&self, request: ChatRequest, words: &str) -> Begun {
+    /// Where things stand now, to pass to [`Speculative::begin`] for words
+    /// just heard.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn move_on(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Start `request` (for the user's `words`, heard at `epoch`) in the
+    /// background. A different flight nobody adopted is cancelled first.
+    pub fn begin(&self, request: ChatRequest, words: &str, epoch: u64) -> Begun {
         if self.inner.check_configured().is_err() {
             return Begun::NotConfigured;
         }
         let key = request.to_json().to_string();
         let mut current = lock(&self.current);
+        if self.epoch() != epoch {
+            return Begun::TooLate;
+        }
         if let Some(flight) = current.as_ref() {
             if flight.key == key && flight.unclaimed() {
                 return Begun::AlreadyFlying;
@@ -148,6 +169,7 @@ impl Speculative {
     /// on-device model must not compute beside it).
     pub fn abandon(&self) {
         let mut current = lock(&self.current);
+        self.move_on();
         if current.as_ref().is_some_and(|f| f.unclaimed()) {
             if let Some(flight) = current.take() {
                 flight.cancel.cancel();
@@ -159,6 +181,7 @@ impl Speculative {
     /// is cancelled (the speech went on after the pause it was begun at).
     pub fn keep_only(&self, words: &str) {
         let mut current = lock(&self.current);
+        self.move_on();
         if let Some(flight) = current.as_ref() {
             if flight.unclaimed() && flight.words != words.trim() {
                 flight.cancel.cancel();
@@ -227,6 +250,7 @@ impl Speculative {
         cancel: &CancelToken,
     ) -> Result<ChatResponse, LlmError> {
         let adopted = Instant::now();
+        let begun_early_ms = adopted.duration_since(flight.started).as_secs_f64() * 1000.0;
         let mut first_token_ms = None;
         let mut sent = 0;
         let mut state = lock(&flight.state);
@@ -247,6 +271,7 @@ impl Speculative {
                         // Counted from when the turn asked, as for a request
                         // it sent itself.
                         response.first_token_ms = first_token_ms;
+                        response.begun_early_ms = Some(begun_early_ms);
                         response
                     });
                 }
@@ -362,8 +387,14 @@ mod tests {
     #[test]
     fn the_same_request_adopts_the_flight_and_gets_every_token() {
         let (slow, spec) = model(150);
-        assert_eq!(spec.begin(request("why"), "why"), Begun::Started);
-        assert_eq!(spec.begin(request("why"), "why"), Begun::AlreadyFlying);
+        assert_eq!(
+            spec.begin(request("why"), "why", spec.epoch()),
+            Begun::Started
+        );
+        assert_eq!(
+            spec.begin(request("why"), "why", spec.epoch()),
+            Begun::AlreadyFlying
+        );
         std::thread::sleep(Duration::from_millis(200));
         let started = Instant::now();
         let mut streamed = String::new();
@@ -390,7 +421,7 @@ mod tests {
     #[test]
     fn another_request_leaves_the_flight_and_other_words_cancel_it() {
         let (slow, spec) = model(100);
-        spec.begin(request("why"), "why");
+        spec.begin(request("why"), "why", spec.epoch());
         // The memory worker's request: sent as it is, the flight kept.
         let reply = spec
             .chat(&request("extract"), &mut |_| {}, &CancelToken::new())
@@ -407,7 +438,10 @@ mod tests {
             spec.first_text("why", &|_| true, Duration::from_millis(50)),
             None
         );
-        assert_eq!(spec.begin(request("why"), "why"), Begun::Started);
+        assert_eq!(
+            spec.begin(request("why"), "why", spec.epoch()),
+            Begun::Started
+        );
         // The speech went on: the turn is about other words.
         spec.keep_only("why is the sky blue");
         assert_eq!(
@@ -424,9 +458,19 @@ mod tests {
     }
 
     #[test]
+    fn words_whose_turn_has_begun_begin_nothing() {
+        let (slow, spec) = model(10);
+        let heard = spec.epoch();
+        spec.keep_only("why");
+        assert_eq!(spec.begin(request("why"), "why", heard), Begun::TooLate);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(slow.calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
     fn a_cancelled_turn_cancels_the_flight_it_adopted() {
         let (_, spec) = model(2_000);
-        spec.begin(request("why"), "why");
+        spec.begin(request("why"), "why", spec.epoch());
         let cancel = CancelToken::new();
         let stopper = cancel.clone();
         std::thread::spawn(move || {

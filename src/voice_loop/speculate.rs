@@ -257,10 +257,17 @@ impl super::VoiceLoop {
         let services = self.services.clone();
         let speaker = self.speaker.clone();
         let said_before = speaker.said_count();
+        // Heard now: once the turn has begun, it is too late to begin.
+        let epoch = services.speculation.epoch();
         let spawned = std::thread::Builder::new()
             .name("predict-llm".into())
             .spawn(move || {
-                if !crate::agent::predict::begin_llm_answer(&services, conversation, &request) {
+                if !crate::agent::predict::begin_llm_answer(
+                    &services,
+                    conversation,
+                    &request,
+                    epoch,
+                ) {
                     return;
                 }
                 tracing::debug!(request = %request, "began the answer's request early");
