@@ -237,6 +237,13 @@ impl Speculative {
             if state.claimed || flight.cancel.is_cancelled() {
                 return None;
             }
+            if matches!(state.done, Some(Err(_))) {
+                // It failed before the turn asked: the turn sends its own
+                // (a blip then costs nothing; a lasting failure repeats).
+                drop(state);
+                *current = None;
+                return None;
+            }
             state.claimed = true;
         }
         *current = None;
@@ -455,6 +462,50 @@ mod tests {
             4,
             "the turn sent its own"
         );
+    }
+
+    /// Fails its first request, answers the next.
+    struct FailsOnce {
+        calls: AtomicUsize,
+    }
+
+    impl ChatModel for FailsOnce {
+        fn chat(
+            &self,
+            _: &ChatRequest,
+            on_token: &mut dyn FnMut(&str),
+            _: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(LlmError::Server { status: 503 });
+            }
+            on_token("Fine.");
+            Ok(ChatResponse {
+                content: "Fine.".into(),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn a_flight_that_failed_before_the_turn_asked_is_not_adopted() {
+        let failing = Arc::new(FailsOnce {
+            calls: AtomicUsize::new(0),
+        });
+        let spec = Speculative::new(failing.clone());
+        spec.begin(request("why"), "why", spec.epoch());
+        // Returns once the flight ended (in failure: nothing to say).
+        assert_eq!(
+            spec.first_text("why", &|_| false, Duration::from_secs(5)),
+            None
+        );
+        assert_eq!(failing.calls.load(Ordering::SeqCst), 1);
+        let reply = spec
+            .chat(&request("why"), &mut |_| {}, &CancelToken::new())
+            .expect("the turn's own request answers");
+        assert_eq!(reply.content, "Fine.");
+        assert_eq!(reply.begun_early_ms, None);
+        assert_eq!(failing.calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]
