@@ -41,15 +41,7 @@ pub fn answer_without_acting(
         return None;
     }
     let engine = services.tree.as_ref()?;
-    let (state, _) = crate::tree::state::load(&services.store, conversation_id).ok()?;
-    let input = WalkInput {
-        text: text.to_string(),
-        conversation_id,
-        phase: state.phase,
-        state: state.state,
-        dry_run: true,
-        preview: true,
-    };
+    let input = previewing_walk(services, conversation_id, text)?;
     let outcome = engine
         .run(input, &mut NoLlm, &mut CollectSink::default())
         .ok()?;
@@ -124,16 +116,8 @@ pub fn begin_llm_answer(
     };
     let request = match (mode(services, conversation_id), services.tree.as_ref()) {
         (Some(Mode::Tree), Some(engine)) => {
-            let Ok((state, _)) = crate::tree::state::load(&services.store, conversation_id) else {
+            let Some(input) = previewing_walk(services, conversation_id, text) else {
                 return false;
-            };
-            let input = WalkInput {
-                text: text.to_string(),
-                conversation_id,
-                phase: state.phase,
-                state: state.state,
-                dry_run: true,
-                preview: true,
             };
             let mut host = RequestHost {
                 ctx: &mut ctx,
@@ -223,6 +207,24 @@ impl crate::tree::interpreter::Host for RequestHost<'_, '_> {
         self.request = system;
         self.ctx.tag_rules = None;
     }
+}
+
+/// A dry, previewing walk of `text` from the conversation's tree state
+/// (as the turn will load it); `None` when the state can't be read.
+fn previewing_walk(
+    services: &Services,
+    conversation_id: Option<i64>,
+    text: &str,
+) -> Option<WalkInput> {
+    let (state, _) = crate::tree::state::load(&services.store, conversation_id).ok()?;
+    Some(WalkInput {
+        text: text.to_string(),
+        conversation_id,
+        phase: state.phase,
+        state: state.state,
+        dry_run: true,
+        preview: true,
+    })
 }
 
 /// The conversation's dispatch mode as the turn resolves it; `None` when
