@@ -502,24 +502,6 @@ mod tests {
             early_end("Cancel the timer.", c("timer_cancel")),
             EarlyEnd::AtPause
         );
-        // A finished command heard a little off (its first word lost):
-        // its frame fits weakly, so it ends after the longer pause when
-        // the classifier is sure; a second doubt (less sure, no stop)
-        // waits the hang-over.
-        let sure = || Some(("todo_add".to_string(), 0.96));
-        let less_sure = || Some(("todo_add".to_string(), 0.89));
-        assert_eq!(
-            early_end("Batteries on my shopping list.", sure()),
-            EarlyEnd::AfterLongerPause
-        );
-        assert_eq!(
-            early_end("Batteries on my shopping list.", less_sure()),
-            EarlyEnd::Never
-        );
-        assert_eq!(
-            early_end("Batteries on my shopping list", sure()),
-            EarlyEnd::Never
-        );
         // Open endings, heads, doubt and other speech wait the hang-over
         // with or without a stop.
         for (text, classified) in [
@@ -540,39 +522,44 @@ mod tests {
 
     #[test]
     fn each_doubt_waits_longer_and_a_head_waits_the_hang_over() {
-        let c = |i: &str, p: f32| Some((i.to_string(), p));
-        // Heard without its verb ("Add" as "and"): the frame fits weakly,
-        // but nothing is missing at the end: one doubt.
-        assert_eq!(
-            early_end("and milk to the shopping list.", c("todo_add", 0.96)),
-            EarlyEnd::AfterLongerPause
-        );
-        // The same words less sure, or without a stop: two doubts.
-        assert_eq!(
-            early_end("and milk to the shopping list.", c("todo_add", 0.9)),
-            EarlyEnd::Never
-        );
-        assert_eq!(
-            early_end("and milk to the shopping list", c("todo_add", 0.96)),
-            EarlyEnd::Never
-        );
-        // Heads of longer commands wait the hang-over however sure.
-        for (text, intent) in [
-            ("Add batteries.", "todo_add"),
-            ("Put batteries.", "todo_add"),
-            ("Set a timer.", "timer_set"),
+        use EarlyEnd::{AfterLongerPause, Never};
+        for (text, intent, confidence, expected) in [
+            // Heard without its verb ("Add" lost, or heard as "and"): the
+            // frame fits weakly, but nothing is missing at the end: one
+            // doubt. A second (less sure, no stop) waits the hang-over.
+            (
+                "Batteries on my shopping list.",
+                "todo_add",
+                0.96,
+                AfterLongerPause,
+            ),
+            (
+                "and milk to the shopping list.",
+                "todo_add",
+                0.96,
+                AfterLongerPause,
+            ),
+            ("and milk to the shopping list.", "todo_add", 0.9, Never),
+            ("and milk to the shopping list", "todo_add", 0.96, Never),
+            // Heads of longer commands wait the hang-over however sure.
+            ("Add batteries.", "todo_add", 0.999, Never),
+            ("Put batteries.", "todo_add", 0.999, Never),
+            ("Set a timer.", "timer_set", 0.999, Never),
+            // A whole command said another way, less sure: the longer
+            // pause; below the lower confidence, never.
+            (
+                "Read me my shopping list.",
+                "todo_list",
+                0.92,
+                AfterLongerPause,
+            ),
+            ("Read me my shopping list.", "todo_list", 0.8, Never),
         ] {
-            assert_eq!(early_end(text, c(intent, 0.999)), EarlyEnd::Never, "{text}");
+            assert_eq!(
+                early_end(text, Some((intent.to_string(), confidence))),
+                expected,
+                "{text:?} {intent} {confidence}"
+            );
         }
-        // A whole command said another way, less sure: the longer pause.
-        assert_eq!(
-            early_end("Read me my shopping list.", c("todo_list", 0.92)),
-            EarlyEnd::AfterLongerPause
-        );
-        // Below the lower confidence, never.
-        assert_eq!(
-            early_end("Read me my shopping list.", c("todo_list", 0.8)),
-            EarlyEnd::Never
-        );
     }
 }
