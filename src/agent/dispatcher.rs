@@ -54,42 +54,72 @@ impl From<DispatchError> for HostError {
     }
 }
 
+/// Why a conversation's mode could not be read; the turn notes it and
+/// uses the router graph.
+#[derive(Debug)]
+pub enum UnreadMode {
+    /// No conversation with that id.
+    Missing,
+    /// The store failed.
+    Store(String),
+    /// The stored name is no mode (the parse error).
+    Unknown { mode: String, error: String },
+}
+
+/// A conversation's dispatch mode: its override, else the config
+/// default. Shared by the turn and by the answer a pause predicts
+/// (`agent::predict`), so both walk the same way.
+pub fn conversation_mode(
+    services: &super::Services,
+    conversation_id: Option<i64>,
+) -> Result<super::Mode, UnreadMode> {
+    let default = services.settings.mode;
+    let Some(id) = conversation_id else {
+        return Ok(default);
+    };
+    match services.store.conversation(id) {
+        Ok(Some(c)) => match c.mode {
+            Some(mode) => mode
+                .parse::<super::Mode>()
+                .map_err(|e| UnreadMode::Unknown {
+                    mode,
+                    error: e.to_string(),
+                }),
+            None => Ok(default),
+        },
+        Ok(None) => Err(UnreadMode::Missing),
+        Err(e) => Err(UnreadMode::Store(e.to_string())),
+    }
+}
+
 /// The resolved mode of this turn: the conversation's override, else the
 /// config default. An unresolvable mode falls back to `graph`.
 pub fn resolve_mode(ctx: &mut TurnContext<'_>) -> &'static str {
-    let default = ctx.services.settings.mode.name();
     if ctx.missing_conversation.is_some() {
         // The turn already warned and noted it: a new conversation, graph.
         return "graph";
     }
-    let mode = match ctx.conversation_id {
-        Some(id) => match ctx.services.store.conversation(id) {
-            Ok(Some(c)) => c.mode.unwrap_or_else(|| default.to_string()),
-            Ok(None) => {
-                tracing::warn!(
-                    conversation = id,
-                    "conversation not found; using the router graph"
-                );
-                ctx.record.note(
-                    "mode could not be resolved for the conversation; using the router graph",
-                );
-                "graph".into()
-            }
-            Err(e) => {
-                tracing::warn!(conversation = id, error = %e, "cannot resolve the mode; using the router graph");
-                ctx.record.note(format!(
-                    "mode could not be resolved ({e}); using the router graph"
-                ));
-                "graph".into()
-            }
-        },
-        None => default.to_string(),
-    };
-    match mode.parse::<super::Mode>() {
+    match conversation_mode(ctx.services, ctx.conversation_id) {
         Ok(mode) => mode.name(),
-        Err(e) => {
+        Err(UnreadMode::Missing) => {
+            tracing::warn!(
+                conversation = ?ctx.conversation_id,
+                "conversation not found; using the router graph"
+            );
+            ctx.record
+                .note("mode could not be resolved for the conversation; using the router graph");
+            "graph"
+        }
+        Err(UnreadMode::Store(e)) => {
+            tracing::warn!(conversation = ?ctx.conversation_id, error = %e, "cannot resolve the mode; using the router graph");
+            ctx.record.note(format!(
+                "mode could not be resolved ({e}); using the router graph"
+            ));
+            "graph"
+        }
+        Err(UnreadMode::Unknown { mode, error }) => {
             tracing::warn!(mode = %mode, "unknown mode; using the router graph");
-            ctx.record.note(format!("{e}; using the router graph"));
+            ctx.record.note(format!("{error}; using the router graph"));
             "graph"
         }
     }

@@ -230,14 +230,7 @@ fn previewing_walk(
 /// The conversation's dispatch mode as the turn resolves it; `None` when
 /// it cannot be read (the turn would then note why and use the graph).
 fn mode(services: &Services, conversation_id: Option<i64>) -> Option<Mode> {
-    let default = services.settings.mode;
-    let Some(id) = conversation_id else {
-        return Some(default);
-    };
-    match services.store.conversation(id).ok()??.mode {
-        Some(m) => m.parse::<Mode>().ok(),
-        None => Some(default),
-    }
+    super::dispatcher::conversation_mode(services, conversation_id).ok()
 }
 
 #[cfg(test)]

@@ -58,16 +58,22 @@ enum Sound {
     /// This clip, then `text` spoken, as one clip: no gap between them,
     /// and one stream on the output (a chime and its label).
     Before(Clip),
-    /// Synthesise `text` now and keep it, without playing it, for a
-    /// sentence that is likely to be said next ([`Speaker::prepare`]).
-    /// Skipped when any sentence was said after it was asked for (the
-    /// number of sentences said then).
+}
+
+/// What the speaker thread does with a job's text.
+enum Work {
+    /// Say it, with this sound.
+    Say(Sound),
+    /// Synthesise it now and keep it, without playing it, for a sentence
+    /// that is likely to be said next ([`Speaker::prepare`]). Skipped when
+    /// any sentence was said after it was asked for (the number of
+    /// sentences said then).
     Prepare { said_before: u64 },
 }
 
 struct Job {
     text: String,
-    sound: Sound,
+    work: Work,
     generation: u64,
     said_at: Instant,
 }
@@ -123,12 +129,15 @@ impl Speaker {
             .spawn(move || {
                 let mut tts = load();
                 for job in rx {
-                    if let Sound::Prepare { said_before } = job.sound {
-                        prepare_one(&mut tts, &worker_shared, &job, said_before);
-                        continue;
+                    match &job.work {
+                        Work::Prepare { said_before } => {
+                            prepare_one(&mut tts, &worker_shared, &job, *said_before);
+                        }
+                        Work::Say(sound) => {
+                            speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job, sound);
+                            worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
+                        }
                     }
-                    speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job);
-                    worker_shared.pending.fetch_sub(1, Ordering::SeqCst);
                 }
             })
             .map_err(|e| TtsError::SpeakerThread(e.to_string()))?;
@@ -187,7 +196,7 @@ impl Speaker {
         }
         let job = Job {
             text: text.to_string(),
-            sound: Sound::Prepare { said_before },
+            work: Work::Prepare { said_before },
             generation: self.shared.generation.load(Ordering::SeqCst),
             said_at: Instant::now(),
         };
@@ -199,7 +208,7 @@ impl Speaker {
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
             text,
-            sound,
+            work: Work::Say(sound),
             generation: self.shared.generation.load(Ordering::SeqCst),
             said_at: Instant::now(),
         };
@@ -279,7 +288,7 @@ impl Speaker {
     }
 }
 
-fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
+fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, sound: &Sound) {
     let stale = |shared: &Shared| shared.generation.load(Ordering::SeqCst) != job.generation;
     if stale(shared) {
         return;
@@ -292,15 +301,15 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
         ms: 0.0,
         failures: Vec::new(),
     };
-    let synthesized = match &job.sound {
+    let synthesized = match sound {
         Sound::Clip(clip) => Ok(as_is(clip)),
         Sound::Speech => match take_prepared(shared, &job.text) {
             Some(spoken) => Ok(spoken),
             None => tts.synthesize(&job.text),
         },
-        Sound::Before(_) | Sound::Prepare { .. } => tts.synthesize(&job.text),
+        Sound::Before(_) => tts.synthesize(&job.text),
     };
-    let spoken = match (synthesized, &job.sound) {
+    let spoken = match (synthesized, sound) {
         (Ok(mut spoken), Sound::Before(sound)) => {
             let mut samples = sound.resampled(spoken.clip.sample_rate).samples;
             samples.append(&mut spoken.clip.samples);
