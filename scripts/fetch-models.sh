@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export MODELS_DIR=${MODELS_DIR:-"$here/../models"}
 mkdir -p "$MODELS_DIR"
-for part in onnxruntime embedder whisper piper wake; do
+for part in onnxruntime embedder whisper piper wake vad; do
   script="$here/fetch-$part.sh"
   if [[ -x "$script" ]]; then
     "$script"

@@ -954,3 +954,106 @@ fn run_until_listening(
     }
     (child, stderr, seen)
 }
+
+/// Household sounds with no word in them, made here and repeatable: a
+/// mains hum, clicks, a tune of plucked notes and hiss, 3 s each.
+fn household_noise() -> Vec<i16> {
+    let rate = 16_000usize;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut random = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let tau = std::f32::consts::TAU;
+    let mut out = Vec::new();
+    // Hum: 50 Hz and its harmonics.
+    out.extend((0..3 * rate).map(|i| {
+        let t = i as f32 / rate as f32;
+        0.3 * (tau * 50.0 * t).sin() + 0.15 * (tau * 150.0 * t).sin()
+    }));
+    // Clicks: short noise bursts, four a second.
+    out.extend((0..3 * rate).map(|i| {
+        let k = i % (rate / 4);
+        if k < 300 {
+            random() * 0.5 * (-(k as f32) / 40.0).exp()
+        } else {
+            0.0
+        }
+    }));
+    // A tune: a plucked note every quarter second.
+    let notes = [262.0f32, 294.0, 330.0, 392.0, 440.0, 523.0];
+    out.extend((0..3 * rate).map(|i| {
+        let note = notes[(i / (rate / 4)) % notes.len()];
+        let t = (i % (rate / 4)) as f32 / rate as f32;
+        0.4 * (tau * note * t).sin() * (-t * 8.0).exp()
+    }));
+    // Hiss.
+    out.extend((0..3 * rate).map(|_| random() * 0.2));
+    out.into_iter().map(|x| (x * 32767.0) as i16).collect()
+}
+
+/// `[audio.vad] speech_check`: Silero VAD hears speech in Piper's voice
+/// and in a real recording, and none in household noise.
+#[test]
+fn the_speech_check_tells_speech_from_noise() {
+    let paths = earshot::config::Config {
+        models_dir: common::models_dir(),
+        ..Default::default()
+    }
+    .paths();
+    let mut silero = earshot::audio::silero::Silero::load(&paths).expect("models/silero_vad.onnx");
+    for (what, audio) in [
+        ("Piper", wav_16k(&piper_utterance("Stop the timer."))),
+        (
+            "a recording",
+            wav_16k(&common::data("speech/goforward.wav")),
+        ),
+    ] {
+        let v = silero.check(&audio, 5).unwrap();
+        assert!(v.speech_frames >= 5, "{what}: {v:?}");
+    }
+    let noise = earshot::audio::to_f32(&household_noise());
+    for (i, part) in noise.chunks(3 * 16_000).enumerate() {
+        let v = silero.check(part, 5).unwrap();
+        assert!(v.speech_frames < 5, "noise {i}: {v:?}");
+    }
+}
+
+/// Issue 21, bad input: in `always` mode, noise that webrtc-vad lets
+/// through is dropped before transcription (logged), not answered; the
+/// request after it is answered as usual.
+#[test]
+fn household_noise_is_not_answered_and_the_request_after_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = silence(1.0);
+    input.extend(household_noise());
+    input.extend(silence(1.0));
+    input.extend(pcm("What time is it?"));
+    input.extend(silence(2.0));
+    let wav = dir.path().join("in.wav");
+    std::fs::write(&wav, earshot::audio::wav::write_16k_mono(&input)).unwrap();
+    let out = common::run(
+        common::earshot(dir.path())
+            .args(["run", "--json", "--wake", "always", "--input"])
+            .arg(&wav)
+            .arg("--output")
+            .arg(dir.path().join("out.wav"))
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27"),
+    );
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    let turns: Vec<serde_json::Value> = common::stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(turns.len(), 1, "{turns:?}\n{log}");
+    assert_eq!(
+        common::words(turns[0]["text"].as_str().unwrap()),
+        "what time is it"
+    );
+    assert!(log.contains("not speech (the speech check)"), "{log}");
+}

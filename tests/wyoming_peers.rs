@@ -539,6 +539,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         ring: None,
         lights: None,
         interrupter: None,
+        speech_check: None,
     };
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");

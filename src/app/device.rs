@@ -254,6 +254,10 @@ pub fn run(
         ring: Some(ringer),
         lights,
         interrupter: interrupter(&config, echo),
+        speech_check: crate::voice_loop::speech_check::SpeechCheck::from_config(
+            &config.audio.vad,
+            &config.paths(),
+        ),
     };
     notifier.ready();
     notifier.status("listening");

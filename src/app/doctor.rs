@@ -94,6 +94,10 @@ pub const PINNED_MODELS: &[(&str, &str)] = &[
         "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33",
     ),
     (
+        "silero_vad.onnx",
+        "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
+    ),
+    (
         "ggml-tiny.en.bin",
         "30e882a5c44efac779d1c8ddfe1e78a2b83236d385c573f3f98345a778c21d97",
     ),
@@ -550,6 +554,14 @@ fn configured_models(config: &Config) -> Vec<(String, &'static str)> {
             "speech falls back to espeak-ng",
         ),
     ]
+    .into_iter()
+    .chain(config.audio.vad.speech_check.then(|| {
+        (
+            "silero_vad.onnx".to_string(),
+            "noise webrtc-vad lets through is transcribed (and may be answered in always mode)",
+        )
+    }))
+    .collect()
 }
 
 fn models(config: &Config) -> Vec<Check> {

@@ -25,6 +25,8 @@ pub mod devices;
 pub mod echo;
 pub mod playback;
 pub mod resample;
+#[cfg(feature = "onnx")]
+pub mod silero;
 pub mod vad;
 pub mod wav;
 

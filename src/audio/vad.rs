@@ -65,6 +65,16 @@ pub struct VadConfig {
     /// ~120 ms of true silence after the last word speech, which every
     /// request waited for (issue 21). 0 turns the override off.
     pub quiet_db: f32,
+    /// Before anything is transcribed, a speech detector (Silero VAD,
+    /// `silero_vad.onnx` in the models directory, `audio::silero`) must
+    /// find speech in the utterance: a fan, music or dishes that
+    /// webrtc-vad let through are dropped, not answered. Off: every
+    /// utterance is transcribed. Without the model file the loop warns
+    /// once and transcribes everything.
+    pub speech_check: bool,
+    /// Frames of 32 ms the detector must call speech for an utterance to
+    /// count (5 = 160 ms; the shortest command measured had 16).
+    pub speech_frames: u32,
 }
 
 impl Default for VadConfig {
@@ -83,6 +93,8 @@ impl Default for VadConfig {
             look_ms: 90,
             look_max_ms: 8_000,
             quiet_db: 40.0,
+            speech_check: true,
+            speech_frames: 5,
         }
     }
 }

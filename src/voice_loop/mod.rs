@@ -44,6 +44,7 @@ pub mod interrupt;
 pub mod remote;
 pub mod ring;
 pub mod speculate;
+pub mod speech_check;
 pub mod wake;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -109,6 +110,9 @@ pub struct VoiceLoop {
     /// (`[wake] stop_word`; `None`: off, or voice barge-in is on and any
     /// speech interrupts).
     pub interrupter: Option<interrupt::Interrupter>,
+    /// Silero VAD's word on whether an utterance holds speech, asked
+    /// before it is transcribed (`[audio.vad] speech_check`; `None`: off).
+    pub speech_check: Option<speech_check::SpeechCheck>,
 }
 
 /// How the loop ended and what it did.
@@ -149,6 +153,14 @@ impl Barge {
 }
 
 impl VoiceLoop {
+    /// Whether `samples` hold speech by the speech check (always, when
+    /// it is off).
+    fn holds_speech(&mut self, samples: &[i16]) -> bool {
+        self.speech_check
+            .as_mut()
+            .is_none_or(|check| check.holds_speech(samples))
+    }
+
     /// Run until a signal (or the end of a file input). `tick` is called
     /// every iteration — at least every [`TICK`] while idle or speaking —
     /// and is where the systemd watchdog is fed.
@@ -334,7 +346,12 @@ impl VoiceLoop {
             }
             while let Some(event) = pending.pop_front() {
                 match event {
-                    VadEvent::Utterance(u) if !self.push_to_talk => return Heard::Speech(u, None),
+                    // Noise webrtc-vad let through falls to `_`: dropped.
+                    VadEvent::Utterance(u)
+                        if !self.push_to_talk && self.holds_speech(&u.samples) =>
+                    {
+                        return Heard::Speech(u, None)
+                    }
                     VadEvent::SpeechStart { at_ms } => {
                         tracing::debug!(at_ms, "speech started");
                         self.light(LedState::Listening);

@@ -209,6 +209,10 @@ impl super::VoiceLoop {
         // request is not this utterance's, and must not compute beside the
         // look's transcription.
         self.services.speculation.abandon();
+        // Noise webrtc-vad let through is not looked at either.
+        if !self.holds_speech(&snapshot.samples) {
+            return None;
+        }
         // The look starts before the tail an ended utterance keeps
         // (`tail_ms`) has been heard; silence stands in for the rest, so
         // the transcript is the one the whole utterance would get.
