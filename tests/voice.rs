@@ -637,24 +637,7 @@ fn run_from_a_wav_answers_after_the_wake_word_in_the_same_breath_or_after_a_paus
     input.extend(silence(1.0));
     input.extend(pcm("Add milk to my shopping list."));
     input.extend(silence(2.0));
-    let wav = dir.path().join("in.wav");
-    std::fs::write(&wav, earshot::audio::wav::write_16k_mono(&input)).unwrap();
-    let out = common::run(
-        common::earshot(dir.path())
-            .args(["run", "--json", "--wake", "wake", "--input"])
-            .arg(&wav)
-            .arg("--output")
-            .arg(dir.path().join("out.wav"))
-            .env("EARSHOT_LOG", "info")
-            .env("LLM_BASE_URL", "http://127.0.0.1:9")
-            .env("EARSHOT_TEST_CLOCK", "15:27"),
-    );
-    let log = common::stderr(&out);
-    assert!(out.status.success(), "{log}");
-    let turns: Vec<serde_json::Value> = common::stdout(&out)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let (turns, log) = run_wav(dir.path(), &input, "wake");
     assert_eq!(turns.len(), 2, "{turns:?}\n{log}");
     assert_eq!(
         common::words(turns[0]["text"].as_str().unwrap()),
@@ -666,6 +649,30 @@ fn run_from_a_wav_answers_after_the_wake_word_in_the_same_breath_or_after_a_paus
         "{text}"
     );
     assert!(log.contains("heard only the wake word"), "{log}");
+}
+
+/// `earshot run --json --wake MODE` over `input` (16 kHz) as a WAV file,
+/// the LLM unreachable and the clock at 15:27: its turns and its log.
+fn run_wav(dir: &Path, input: &[i16], wake: &str) -> (Vec<serde_json::Value>, String) {
+    let wav = dir.join("in.wav");
+    std::fs::write(&wav, earshot::audio::wav::write_16k_mono(input)).unwrap();
+    let out = common::run(
+        common::earshot(dir)
+            .args(["run", "--json", "--wake", wake, "--input"])
+            .arg(&wav)
+            .arg("--output")
+            .arg(dir.join("out.wav"))
+            .env("EARSHOT_LOG", "info")
+            .env("LLM_BASE_URL", "http://127.0.0.1:9")
+            .env("EARSHOT_TEST_CLOCK", "15:27"),
+    );
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    let turns = common::stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (turns, log)
 }
 
 fn pcm(text: &str) -> Vec<i16> {
@@ -1032,24 +1039,7 @@ fn household_noise_is_not_answered_and_the_request_after_it_is() {
     input.extend(silence(1.0));
     input.extend(pcm("What time is it?"));
     input.extend(silence(2.0));
-    let wav = dir.path().join("in.wav");
-    std::fs::write(&wav, earshot::audio::wav::write_16k_mono(&input)).unwrap();
-    let out = common::run(
-        common::earshot(dir.path())
-            .args(["run", "--json", "--wake", "always", "--input"])
-            .arg(&wav)
-            .arg("--output")
-            .arg(dir.path().join("out.wav"))
-            .env("EARSHOT_LOG", "info")
-            .env("LLM_BASE_URL", "http://127.0.0.1:9")
-            .env("EARSHOT_TEST_CLOCK", "15:27"),
-    );
-    let log = common::stderr(&out);
-    assert!(out.status.success(), "{log}");
-    let turns: Vec<serde_json::Value> = common::stdout(&out)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let (turns, log) = run_wav(dir.path(), &input, "always");
     assert_eq!(turns.len(), 1, "{turns:?}\n{log}");
     assert_eq!(
         common::words(turns[0]["text"].as_str().unwrap()),
