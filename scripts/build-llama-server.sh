@@ -20,7 +20,13 @@ SDIST=llama_cpp_python-$VERSION.tar.gz
 SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 bin="$MODELS_DIR/llama-server"
 stamp="$MODELS_DIR/llama-server.stamp"
-want="llama-cpp-python $VERSION $SDIST_SHA ${EARSHOT_LLAMA_CMAKE_FLAGS:-}"
+# The build is native (-march=native) but never uses AMX: ggml's AMX kernels
+# run `ldtilecfg`, which dies with SIGSEGV where the kernel or hypervisor
+# does not grant the tile state (seen on a KVM Sapphire Rapids guest). GCC
+# keeps an explicit -mno-amx-* even when -march=native comes later. The
+# recipe name is in the stamp so servers built before this are rebuilt.
+RECIPE=no-amx
+want="llama-cpp-python $VERSION $SDIST_SHA $RECIPE ${EARSHOT_LLAMA_CMAKE_FLAGS:-}"
 
 if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
    && "$bin" --version >/dev/null 2>&1; then
@@ -59,6 +65,13 @@ tar -xzf "$work/$SDIST" -C "$work"
 src="$work/llama_cpp_python-$VERSION/vendor/llama.cpp"
 [[ -d "$src/tools/server" ]] || die "$SDIST has no vendor/llama.cpp/tools/server"
 
+no_amx=()
+if [[ "$(uname -m)" == x86_64 ]] \
+   && echo | g++ -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -x c++ -E - >/dev/null 2>&1; then
+  flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  no_amx=("-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags")
+fi
+
 jobs=${EARSHOT_LLAMA_JOBS:-$(nproc)}
 started=$(date +%s)
 log "building llama-server ($jobs jobs; takes a few minutes)"
@@ -67,7 +80,7 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_NUMBER=0 ${EARSHOT_LLAMA_CMAKE_FLAGS:-} >"$work/cmake.log" 2>&1 \
+  -DLLAMA_BUILD_NUMBER=0 "${no_amx[@]}" ${EARSHOT_LLAMA_CMAKE_FLAGS:-} >"$work/cmake.log" 2>&1 \
   || { tail -n 30 "$work/cmake.log" >&2; die "cmake configure of llama.cpp failed"; }
 cmake --build "$work/build" --target llama-server -j "$jobs" >"$work/build.log" 2>&1 \
   || { tail -n 30 "$work/build.log" >&2; die "building llama-server failed"; }
