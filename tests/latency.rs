@@ -20,7 +20,8 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
         &lines,
         "What time is it?\n\
          Add batteries <pause 450> to my shopping list.\n\
-         Why is the sky blue?\n",
+         Why is the sky blue?\n\
+         Who painted <pause 500> the Mona Lisa?\n",
     )
     .unwrap();
     let out = common::run(
@@ -42,7 +43,7 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", common::stdout(&out)));
     assert_eq!(report["load"], "quiet");
     let utterances = report["utterances"].as_array().expect("utterances");
-    assert_eq!(utterances.len(), 3, "{report}");
+    assert_eq!(utterances.len(), 4, "{report}");
     for u in utterances {
         let first = u["first_audio_ms"].as_f64();
         assert!(first.is_some_and(|ms| ms > 0.0), "no answer audio: {u}");
@@ -88,6 +89,16 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
             open["first_audio_ms"].as_f64().unwrap() - open["decision_ms"].as_f64().unwrap();
         assert!(after_decision < 300.0 + 150.0, "{open}");
     }
+    // A finished question may end before the hang-over
+    // (`audio.vad.question_ms`), but a pause inside one does not cut it:
+    // "Who painted?" reads as a whole question at the look.
+    let painted = &utterances[3];
+    let heard = painted["transcript"].as_str().unwrap().to_lowercase();
+    assert!(
+        heard.contains("paint") && (heard.contains("lisa") || heard.contains("mona")),
+        "{painted}"
+    );
+    assert_eq!(painted["kind"], "open", "{painted}");
     for command in [&utterances[0], &utterances[1]] {
         assert!(command["llm_begun_early_ms"].is_null(), "{command}");
     }

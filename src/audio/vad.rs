@@ -49,6 +49,14 @@ pub struct VadConfig {
     /// during the hang-over and may end a complete command there (issue
     /// 21). 0 turns it off; at or above `hangover_ms` it never fires.
     pub early_ms: u32,
+    /// Non-speech after which a finished question (or an order to tell or
+    /// explain something), whose language-model request began at the
+    /// look, ends instead of at `hangover_ms` (issue 21). Long enough
+    /// that a pause inside a question after words that read whole ("Who
+    /// painted? … the Mona Lisa") does not cut it; the answer is rarely
+    /// ready much sooner anyway. At or above `hangover_ms` it never ends
+    /// sooner; 0 = off.
+    pub question_ms: u32,
     /// Non-speech after which that look starts (≤ `early_ms`): the
     /// transcript is made while the pause grows to `early_ms`, so a
     /// complete command ends at `early_ms` instead of `early_ms` plus a
@@ -90,6 +98,7 @@ impl Default for VadConfig {
             max_utterance_ms: 90_000,
             tail_ms: 200,
             early_ms: 300,
+            question_ms: 600,
             look_ms: 90,
             look_max_ms: 8_000,
             quiet_db: 40.0,

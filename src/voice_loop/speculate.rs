@@ -24,6 +24,11 @@
 //! command whisper wrote without a full stop ends half-way between that
 //! pause and the hang-over ([`EarlyEnd::AfterLongerPause`]), and so does a
 //! finished one the classifier is a little less sure of.
+//!
+//! Open speech keeps the hang-over, with one exception: a finished
+//! question the classifier confidently calls other speech also ends at
+//! `audio.vad.question_ms` ([`open_question_end`]); its language-model
+//! request began at the look, so its answer is nearly ready by then.
 
 use std::sync::Arc;
 
@@ -109,6 +114,9 @@ pub enum EarlyEnd {
     /// "Cancel the timer" than for "Cancel the timer."), but it gets
     /// longer to go on.
     AfterLongerPause,
+    /// A finished request for words that is not a device command
+    /// ([`open_question_end`]): ends at `audio.vad.question_ms`.
+    AfterQuestionPause,
 }
 
 /// Whether `text` is a complete device command, and so may end early,
@@ -154,6 +162,73 @@ pub fn early_end(text: &str, classified: Option<(String, f32)>) -> EarlyEnd {
         1 => EarlyEnd::AfterLongerPause,
         _ => EarlyEnd::Never,
     }
+}
+
+/// Whether a finished sentence that is not a device command may end
+/// before the full hang-over: a request for words — a question (a
+/// question mark or a question word first, [`is_question`]) or an order to
+/// tell, explain or describe something to the speaker — that the device
+/// classifier confidently called other speech ends at
+/// `audio.vad.question_ms` (600 ms) of pause, not the 700 ms hang-over.
+/// Its language-model request began at the look, so its answer is nearly
+/// ready by then: the first audio came 100–180 ms after an end at 500 ms
+/// with a 300 ms model (issue 21), so ending sooner than 600 buys little
+/// and cuts more pauses ("who painted?" was a whole question at the look
+/// of "Who painted <pause 450> the Mona Lisa?"). Only a request for
+/// words: one cut before its end ("What's the weather?" + "… in Paris"
+/// after a long pause) costs a wrong answer, never an action; any other statement or order ("Send Bob an email.",
+/// "Tell Bob I'm late.") keeps the hang-over, as does a sentence the
+/// classifier is unsure of.
+pub fn open_question_end(text: &str, classified: &Option<(String, f32)>) -> EarlyEnd {
+    let is_other = classified.as_ref().is_some_and(|(intent, confidence)| {
+        (intent == "other" || intent == "none") && *confidence >= LONGER_PAUSE_MIN_CONFIDENCE
+    });
+    let t = text.trim();
+    if is_other && ending(t) == Ending::Finished && (is_question(t) || asks_for_words(t)) {
+        EarlyEnd::AfterQuestionPause
+    } else {
+        EarlyEnd::Never
+    }
+}
+
+/// Whether `text` is a question: whisper wrote a question mark, or it
+/// opens with a question word (whisper often ends "Who wrote Pride and
+/// Prejudice" with a full stop).
+fn is_question(text: &str) -> bool {
+    let first = text
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_lowercase()
+        .replace('’', "'");
+    let word = first
+        .split('\'')
+        .next()
+        .unwrap_or("")
+        .trim_matches(|c: char| !c.is_alphanumeric());
+    text.ends_with('?') || (WH_WORDS.contains(&word) && word != "whether")
+}
+
+/// Orders whose answer is only words for the speaker.
+const WORD_REQUESTS: &[&str] = &["tell me ", "explain ", "describe ", "define "];
+
+/// A question word the rest of the sentence usually follows ("Tell me
+/// how." is the start of "… to boil an egg").
+const WH_WORDS: &[&str] = &[
+    "how", "what", "why", "when", "where", "who", "which", "whether",
+];
+
+/// Whether `text` is an order to tell, explain, describe or define
+/// something (at least three words, not ending on a question word).
+fn asks_for_words(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let starts = WORD_REQUESTS.iter().any(|p| lower.starts_with(p));
+    starts && words.len() >= 3 && !words.last().is_some_and(|w| WH_WORDS.contains(w))
 }
 
 /// What a device command most often leaves to the end: the list it goes
@@ -258,17 +333,24 @@ impl super::VoiceLoop {
             snapshot.speech_end_ms,
             Speculation(Arc::new(transcript) as Arc<dyn std::any::Any + Send + Sync>),
         );
-        if early != EarlyEnd::Never {
+        let early = if early != EarlyEnd::Never {
             self.prepare_answer(conversation, request);
+            early
         } else if ending(&request) == Ending::Finished && !is_device_command(&classified) {
+            let early = open_question_end(&request, &classified);
             self.prepare_llm_answer(conversation, request);
-        }
+            early
+        } else {
+            EarlyEnd::Never
+        };
         let pause_ms = match early {
             EarlyEnd::Never => return None,
             EarlyEnd::AtPause => self.vad.early_ms,
             EarlyEnd::AfterLongerPause => {
                 self.vad.early_ms + self.vad.hangover_ms.saturating_sub(self.vad.early_ms) / 2
             }
+            EarlyEnd::AfterQuestionPause if self.vad.question_ms > 0 => self.vad.question_ms,
+            EarlyEnd::AfterQuestionPause => return None,
         };
         self.end_when_paused(snapshot.speech_end_ms, pause_ms, pending)
     }
@@ -521,6 +603,44 @@ mod tests {
             ("", c("time_now")),
         ] {
             assert_eq!(early_end(text, classified), EarlyEnd::Never, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_finished_question_that_is_surely_not_a_command_ends_before_the_hang_over() {
+        let c = |i: &str, p: f32| Some((i.to_string(), p));
+        for (text, classified, expected) in [
+            ("Who wrote Pride and Prejudice?", c("other", 0.99), true),
+            ("  How do bees make honey?  ", c("none", 0.9), true),
+            // A question whisper ended with a full stop.
+            ("who wrote Pride and Prejudice.", c("other", 0.99), true),
+            ("What's the capital of Peru.", c("other", 0.99), true),
+            // Orders for words.
+            ("Explain how a rainbow forms.", c("other", 0.99), true),
+            ("Tell me a joke.", c("other", 0.95), true),
+            ("Describe the water cycle.", c("other", 0.99), true),
+            // Other statements and orders may go on to an action, and an
+            // order for words may go on past a question word or be too
+            // short to say what: the hang-over.
+            ("Send Bob an email.", c("other", 0.99), false),
+            ("Tell Bob I'm late.", c("other", 0.99), false),
+            ("I like whales.", c("other", 0.99), false),
+            ("Tell me how.", c("other", 0.99), false),
+            ("Tell me why.", c("other", 0.99), false),
+            ("Explain this.", c("other", 0.99), false),
+            // Unfinished, unsure, unknown, or a device command.
+            ("What is the capital of?", c("other", 0.99), false),
+            ("Tell me about,", c("other", 0.99), false),
+            ("Who wrote Pride and Prejudice?", c("other", 0.6), false),
+            ("Who wrote Pride and Prejudice?", None, false),
+            ("What time is it?", c("time_now", 0.99), false),
+            ("", c("other", 0.99), false),
+        ] {
+            assert_eq!(
+                open_question_end(text, &classified) == EarlyEnd::AfterQuestionPause,
+                expected,
+                "{text:?} {classified:?}"
+            );
         }
     }
 
