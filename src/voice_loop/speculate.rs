@@ -176,9 +176,9 @@ pub fn early_end(text: &str, classified: Option<(String, f32)>) -> EarlyEnd {
 /// and cuts more pauses ("who painted?" was a whole question at the look
 /// of "Who painted <pause 450> the Mona Lisa?"). Only a request for
 /// words: one cut before its end ("What's the weather?" + "… in Paris"
-/// after a long pause) costs a wrong answer, never an action; any other statement or order ("Send Bob an email.",
-/// "Tell Bob I'm late.") keeps the hang-over, as does a sentence the
-/// classifier is unsure of.
+/// after a long pause) costs a wrong answer, never an action; any other
+/// statement or order ("Send Bob an email.", "Tell Bob I'm late.") keeps
+/// the hang-over, as does a sentence the classifier is unsure of.
 pub fn open_question_end(text: &str, classified: &Option<(String, f32)>) -> EarlyEnd {
     let is_other = classified.as_ref().is_some_and(|(intent, confidence)| {
         (intent == "other" || intent == "none") && *confidence >= LONGER_PAUSE_MIN_CONFIDENCE
@@ -195,40 +195,45 @@ pub fn open_question_end(text: &str, classified: &Option<(String, f32)>) -> Earl
 /// opens with a question word (whisper often ends "Who wrote Pride and
 /// Prejudice" with a full stop).
 fn is_question(text: &str) -> bool {
-    let first = text
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_lowercase()
-        .replace('’', "'");
-    let word = first
-        .split('\'')
-        .next()
-        .unwrap_or("")
-        .trim_matches(|c: char| !c.is_alphanumeric());
-    text.ends_with('?') || (WH_WORDS.contains(&word) && word != "whether")
+    let first = words(text).into_iter().next().unwrap_or_default();
+    // "what's", "who'd": the question word before the apostrophe.
+    let word = first.split('\'').next().unwrap_or("");
+    text.ends_with('?') || QUESTION_WORDS.contains(&word)
 }
+
+/// Words a question opens with.
+const QUESTION_WORDS: &[&str] = &["how", "what", "why", "when", "where", "who", "which"];
 
 /// Orders whose answer is only words for the speaker.
 const WORD_REQUESTS: &[&str] = &["tell me ", "explain ", "describe ", "define "];
 
-/// A question word the rest of the sentence usually follows ("Tell me
-/// how." is the start of "… to boil an egg").
-const WH_WORDS: &[&str] = &[
-    "how", "what", "why", "when", "where", "who", "which", "whether",
-];
-
 /// Whether `text` is an order to tell, explain, describe or define
-/// something (at least three words, not ending on a question word).
+/// something: at least three words, and not ending on a question word
+/// (or "whether"), which the rest of the sentence usually follows ("Tell
+/// me how." is the start of "… to boil an egg").
 fn asks_for_words(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    let words: Vec<&str> = lower
+    let words = words(text);
+    let starts = WORD_REQUESTS
+        .iter()
+        .any(|p| text.to_lowercase().starts_with(p));
+    let open_end = words
+        .last()
+        .is_some_and(|w| QUESTION_WORDS.contains(&w.as_str()) || w == "whether");
+    starts && words.len() >= 3 && !open_end
+}
+
+/// The words of `text`, lower-case, without the punctuation around them
+/// (apostrophes kept, typographic ones made straight).
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .replace('’', "'")
         .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .to_string()
+        })
         .filter(|w| !w.is_empty())
-        .collect();
-    let starts = WORD_REQUESTS.iter().any(|p| lower.starts_with(p));
-    starts && words.len() >= 3 && !words.last().is_some_and(|w| WH_WORDS.contains(w))
+        .collect()
 }
 
 /// What a device command most often leaves to the end: the list it goes
