@@ -349,6 +349,7 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
             "vector_search",
             "keyword_search",
             "rerank",
+            "paragraphs",
             "drop_below",
             "boost_tier1",
             "cap_per_source",
@@ -358,6 +359,17 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
         ]
     );
     assert_eq!(r["reranker"], "fusion");
+    // The first candidates were ordered by their best paragraph, from the
+    // vectors ingest stored: nothing was embedded at question time.
+    let paragraphs = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "paragraphs")
+        .unwrap();
+    assert_eq!(paragraphs["out"], 0, "{paragraphs}");
+    let stored = count(dir, "SELECT COUNT(*) FROM knowledge_paragraph_vectors");
+    assert!(stored > 0, "ingest stores paragraph vectors");
     let vector_out = r["steps"][3]["out"].as_u64().unwrap();
     assert!(vector_out <= 30 && vector_out > 0);
     let passages = r["passages"].as_array().unwrap();

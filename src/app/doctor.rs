@@ -1044,10 +1044,19 @@ fn knowledge(config: &Config) -> Vec<Check> {
             ),
         }
     } else {
+        let paragraphs = if k.paragraph_top_k > 1 {
+            format!(
+                "; its first {} ordered again by their best paragraph (weight {})",
+                k.paragraph_top_k,
+                crate::knowledge::paragraph::WEIGHT
+            )
+        } else {
+            String::new()
+        };
         Check::ok(
             "reranker",
             format!(
-                "calibrated fusion, no cross-encoder model ({} is absent): {}",
+                "calibrated fusion, no cross-encoder model ({} is absent): {}{paragraphs}",
                 model.display(),
                 crate::knowledge::rerank::FUSION_CALIBRATION
             ),

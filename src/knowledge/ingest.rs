@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::analysis::{self, Analysis, Plan, PlanEntry, PlanProblem};
 use super::loader::{self, Kind};
+use super::paragraph;
 use super::splitter;
 use super::store::{self as kstore, NewDocument};
 use crate::cancel::CancelToken;
@@ -101,6 +102,10 @@ const WITHIN_FILE_EVERY: Duration = Duration::from_secs(2);
 /// looked at between batches, so a batch must stay well under a second.
 const EMBED_BATCH: usize = 2;
 
+/// Paragraph vectors per embedder run: sorted by length first, so a batch
+/// of similar lengths pads little.
+const PARAGRAPH_BATCH: usize = 8;
+
 impl Progress {
     pub fn new(total: usize) -> Self {
         Self {
@@ -112,8 +117,14 @@ impl Progress {
 
     /// Inside one file: `done` of `chunks` embedded.
     fn within(&self, name: &str, done: usize, chunks: usize) {
+        self.within_as(name, "chunk", done, chunks)
+    }
+
+    /// Inside one file: `done` of `total` `unit`s (chunks, then paragraphs)
+    /// embedded.
+    fn within_as(&self, name: &str, unit: &str, done: usize, chunks: usize) {
         if self.tty {
-            eprint!("\r\x1b[2K  {name}: chunk {done}/{chunks}");
+            eprint!("\r\x1b[2K  {name}: {unit} {done}/{chunks}");
             return;
         }
         let due = self
@@ -122,7 +133,7 @@ impl Progress {
             .is_none_or(|at| at.elapsed() >= WITHIN_FILE_EVERY);
         if due && done < chunks {
             self.last_within.set(Some(Instant::now()));
-            eprintln!("ingest   {name}: chunk {done}/{chunks}");
+            eprintln!("ingest   {name}: {unit} {done}/{chunks}");
         }
     }
 
@@ -361,6 +372,16 @@ impl Ingest<'_> {
             }
             progress.within(&name, embeddings.len(), refs.len());
         }
+        let paragraph_embeddings = match self.embed_paragraphs(
+            embedder.as_ref(),
+            &analysis.title,
+            &pieces,
+            &name,
+            progress,
+        ) {
+            Ok(v) => v,
+            Err(e) => return FileReport::failed(path, format!("{e:#}"), started),
+        };
         let model = embedder.model_id();
         let doc = NewDocument {
             path: &canonical,
@@ -370,6 +391,7 @@ impl Ingest<'_> {
             analysis: &analysis,
             pieces: &pieces,
             embeddings: &embeddings,
+            paragraph_embeddings: &paragraph_embeddings,
             model: &model,
             user_id: self.user_id,
         };
@@ -399,6 +421,60 @@ impl Ingest<'_> {
     }
 
     /// LLM analysis (paced by `pause`) with the heuristics as fallback.
+    /// The paragraph vectors of every piece with two paragraphs or more
+    /// (`knowledge::paragraph`), in piece order (empty for the others).
+    /// Embedded shortest first in batches, so a batch pads little.
+    fn embed_paragraphs(
+        &self,
+        embedder: &dyn Embedder,
+        title: &str,
+        pieces: &[splitter::Piece],
+        name: &str,
+        progress: &Progress,
+    ) -> anyhow::Result<Vec<Vec<Vec<f32>>>> {
+        let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); pieces.len()];
+        let mut texts = Vec::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            let paras = paragraph::paragraphs(&piece.text);
+            if paras.len() < 2 {
+                continue;
+            }
+            for p in paras {
+                texts.push((
+                    i,
+                    paragraph::paragraph_text(title, piece.section.as_deref(), p),
+                ));
+            }
+        }
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&k| texts[k].1.len());
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        let mut done = 0;
+        for batch in order.chunks(PARAGRAPH_BATCH) {
+            if self.cancel.is_cancelled() {
+                anyhow::bail!(
+                    "cancelled after {done} of {} paragraphs; nothing of this file was stored",
+                    texts.len()
+                );
+            }
+            let refs: Vec<&str> = batch.iter().map(|&k| texts[k].1.as_str()).collect();
+            let got = embedder
+                .embed(&refs)
+                .context("embedding the paragraphs failed")?;
+            for (&k, v) in batch.iter().zip(got) {
+                vectors[k] = Some(v);
+            }
+            done += batch.len();
+            progress.within_as(name, "paragraph", done, texts.len());
+        }
+        for ((owner, _), v) in texts.iter().zip(vectors) {
+            if let Some(v) = v {
+                out[*owner].push(v);
+            }
+        }
+        Ok(out)
+    }
+
     fn analyse(
         &self,
         path: &Path,
@@ -464,12 +540,5 @@ fn one_line(s: &str) -> String {
 /// What is embedded for a chunk: the document title and the innermost
 /// heading give every chunk its subject, then the text.
 pub fn embedding_text(title: &str, piece: &splitter::Piece) -> String {
-    let heading = piece
-        .section
-        .as_deref()
-        .and_then(|s| s.rsplit(" > ").next())
-        .filter(|h| !piece.text.starts_with(h))
-        .map(|h| format!(" — {h}"))
-        .unwrap_or_default();
-    format!("{title}{heading}\n{}", piece.text)
+    paragraph::paragraph_text(title, piece.section.as_deref(), &piece.text)
 }

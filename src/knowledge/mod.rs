@@ -23,6 +23,7 @@ pub mod context;
 pub mod eval;
 pub mod ingest;
 pub mod loader;
+pub mod paragraph;
 pub mod pdf;
 pub mod pdf_headings;
 pub mod rerank;
@@ -64,6 +65,10 @@ pub struct KnowledgeConfig {
     pub max_per_source: usize,
     /// Added to a tier-1 chunk's score when ordering (seed: "boost tier 1").
     pub tier1_boost: f32,
+    /// The first this many reranked candidates are read again paragraph by
+    /// paragraph and reordered among themselves by their best paragraph
+    /// ([`paragraph`]); 0 = off. Only with the fusion reranker.
+    pub paragraph_top_k: usize,
     /// Ask the LLM to rewrite the query (translate to the corpus language,
     /// expand) before searching. Off by default: it costs a round trip.
     pub rewrite_query: bool,
@@ -105,6 +110,7 @@ impl Default for KnowledgeConfig {
             min_score: 0.3,
             max_per_source: 3,
             tier1_boost: 0.1,
+            paragraph_top_k: 3,
             rewrite_query: false,
             analyse_with_llm: true,
             llm_pause_ms: 10_000,

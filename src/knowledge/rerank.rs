@@ -62,6 +62,11 @@ pub trait Reranker: Send + Sync {
     fn order(&self, _query: &str, _candidates: &[RerankInput<'_>]) -> Result<Option<Vec<f32>>> {
         Ok(None)
     }
+    /// Whether the order is the calibrated fusion's, whose scale the
+    /// paragraph refinement ([`super::paragraph`]) was fitted on.
+    fn orders_by_fusion(&self) -> bool {
+        false
+    }
 }
 
 /// Where the fusion's calibration came from, for `doctor` and the notes.
@@ -166,6 +171,9 @@ impl Fusion {
 impl Reranker for Fusion {
     fn name(&self) -> String {
         "fusion".into()
+    }
+    fn orders_by_fusion(&self) -> bool {
+        true
     }
     fn score(&self, _query: &str, candidates: &[RerankInput<'_>]) -> Result<Vec<f32>> {
         Ok(Self::features(candidates)

@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use super::bm25;
 use super::context::{self, Context as Built};
+use super::paragraph;
 use super::rerank::RerankInput;
 use super::store::{self as kstore, ChunkRow};
 use super::KnowledgeBase;
@@ -88,6 +89,10 @@ pub struct Candidate {
     pub relevance: f32,
     /// relevance + tier-1 boost: the order used after reranking.
     pub score: f32,
+    /// The cosine of the chunk's best paragraph, for the first few
+    /// candidates ([`super::paragraph`]); absent when not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paragraph: Option<f32>,
     #[serde(skip)]
     pub text: String,
 }
@@ -284,6 +289,32 @@ pub fn search(
         (scored, false)
     };
     candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+    if !exact_hit && cfg.paragraph_top_k > 0 && kb.reranker.orders_by_fusion() {
+        let s = Instant::now();
+        let model = kb.embedder.model_id();
+        let stored = |id: i64| {
+            Ok(kb
+                .store
+                .with_conn(|c| kstore::paragraph_vectors(c, id, &model))?)
+        };
+        let embedded = paragraph::refine(
+            kb.embedder.as_ref(),
+            stored,
+            &query_vec,
+            &mut candidates,
+            cfg.paragraph_top_k,
+        )
+        .context("cannot read the best candidates' paragraphs")?;
+        t.step(
+            "paragraphs",
+            s,
+            embedded,
+            Some(format!(
+                "first {} by their best paragraph; out = paragraphs embedded now (stored at ingest: 0)",
+                cfg.paragraph_top_k
+            )),
+        );
+    }
     let all = candidates.clone();
 
     if !exact_hit {
@@ -659,6 +690,7 @@ pub fn rerank<R: Into<RowWithScore>>(
             rerank,
             relevance,
             score: relevance,
+            paragraph: None,
             text: r.row.text,
         })
         .collect())
@@ -791,6 +823,7 @@ mod tests {
             rerank,
             relevance: rerank,
             score: rerank,
+            paragraph: None,
             text: format!("chunk {id}"),
         }
     }

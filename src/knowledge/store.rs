@@ -81,6 +81,9 @@ pub struct NewDocument<'a> {
     pub analysis: &'a Analysis,
     pub pieces: &'a [Piece],
     pub embeddings: &'a [Vec<f32>],
+    /// Per piece, its paragraphs' vectors (empty for a piece of one
+    /// paragraph; `knowledge::paragraph`). May be shorter than `pieces`.
+    pub paragraph_embeddings: &'a [Vec<Vec<f32>>],
     pub model: &'a str,
     /// Vector keys are per user; the knowledge base is the device's user's.
     pub user_id: &'a str,
@@ -123,6 +126,19 @@ pub fn replace_document(store: &Store, doc: &NewDocument<'_>) -> crate::store::R
             )?;
             let chunk_id = tx.last_insert_rowid();
             vector::put_in(tx, COLLECTION, doc.user_id, chunk_id, doc.model, embedding)?;
+            for (i, v) in doc
+                .paragraph_embeddings
+                .get(ordinal)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                tx.execute(
+                    "INSERT INTO knowledge_paragraph_vectors (chunk_id, ordinal, model, embedding)
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![chunk_id, i as i64, doc.model, vector::to_blob(v)],
+                )?;
+            }
         }
         Ok(doc_id)
     })
@@ -253,6 +269,22 @@ pub fn embeddings(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<(i64, Vec
     Ok(out)
 }
 
+/// The paragraph vectors stored for a chunk by `model`, in paragraph
+/// order; empty when none were stored (a chunk of one paragraph, one
+/// ingested before schema v16, or another model's).
+pub fn paragraph_vectors(
+    c: &Connection,
+    chunk_id: i64,
+    model: &str,
+) -> rusqlite::Result<Vec<Vec<f32>>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT embedding FROM knowledge_paragraph_vectors
+         WHERE chunk_id = ?1 AND model = ?2 ORDER BY ordinal",
+    )?;
+    let rows = stmt.query_map(params![chunk_id, model], |r| r.get::<_, Vec<u8>>(0))?;
+    rows.map(|b| b.map(|b| vector::from_blob(&b))).collect()
+}
+
 /// The canonical form a path is stored under (absolute, symlinks resolved).
 pub fn canonical(path: &Path) -> String {
     std::fs::canonicalize(path)
@@ -289,6 +321,10 @@ mod tests {
         let write = |texts: &[&str], hash: &str| {
             let pieces: Vec<Piece> = texts.iter().map(|t| piece(t)).collect();
             let embeddings: Vec<Vec<f32>> = texts.iter().map(|_| vec![1.0, 0.0]).collect();
+            let paragraphs: Vec<Vec<Vec<f32>>> = texts
+                .iter()
+                .map(|_| vec![vec![0.0, 1.0], vec![1.0, 0.0]])
+                .collect();
             replace_document(
                 &store,
                 &NewDocument {
@@ -299,6 +335,7 @@ mod tests {
                     analysis: &analysis,
                     pieces: &pieces,
                     embeddings: &embeddings,
+                    paragraph_embeddings: &paragraphs,
                     model: "m",
                     user_id: "user-1",
                 },
@@ -326,6 +363,16 @@ mod tests {
             .map(|c| c.text)
             .collect();
         assert_eq!(texts, vec!["one", "two"]);
+        let kept: i64 = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM knowledge_paragraph_vectors",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(kept, 4, "a failed replacement keeps the paragraph vectors");
         let live: i64 = store
             .with_conn(|c| {
                 c.query_row(
@@ -351,5 +398,23 @@ mod tests {
             })
             .unwrap();
         assert_eq!(live, 1);
+        // The old chunks' paragraph vectors went with them.
+        let paragraph_rows: i64 = store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM knowledge_paragraph_vectors",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(paragraph_rows, 2);
+        let id = store.with_conn(all_chunks).unwrap()[0].id;
+        let stored = store.with_conn(|c| paragraph_vectors(c, id, "m")).unwrap();
+        assert_eq!(stored, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
+        assert!(store
+            .with_conn(|c| paragraph_vectors(c, id, "other-model"))
+            .unwrap()
+            .is_empty());
     }
 }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (12, include_str!("migrations/012_memory_history.sql")),
     (14, include_str!("migrations/014_knowledge_pages.sql")),
     (15, include_str!("migrations/015_apps.sql")),
+    (16, include_str!("migrations/016_knowledge_paragraphs.sql")),
 ];
 
 /// The schema version this build creates.
