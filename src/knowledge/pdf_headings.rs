@@ -111,13 +111,24 @@ pub fn mark(pages: &mut [String], headings: &[SizedHeading]) {
     }
 }
 
-/// Short, with a letter, not a clause that goes on.
+/// Short, with a letter, not a clause that goes on, and not code: a
+/// monospace line (an example command under EXAMPLES, `xz -dk bar.xz`)
+/// can be set in a font whose boxes are taller than the body's, so a
+/// line that starts with a lower-case word or an option dash, or holds
+/// the characters of a command line, is not a heading.
 fn heading_like(text: &str) -> bool {
     let words = text.split_whitespace().count();
+    let first_letter_lower = text
+        .chars()
+        .find(|c| c.is_alphabetic())
+        .is_some_and(char::is_lowercase);
     (1..=MAX_WORDS).contains(&words)
         && text.chars().count() <= MAX_CHARS
         && text.chars().any(char::is_alphabetic)
         && !text.ends_with([',', ';'])
+        && !first_letter_lower
+        && !text.starts_with(['-', '\u{2212}', '$', '#', '>'])
+        && !text.contains(['=', '|', '<', '>', '$', '{', '}', '\\', ';', '*', '`'])
 }
 
 fn tenths(h: f32) -> i32 {
@@ -303,6 +314,26 @@ mod tests {
         ));
         xhtml.push_str("</page>\n</doc>\n");
         assert!(find(&xhtml).is_empty(), "{:?}", find(&xhtml));
+    }
+
+    #[test]
+    fn a_command_in_taller_type_is_not_a_heading() {
+        let mut xhtml = String::from("<doc>\n<page>\n");
+        for _ in 0..8 {
+            xhtml.push_str(&line(11.0, BODY));
+        }
+        for code in [
+            "xz \u{2212}dk bar.xz",
+            "tar cf \u{2212} baz | xz \u{2212}4e > baz.tar.xz",
+            "XZ_OPT=\u{2212}2v tar caf foo.tar.xz foo",
+            "\u{2212}\u{2212}robot",
+        ] {
+            xhtml.push_str(&line(13.0, code));
+        }
+        xhtml.push_str(&line(13.0, "EXAMPLES"));
+        xhtml.push_str("</page>\n</doc>\n");
+        let found: Vec<String> = find(&xhtml).into_iter().map(|h| h.text).collect();
+        assert_eq!(found, vec!["EXAMPLES".to_string()]);
     }
 
     #[test]

@@ -107,7 +107,87 @@ fn all_caps(line: &str) -> bool {
 /// How many heading lines a text has (the heuristic strategy picks
 /// `Section` from two up).
 pub fn count_headings(text: &str) -> usize {
-    text.lines().filter(|l| heading(l).is_some()).count()
+    let lines: Vec<&str> = text.lines().collect();
+    let listed = not_headings(&lines);
+    lines
+        .iter()
+        .zip(listed)
+        .filter(|(l, listed)| !listed && heading(l).is_some())
+        .count()
+}
+
+static ITEM_NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(\d{1,3}(?:\.\d{1,3}){0,4})[.)]?\s+\S").expect("static regex"));
+
+/// A numbered line's number as its parts ("2.3 Fit" → [2, 3]).
+fn item_number(line: &str) -> Option<Vec<u32>> {
+    let c = ITEM_NUMBER.captures(line.trim())?;
+    c[1].split('.').map(|n| n.parse().ok()).collect()
+}
+
+/// Whether `b` is the number right after `a` ("4" → "5", "2.1" → "2.2").
+fn follows(a: &[u32], b: &[u32]) -> bool {
+    a.len() == b.len()
+        && a[..a.len() - 1] == b[..b.len() - 1]
+        && a.last().map(|n| n + 1) == b.last().copied()
+}
+
+/// Lines further apart than this are not items of one list: a numbered
+/// section has a body longer than an item's wrapped text.
+const ITEM_SPAN: usize = 3;
+
+/// A markdown heading is indented at most this far (CommonMark).
+const MD_INDENT: usize = 3;
+
+/// Leading white space in columns (a tab counts 8).
+fn indent_of(line: &str) -> usize {
+    line.chars()
+        .take_while(|c| c.is_whitespace())
+        .map(|c| if c == '\t' { 8 } else { 1 })
+        .sum()
+}
+
+/// A numbered line indented this far (columns) is a list item: plain-text
+/// manuals and rendered man pages set headings at the margin and lists
+/// inside the body's indentation.
+const ITEM_INDENT: usize = 3;
+
+/// Which lines look like headings but are not: a `#` line deep inside
+/// a body's indentation, and the items of a numbered list: a
+/// numbered line with its neighbour number within [`ITEM_SPAN`] lines
+/// and no blank line between ("1. Name of the file" / "2. Number of
+/// streams" in a man page's table, a table of contents), or one indented
+/// [`ITEM_INDENT`] columns or more (a man page's numbered notes). A
+/// numbered section has its body between it and the next number.
+fn not_headings(lines: &[&str]) -> Vec<bool> {
+    let numbers: Vec<Option<Vec<u32>>> = lines.iter().map(|l| item_number(l)).collect();
+    let mut listed = vec![false; lines.len()];
+    for (i, line) in lines.iter().enumerate() {
+        // A `#` deep in a body is text that wrapped ("If\n   # is 0, …" in
+        // zstd(1)), not a markdown heading (those sit at the margin).
+        if indent_of(line) > MD_INDENT && line.trim_start().starts_with('#') {
+            listed[i] = true;
+        }
+    }
+    for (i, n) in numbers.iter().enumerate() {
+        let Some(n) = n else { continue };
+        if indent_of(lines[i]) >= ITEM_INDENT {
+            listed[i] = true;
+        }
+        for j in i + 1..lines.len().min(i + 1 + ITEM_SPAN) {
+            if lines[j].trim().is_empty() {
+                break;
+            }
+            if let Some(m) = &numbers[j] {
+                if follows(n, m) {
+                    listed[i] = true;
+                    listed[j] = true;
+                }
+                break;
+            }
+        }
+    }
+    listed
 }
 
 /// A paragraph with the section path it sits under.
@@ -157,7 +237,9 @@ fn paragraphs(text: &str) -> Vec<Para> {
     // The heading on the line just before (its depth and text), so a
     // heading that wrapped onto a second line is read as one.
     let mut wrapped_heading: Option<(usize, String)> = None;
-    for line in text.lines() {
+    let lines: Vec<&str> = text.lines().collect();
+    let listed = not_headings(&lines);
+    for (line, listed) in lines.iter().copied().zip(listed) {
         if line == super::loader::PAGE_BREAK {
             // A page break ends a paragraph (so a chunk's page is where its
             // text starts); the packing below joins them again.
@@ -170,7 +252,7 @@ fn paragraphs(text: &str) -> Vec<Para> {
         if current.is_empty() {
             para_page = page;
         }
-        if let Some((depth, title)) = heading(line) {
+        if let Some((depth, title)) = heading(line).filter(|_| !listed) {
             let shown = line.trim().trim_start_matches('#').trim();
             if has_body {
                 flush(&mut current, &mut out, &path, &mut new_section, para_page);
@@ -315,6 +397,55 @@ mod tests {
             None
         );
         assert_eq!(count_headings(DOC), 5);
+    }
+
+    #[test]
+    fn a_numbered_list_is_not_a_run_of_headings() {
+        // xz(1)'s robot-mode columns and a table of contents: items.
+        let doc = "ROBOT MODE\nThe columns of the file lines:\n1. Name of the file\n\
+                   2. Number of streams in the file\n3. Compression ratio, for example, 0.123.\n\
+                   The ratio goes on here and\nwraps over a line.\n4. Total size of stream padding\n\
+                   The columns of the stream lines:\n\nContents\n1 Introduction\n2 Users and Groups\n";
+        let lines: Vec<&str> = doc.lines().collect();
+        let listed = not_headings(&lines);
+        let items: Vec<&str> = lines
+            .iter()
+            .zip(&listed)
+            .filter(|(_, l)| **l)
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(
+            items,
+            [
+                "1. Name of the file",
+                "2. Number of streams in the file",
+                "3. Compression ratio, for example, 0.123.",
+                "4. Total size of stream padding",
+                "1 Introduction",
+                "2 Users and Groups"
+            ]
+        );
+        assert_eq!(count_headings(doc), 1, "only ROBOT MODE");
+        let pieces = split(doc, Strategy::Section, 800);
+        assert!(
+            pieces
+                .iter()
+                .all(|p| p.section.as_deref() == Some("ROBOT MODE")),
+            "{pieces:?}"
+        );
+        // Numbered sections with a body between them stay headings.
+        let doc = "1. Setup\nPlug it in.\nThen wait for the light.\nIt turns green.\n\
+                   2. Care\nRinse the filter.\n\n2.1 Filters\nMonthly.\n";
+        assert_eq!(count_headings(doc), 3);
+        assert!(!not_headings(&doc.lines().collect::<Vec<_>>()).contains(&true));
+        assert!(follows(&[2, 1], &[2, 2]) && !follows(&[2], &[2, 1]) && !follows(&[1], &[3]));
+        // A man page's numbered notes sit inside the body's indentation.
+        let doc = "NOTES\n\n        1. Discoverable Partitions Specification\n\
+                   https://example.org/dps\n\n        2. Journal Export Format\n\
+                   https://example.org/jef\n\nSEE ALSO\n";
+        assert_eq!(count_headings(doc), 2, "NOTES and SEE ALSO only");
+        let doc = "OPTIONS\n       -T#, --threads=#: Compress using # threads. If\n       # is 0, detect the cores.\n# Real heading\n";
+        assert_eq!(count_headings(doc), 2, "OPTIONS and the markdown heading");
     }
 
     #[test]
