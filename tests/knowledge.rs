@@ -1589,6 +1589,58 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
     );
     let cites = r["context"]["text"].as_str().unwrap();
     assert!(cites.contains(", p. "), "citations carry the page: {cites}");
+
+    // A knowledge base indexed before paragraph vectors were stored (here:
+    // all of them removed) has its documents of several paragraphs indexed
+    // again by the next ingest, and left unchanged by the one after.
+    let vectors_of = |name: &str| {
+        count(
+            dir.path(),
+            &format!(
+                "SELECT COUNT(*) FROM knowledge_paragraph_vectors pv
+                 JOIN knowledge_chunks c ON c.id = pv.chunk_id
+                 JOIN knowledge_documents d ON d.id = c.document_id
+                 WHERE d.path LIKE '%{name}'"
+            ),
+        )
+    };
+    let before = vectors_of("gropdf-gzip.pdf");
+    assert!(before > 0, "ingest stored gzip's paragraph vectors");
+    open_store(dir.path())
+        .with_conn(|c| c.execute("DELETE FROM knowledge_paragraph_vectors", []))
+        .unwrap();
+    let (code, out, err) = es(
+        dir.path(),
+        &["ingest", docs.to_str().unwrap(), "--json"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report = json_of(&out);
+    let status = |name: &str| {
+        report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .map(|f| f["status"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(status("gropdf-gzip.pdf"), "replaced", "{report:#}");
+    assert_eq!(vectors_of("gropdf-gzip.pdf"), before);
+    let (_, out, _) = es(
+        dir.path(),
+        &["ingest", docs.to_str().unwrap(), "--json"],
+        &[],
+    );
+    let again = json_of(&out);
+    assert!(
+        again["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["status"] == "unchanged"),
+        "{again:#}"
+    );
 }
 
 /// Headings set only in a larger type (as word processors write them)

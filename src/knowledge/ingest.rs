@@ -283,7 +283,14 @@ impl Ingest<'_> {
                         && e.analysis.strategy.as_str() == old.strategy
                         && e.analysis.title == old.title
                 });
-                if old.content_hash == hash && same_analysis {
+                // A document indexed before paragraph vectors were stored
+                // (schema v16) is indexed again, or every search would
+                // embed its paragraphs on the spot.
+                let lacks_paragraphs = self
+                    .store
+                    .with_conn(|c| kstore::lacks_paragraph_vectors(c, old.id))
+                    .unwrap_or(false);
+                if old.content_hash == hash && same_analysis && !lacks_paragraphs {
                     return FileReport {
                         path: path.to_path_buf(),
                         status: "unchanged".into(),

@@ -285,6 +285,20 @@ pub fn paragraph_vectors(
     rows.map(|b| b.map(|b| vector::from_blob(&b))).collect()
 }
 
+/// Whether a document has chunks of several paragraphs but no paragraph
+/// vector at all: it was indexed before schema v16 stored them.
+pub fn lacks_paragraph_vectors(c: &Connection, document_id: i64) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM knowledge_chunks
+                        WHERE document_id = ?1 AND instr(text, char(10) || char(10)) > 0)
+            AND NOT EXISTS (SELECT 1 FROM knowledge_paragraph_vectors pv
+                            JOIN knowledge_chunks c ON c.id = pv.chunk_id
+                            WHERE c.document_id = ?1)",
+        [document_id],
+        |r| r.get(0),
+    )
+}
+
 /// The canonical form a path is stored under (absolute, symlinks resolved).
 pub fn canonical(path: &Path) -> String {
     std::fs::canonicalize(path)
