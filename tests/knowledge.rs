@@ -84,6 +84,16 @@ fn chunk_text(dir: &Path, id: i64) -> String {
         .unwrap()
 }
 
+/// One file's line of an `ingest --json` report, by the end of its path.
+fn file_report<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no {name} in {report:#}"))
+}
+
 fn count(dir: &Path, sql: &str) -> i64 {
     open_store(dir)
         .with_conn(|c| c.query_row(sql, [], |r| r.get(0)))
@@ -1242,15 +1252,7 @@ fn llm_analysis_is_paced_and_llm_rewrite_feeds_the_search() {
         "LLM calls {gap:?} apart"
     );
     let report = json_of(&out);
-    let file = |name: &str| {
-        report["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["path"].as_str().unwrap().ends_with(name))
-            .unwrap()
-            .clone()
-    };
+    let file = |name: &str| file_report(&report, name).clone();
     let s = file("sourdough.txt");
     assert_eq!(s["analysis"]["tier"], 1);
     assert_eq!(s["analysis"]["tags"], json!(["baking", "bread"]));
@@ -1543,13 +1545,16 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
     for name in ["enscript-triggers.pdf", "gropdf-gzip.pdf"] {
         std::fs::copy(data(&format!("knowledge/pdfs/{name}")), docs.join(name)).unwrap();
     }
-    let (code, out, err) = es(
-        dir.path(),
-        &["ingest", docs.to_str().unwrap(), "--json"],
-        &[],
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    let report = json_of(&out);
+    let ingest = || {
+        let (code, out, err) = es(
+            dir.path(),
+            &["ingest", docs.to_str().unwrap(), "--json"],
+            &[],
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        json_of(&out)
+    };
+    let report = ingest();
     for f in report["files"].as_array().unwrap() {
         assert!(f["chunks"].as_u64().unwrap() > 10, "{f}");
     }
@@ -1609,30 +1614,14 @@ fn a_ghostscript_pdf_and_a_man_page_are_searchable_with_pages_and_sections() {
     open_store(dir.path())
         .with_conn(|c| c.execute("DELETE FROM knowledge_paragraph_vectors", []))
         .unwrap();
-    let (code, out, err) = es(
-        dir.path(),
-        &["ingest", docs.to_str().unwrap(), "--json"],
-        &[],
+    let report = ingest();
+    assert_eq!(
+        file_report(&report, "gropdf-gzip.pdf")["status"],
+        "replaced",
+        "{report:#}"
     );
-    assert_eq!(code, 0, "{out}\n{err}");
-    let report = json_of(&out);
-    let status = |name: &str| {
-        report["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["path"].as_str().unwrap().ends_with(name))
-            .map(|f| f["status"].as_str().unwrap().to_string())
-            .unwrap()
-    };
-    assert_eq!(status("gropdf-gzip.pdf"), "replaced", "{report:#}");
     assert_eq!(vectors_of("gropdf-gzip.pdf"), before);
-    let (_, out, _) = es(
-        dir.path(),
-        &["ingest", docs.to_str().unwrap(), "--json"],
-        &[],
-    );
-    let again = json_of(&out);
+    let again = ingest();
     assert!(
         again["files"]
             .as_array()
@@ -1802,15 +1791,7 @@ fn bad_input_is_one_line_per_file_bounded_and_the_rest_is_ingested() {
     assert_eq!(code, 1, "failures make the exit code 1: {out}\n{err}");
     assert!(took.as_secs() < 60, "bounded in time: {took:?}");
     let report = json_of(&out);
-    let file = |name: &str| -> Value {
-        report["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["path"].as_str().unwrap().ends_with(name))
-            .unwrap_or_else(|| panic!("{name} not reported: {report:#}"))
-            .clone()
-    };
+    let file = |name: &str| -> Value { file_report(&report, name).clone() };
     for name in ["boiler.pdf", "latin1.txt", "utf16.txt"] {
         assert_eq!(file(name)["status"], "indexed", "{name}: {report:#}");
     }

@@ -355,6 +355,14 @@ mod tests {
                 },
             )
         };
+        let count = |sql: &str| -> i64 {
+            store
+                .with_conn(|c| c.query_row(sql, [], |r| r.get(0)))
+                .unwrap()
+        };
+        const LIVE: &str =
+            "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL";
+        const PARAGRAPHS: &str = "SELECT COUNT(*) FROM knowledge_paragraph_vectors";
         write(&["one", "two"], "v1").unwrap();
         store
             .with_conn(|c| {
@@ -377,52 +385,20 @@ mod tests {
             .map(|c| c.text)
             .collect();
         assert_eq!(texts, vec!["one", "two"]);
-        let kept: i64 = store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT COUNT(*) FROM knowledge_paragraph_vectors",
-                    [],
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
-        assert_eq!(kept, 4, "a failed replacement keeps the paragraph vectors");
-        let live: i64 = store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL",
-                    [],
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
-        assert_eq!(live, 2);
+        assert_eq!(
+            count(PARAGRAPHS),
+            4,
+            "a failed replacement keeps the paragraph vectors"
+        );
+        assert_eq!(count(LIVE), 2);
         // A successful replacement swaps chunks and tombstones old vectors.
         store
             .with_conn(|c| c.execute_batch("DROP TRIGGER boom"))
             .unwrap();
         write(&["three"], "v3").unwrap();
-        let live: i64 = store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT COUNT(*) FROM vectors WHERE collection = 'knowledge' AND embedding IS NOT NULL",
-                    [],
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
-        assert_eq!(live, 1);
+        assert_eq!(count(LIVE), 1);
         // The old chunks' paragraph vectors went with them.
-        let paragraph_rows: i64 = store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT COUNT(*) FROM knowledge_paragraph_vectors",
-                    [],
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
-        assert_eq!(paragraph_rows, 2);
+        assert_eq!(count(PARAGRAPHS), 2);
         let id = store.with_conn(all_chunks).unwrap()[0].id;
         let stored = store.with_conn(|c| paragraph_vectors(c, id, "m")).unwrap();
         assert_eq!(stored, vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
