@@ -112,7 +112,12 @@ pub fn count_headings(text: &str) -> usize {
     lines
         .iter()
         .zip(listed)
-        .filter(|(l, listed)| !listed && heading(l).is_some())
+        .zip(underlines(&lines))
+        .filter(|((l, listed), under)| match under {
+            Underline::Title(_) => true,
+            Underline::Rule => false,
+            Underline::No => !listed && heading(l).is_some(),
+        })
         .count()
 }
 
@@ -190,6 +195,60 @@ fn not_headings(lines: &[&str]) -> Vec<bool> {
     listed
 }
 
+/// What an underline makes of a line (markdown's setext headings,
+/// reStructuredText's titles: Python's and many manuals' plain text).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Underline {
+    No,
+    /// The title line, at this depth (`=` 1, `-` 2, others 3).
+    Title(usize),
+    /// The underline (or RST overline) itself: no words, not text.
+    Rule,
+}
+
+/// A line of one punctuation mark repeated, three or more.
+fn rule_char(line: &str) -> Option<char> {
+    let t = line.trim();
+    let first = t.chars().next()?;
+    (t.chars().count() >= 3 && "=-~^*+#_:".contains(first) && t.chars().all(|c| c == first))
+        .then_some(first)
+}
+
+/// The underlined titles of a text: a short line that starts a block
+/// (after a blank line, an overline or the start), at the margin, with
+/// an underline at least half its length right under it.
+fn underlines(lines: &[&str]) -> Vec<Underline> {
+    let mut out = vec![Underline::No; lines.len()];
+    for i in 1..lines.len() {
+        let Some(mark) = rule_char(lines[i]) else {
+            continue;
+        };
+        let title = lines[i - 1].trim();
+        let starts_block =
+            i < 2 || lines[i - 2].trim().is_empty() || rule_char(lines[i - 2]).is_some();
+        let fits = !title.is_empty()
+            && title.chars().count() <= 80
+            && title.chars().any(char::is_alphanumeric)
+            && indent_of(lines[i - 1]) <= MD_INDENT
+            && rule_char(title).is_none()
+            && lines[i].trim().chars().count() * 2 >= title.chars().count();
+        if !fits || !starts_block || out[i - 1] != Underline::No {
+            continue;
+        }
+        let depth = match mark {
+            '=' => 1,
+            '-' => 2,
+            _ => 3,
+        };
+        out[i - 1] = Underline::Title(depth);
+        out[i] = Underline::Rule;
+        if i >= 2 && rule_char(lines[i - 2]) == Some(mark) {
+            out[i - 2] = Underline::Rule;
+        }
+    }
+    out
+}
+
 /// A paragraph with the section path it sits under.
 struct Para {
     section: Option<String>,
@@ -239,7 +298,8 @@ fn paragraphs(text: &str) -> Vec<Para> {
     let mut wrapped_heading: Option<(usize, String)> = None;
     let lines: Vec<&str> = text.lines().collect();
     let listed = not_headings(&lines);
-    for (line, listed) in lines.iter().copied().zip(listed) {
+    let under = underlines(&lines);
+    for ((line, listed), under) in lines.iter().copied().zip(listed).zip(under) {
         if line == super::loader::PAGE_BREAK {
             // A page break ends a paragraph (so a chunk's page is where its
             // text starts); the packing below joins them again.
@@ -252,7 +312,14 @@ fn paragraphs(text: &str) -> Vec<Para> {
         if current.is_empty() {
             para_page = page;
         }
-        if let Some((depth, title)) = heading(line).filter(|_| !listed) {
+        if under == Underline::Rule {
+            continue;
+        }
+        let found = match under {
+            Underline::Title(depth) => Some((depth, line.trim().to_string())),
+            _ => heading(line).filter(|_| !listed),
+        };
+        if let Some((depth, title)) = found {
             let shown = line.trim().trim_start_matches('#').trim();
             if has_body {
                 flush(&mut current, &mut out, &path, &mut new_section, para_page);
@@ -397,6 +464,39 @@ mod tests {
             None
         );
         assert_eq!(count_headings(DOC), 5);
+    }
+
+    #[test]
+    fn underlined_titles_are_headings() {
+        let doc = "APT\n===\n\nIntro to apt.\n\nDebugging\n---------\n\nUse the options.\n\
+                   Last line of a paragraph\n---\n\n=====\nTitle\n=====\n\nBody.\n\n\
+                   Name   Value\n-----  -----\nx      1\n\n---\n";
+        let lines: Vec<&str> = doc.lines().collect();
+        let u = underlines(&lines);
+        assert_eq!(u[0], Underline::Title(1));
+        assert_eq!(u[1], Underline::Rule);
+        assert_eq!(u[5], Underline::Title(2));
+        assert_eq!(u[9], Underline::No, "a paragraph's last line stays text");
+        assert_eq!(u[10], Underline::No);
+        assert_eq!(
+            (u[12], u[13], u[14]),
+            (Underline::Rule, Underline::Title(1), Underline::Rule)
+        );
+        assert!(
+            u[18..].iter().all(|k| *k == Underline::No),
+            "a table's rule, a lone break"
+        );
+        assert_eq!(count_headings(doc), 3);
+        let pieces = split(doc, Strategy::Section, 800);
+        let debugging = pieces
+            .iter()
+            .find(|p| p.text.contains("Use the options."))
+            .unwrap();
+        assert_eq!(debugging.section.as_deref(), Some("APT > Debugging"));
+        assert!(debugging.text.starts_with("Debugging\n"), "{debugging:?}");
+        let all: String = pieces.iter().map(|p| p.text.as_str()).collect();
+        assert!(!all.contains("==="), "the underlines are not text: {all}");
+        assert!(all.contains("Last line of a paragraph\n---"));
     }
 
     #[test]
