@@ -5,11 +5,13 @@
 #   B (validation): systemd's README.Debian / README.logs, zstd's CONTRIBUTING.md, alsa's asoundrc.txt
 #   C (test):       journalctl, tar, grep, cp, chmod man pages; gzip (gropdf) and xz (groff → ps2pdf)
 #                   as PDF; dpkg's triggers.txt as an enscript → ghostscript PDF; dpkg's rootless-builds.txt
+#   D (test, 5 Dec): markdown / plain-text READMEs with underlined headings: apt, kmod, espeak-ng,
+#                   bash's README.Debian, base-files' README.FHS
 # Needs man-db, groff, enscript, ghostscript (scripts/knowledge-tools.sh).
-# Usage: scripts/knowledge-corpora.sh OUT_DIR   → OUT_DIR/{A,B,C}
+# Usage: scripts/knowledge-corpora.sh OUT_DIR   → OUT_DIR/{A,B,C,D}
 set -euo pipefail
 out=${1:?out dir}
-mkdir -p "$out/A" "$out/B" "$out/C"
+mkdir -p "$out/A" "$out/B" "$out/C" "$out/D"
 page() { MANWIDTH=80 man -P cat "$1" 2>/dev/null | col -bx; }
 for m in ls sed kill zstd; do page "$m" > "$out/A/$m.txt"; done
 zcat /usr/share/doc/systemd/README.Debian.gz > "$out/B/systemd-README.Debian.txt"
@@ -21,4 +23,9 @@ zcat "$(man -w gzip)" | groff -man -Tpdf > "$out/C/gzip.pdf" 2>/dev/null
 zcat "$(man -w xz)" | groff -man -Tps 2>/dev/null | ps2pdf - "$out/C/xz.pdf"
 enscript -q -B -p - /usr/share/doc/dpkg/spec/triggers.txt | ps2pdf - "$out/C/dpkg-triggers.pdf"
 cp /usr/share/doc/dpkg/spec/rootless-builds.txt "$out/C/rootless-builds.txt"
+zcat /usr/share/doc/apt/README.md.gz > "$out/D/apt-README.md"
+cp /usr/share/doc/kmod/README.md "$out/D/kmod-README.md"
+zcat /usr/share/doc/espeak-ng/README.md.gz > "$out/D/espeak-README.md"
+zcat /usr/share/doc/bash/README.Debian.gz > "$out/D/bash-README.Debian.txt"
+cp /usr/share/doc/base-files/README.FHS "$out/D/FHS.txt"
 ls -l "$out"/*
