@@ -123,18 +123,18 @@ impl Progress {
 
     /// Inside one file: `done` of `total` `unit`s (chunks, then paragraphs)
     /// embedded.
-    fn within_as(&self, name: &str, unit: &str, done: usize, chunks: usize) {
+    fn within_as(&self, name: &str, unit: &str, done: usize, total: usize) {
         if self.tty {
-            eprint!("\r\x1b[2K  {name}: {unit} {done}/{chunks}");
+            eprint!("\r\x1b[2K  {name}: {unit} {done}/{total}");
             return;
         }
         let due = self
             .last_within
             .get()
             .is_none_or(|at| at.elapsed() >= WITHIN_FILE_EVERY);
-        if due && done < chunks {
+        if due && done < total {
             self.last_within.set(Some(Instant::now()));
-            eprintln!("ingest   {name}: {unit} {done}/{chunks}");
+            eprintln!("ingest   {name}: {unit} {done}/{total}");
         }
     }
 
@@ -428,7 +428,6 @@ impl Ingest<'_> {
         }
     }
 
-    /// LLM analysis (paced by `pause`) with the heuristics as fallback.
     /// The paragraph vectors of every piece with two paragraphs or more
     /// (`knowledge::paragraph`), in piece order (empty for the others).
     /// Embedded shortest first in batches, so a batch pads little.
@@ -483,6 +482,7 @@ impl Ingest<'_> {
         Ok(out)
     }
 
+    /// LLM analysis (paced by `pause`) with the heuristics as fallback.
     fn analyse(
         &self,
         path: &Path,

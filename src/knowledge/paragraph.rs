@@ -75,7 +75,8 @@ pub fn paragraph_text(title: &str, section: Option<&str>, paragraph: &str) -> St
 /// one paragraph keeps its cosine. The paragraphs' vectors come from
 /// `stored` (written at ingest); a chunk without them (ingested before
 /// they were stored) has its paragraphs embedded here. Returns how many
-/// paragraphs had to be embedded.
+/// paragraphs had to be embedded. On an error the candidates are left as
+/// they were.
 pub fn refine(
     embedder: &dyn Embedder,
     stored: impl Fn(i64) -> Result<Vec<Vec<f32>>>,
@@ -88,10 +89,13 @@ pub fn refine(
         return Ok(0);
     }
     let cos = |v: &[f32]| -> f32 { v.iter().zip(query_vec).map(|(a, b)| a * b).sum() };
+    // Every best paragraph first, so a failure leaves the order untouched.
     let mut embedded = 0;
-    for c in candidates[..k].iter_mut() {
+    let mut bests = Vec::with_capacity(k);
+    for c in &candidates[..k] {
         let paras = paragraphs(&c.text);
         if paras.len() < 2 {
+            bests.push(None);
             continue;
         }
         let mut vectors = stored(c.chunk_id)?;
@@ -108,7 +112,10 @@ pub fn refine(
             .iter()
             .map(|v| cos(v))
             .fold(f32::NEG_INFINITY, f32::max);
-        if best.is_finite() {
+        bests.push(best.is_finite().then_some(best));
+    }
+    for (c, best) in candidates[..k].iter_mut().zip(bests) {
+        if let Some(best) = best {
             c.paragraph = Some(best);
             c.relevance += WEIGHT * (best - c.vector);
             c.score = c.relevance;
@@ -233,6 +240,18 @@ mod tests {
         assert_eq!(cs[0].chunk_id, 2);
         assert_eq!(cs[0].paragraph, Some(1.0));
         assert_eq!(cs[1].paragraph, Some(0.0));
+    }
+
+    #[test]
+    fn a_failure_leaves_the_order_as_it_was() {
+        let mut cs = vec![cand(1, "x\n\ny", 0.6, 0.5), cand(2, "p\n\nq", 0.4, 0.4)];
+        let stored = |id: i64| match id {
+            1 => Ok(vec![vec![1.0, 0.0], vec![1.0, 0.0]]),
+            _ => Err(anyhow::anyhow!("database is locked")),
+        };
+        assert!(refine(&Keyed, stored, &[1.0, 0.0], &mut cs, 3).is_err());
+        assert_eq!(cs[0].relevance, 0.5);
+        assert_eq!(cs[0].paragraph, None);
     }
 
     #[test]

@@ -297,23 +297,24 @@ pub fn search(
                 .store
                 .with_conn(|c| kstore::paragraph_vectors(c, id, &model))?)
         };
-        let embedded = paragraph::refine(
+        // A failure here costs the finer order, not the answer.
+        let note = match paragraph::refine(
             kb.embedder.as_ref(),
             stored,
             &query_vec,
             &mut candidates,
             cfg.paragraph_top_k,
-        )
-        .context("cannot read the best candidates' paragraphs")?;
-        t.step(
-            "paragraphs",
-            s,
-            embedded,
-            Some(format!(
-                "first {} by their best paragraph; out = paragraphs embedded now (stored at ingest: 0)",
-                cfg.paragraph_top_k
-            )),
-        );
+        ) {
+            Ok(embedded) => (
+                embedded,
+                format!(
+                    "first {} by their best paragraph; out = paragraphs embedded now (stored at ingest: 0)",
+                    cfg.paragraph_top_k
+                ),
+            ),
+            Err(e) => (0, format!("skipped: {e:#}")),
+        };
+        t.step("paragraphs", s, note.0, Some(note.1));
     }
     let all = candidates.clone();
 
