@@ -21,7 +21,10 @@
 //! then: A 9 → 13 of 24, B 10 → 11 of 16, C 36 → 40 of 62; BENCHMARKS.md
 //! has the passage-level figures.
 
+use std::sync::LazyLock;
+
 use anyhow::Result;
+use regex::Regex;
 
 use super::retrieve::Candidate;
 use crate::nlu::Embedder;
@@ -32,29 +35,16 @@ pub const WEIGHT: f32 = 2.0;
 
 /// The paragraphs of a chunk: blank-line separated, empty ones left out.
 pub fn paragraphs(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = None;
-    let mut end = 0;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        let blank = line.trim().is_empty();
-        if blank {
-            if let Some(s) = start.take() {
-                out.push(text[s..end].trim());
-            }
-        } else {
-            if start.is_none() {
-                start = Some(offset);
-            }
-            end = offset + line.len();
-        }
-        offset += line.len();
-    }
-    if let Some(s) = start {
-        out.push(text[s..end].trim());
-    }
-    out
+    BLANK_LINE
+        .split(text)
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
+
+/// A line break, then a line of nothing but white space, then another.
+static BLANK_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\n[ \t\r]*\n").expect("static regex"));
 
 /// What is embedded for a chunk or one of its paragraphs: the document
 /// title and the innermost heading give it its subject, then the text.

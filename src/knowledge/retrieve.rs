@@ -298,7 +298,7 @@ pub fn search(
                 .with_conn(|c| kstore::paragraph_vectors(c, id, &model))?)
         };
         // A failure here costs the finer order, not the answer.
-        let note = match paragraph::refine(
+        let (embedded, note) = match paragraph::refine(
             kb.embedder.as_ref(),
             stored,
             &query_vec,
@@ -314,7 +314,7 @@ pub fn search(
             ),
             Err(e) => (0, format!("skipped: {e:#}")),
         };
-        t.step("paragraphs", s, note.0, Some(note.1));
+        t.step("paragraphs", s, embedded, Some(note));
     }
     let all = candidates.clone();
 
