@@ -104,6 +104,23 @@ fn say_speaks_with_piper_and_whisper_understands_it() {
     );
 }
 
+/// The shipped voice is cut in two by `scripts/split-piper.py`, and its
+/// decoder run in windows gives the whole decoder's samples (issue 21's
+/// bounded memory must not change the voice), seams and margins included.
+#[test]
+fn piper_decodes_in_windows_that_match_the_whole_decoder() {
+    let state = tempfile::tempdir().unwrap();
+    let paths = earshot::paths::Paths::new(state.path(), common::models_dir());
+    let mut piper =
+        earshot::tts::piper::Piper::load(&earshot::tts::TtsConfig::default(), &paths).unwrap();
+    assert!(piper.decodes_in_windows());
+    let text = "Your list has five items: batteries, milk, bread, eggs and coffee.";
+    for window in [earshot::tts::piper::WINDOW_FRAMES, 7, 1] {
+        let difference = piper.window_difference(text, window).unwrap();
+        assert!(difference < 1e-4, "window {window}: {difference}");
+    }
+}
+
 /// The issue's end-to-end check: a spoken "what time is it" in a WAV goes
 /// in through ALSA's file plugin, the answer comes out through it, and
 /// what came out transcribes to the time the tree answered.

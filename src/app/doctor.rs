@@ -94,6 +94,14 @@ pub const PINNED_MODELS: &[(&str, &str)] = &[
         "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33",
     ),
     (
+        "en_US-joe-medium.encoder.onnx",
+        "2d09ee663897ebfa3719b12c0f7e48bf7c6f692b8aaf38ff63973c4db08f4c8a",
+    ),
+    (
+        "en_US-joe-medium.decoder.onnx",
+        "e61cba1dc51cb51ed075f89cfcc3207ef71cc422afb7d1d2dfb5c2b58b654a6c",
+    ),
+    (
         "silero_vad.onnx",
         "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
     ),
@@ -552,6 +560,14 @@ fn configured_models(config: &Config) -> Vec<(String, &'static str)> {
         (
             format!("{}.onnx.json", config.tts.piper_voice),
             "speech falls back to espeak-ng",
+        ),
+        (
+            format!("{}.encoder.onnx", config.tts.piper_voice),
+            "Piper decodes whole sentences (memory grows with the answer)",
+        ),
+        (
+            format!("{}.decoder.onnx", config.tts.piper_voice),
+            "Piper decodes whole sentences (memory grows with the answer)",
         ),
     ]
     .into_iter()

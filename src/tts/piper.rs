@@ -55,9 +55,35 @@ struct InferenceSection {
     noise_w: f32,
 }
 
+/// How a voice's model runs.
+enum Graph {
+    /// The voice as one graph: a run's memory grows with its audio.
+    Whole(Session),
+    /// The voice cut at its decoder (`scripts/split-piper.py`): the
+    /// decoder runs over the latent frames in windows, so a run's memory
+    /// no longer grows with the sentence (issue 21, point 4).
+    Split {
+        encoder: Session,
+        decoder: Session,
+        /// Latent frames each decoder run keeps; 0 decodes whole (the
+        /// load-time check found the margin too small for this voice).
+        window: usize,
+    },
+}
+
+/// Latent frames (256 samples each, ~11.6 ms) one decoder run keeps.
+/// Measured with ONNX Runtime, 2 threads, 160 phonemes: 64 frames cost
+/// ~15 % more decoder time than one whole run and hold the peak at ~27 MB
+/// over the loaded voice instead of ~96 MB (notes/latency.md, stop 44).
+pub const WINDOW_FRAMES: usize = 64;
+/// Latent frames read on each side of a window and then dropped: the
+/// decoder's convolutions reach this far, so the kept samples are the
+/// whole run's (max difference 0 at 16, 4e-4 at 8, on joe-medium).
+pub const MARGIN_FRAMES: usize = 12;
+
 /// A loaded Piper voice.
 pub struct Piper {
-    session: Session,
+    graph: Graph,
     /// Every run gives back the arena memory it grew by: ONNX Runtime's
     /// CPU arena otherwise keeps each extension (doubling) for the
     /// longest sentence so far, and `earshot run`'s resident memory grew
@@ -133,7 +159,33 @@ impl Piper {
                 .with_intra_threads(tts.piper_threads)
                 .map_err(|e| bad(e.into()))?;
         }
-        let session = builder.commit_from_file(&model).map_err(bad)?;
+        let (encoder_path, decoder_path) = split_paths(&model);
+        let split = encoder_path.is_file() && decoder_path.is_file();
+        let session = if split {
+            builder
+                .clone()
+                .commit_from_file(&encoder_path)
+                .map_err(bad)?
+        } else {
+            builder.clone().commit_from_file(&model).map_err(bad)?
+        };
+        let decoder = if split {
+            let decoder = builder.commit_from_file(&decoder_path).map_err(bad)?;
+            let shape_ok = decoder.inputs().len() == 1
+                && decoder.inputs()[0].name() == LATENT
+                && session.outputs().len() == 1
+                && session.outputs()[0].name() == LATENT;
+            if !shape_ok {
+                bail!(
+                    "{} and {} are not a Piper voice cut by scripts/split-piper.py; delete them and run scripts/fetch-piper.sh",
+                    encoder_path.display(),
+                    decoder_path.display()
+                );
+            }
+            Some(decoder)
+        } else {
+            None
+        };
         let names: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();
         for needed in ["input", "input_lengths", "scales"] {
             if !names.contains(&needed) {
@@ -159,8 +211,16 @@ impl Piper {
         run_options
             .set("memory.enable_memory_arena_shrinkage", "cpu:0")
             .map_err(bad)?;
+        let graph = match decoder {
+            Some(decoder) => Graph::Split {
+                encoder: session,
+                decoder,
+                window: WINDOW_FRAMES,
+            },
+            None => Graph::Whole(session),
+        };
         let mut piper = Piper {
-            session,
+            graph,
             run_options,
             ids,
             sample_rate: voice.audio.sample_rate,
@@ -177,9 +237,68 @@ impl Piper {
         // ONNX Runtime's first run allocates and plans; pay that at start,
         // not on the first answer.
         let warm = Instant::now();
-        piper.synthesize("Ready.")?;
+        if matches!(piper.graph, Graph::Split { .. }) {
+            piper.check_windows()?;
+        } else {
+            piper.synthesize("Ready.")?;
+        }
         tracing::debug!(ms = warm.elapsed().as_millis() as u64, "Piper warmed up");
         Ok(piper)
+    }
+
+    /// Whether the voice decodes in windows (for `doctor` and logs).
+    pub fn decodes_in_windows(&self) -> bool {
+        matches!(self.graph, Graph::Split { window, .. } if window > 0)
+    }
+
+    /// The largest difference, relative to the peak, between `text`'s
+    /// first run decoded whole and decoded in windows of `window` frames
+    /// (from the same latent frames). 0 for a voice that is not split.
+    /// Why public: the tests hold the windows to the whole decoder.
+    pub fn window_difference(&mut self, text: &str, window: usize) -> Result<f32, TtsError> {
+        if !matches!(self.graph, Graph::Split { .. }) {
+            return Ok(0.0);
+        }
+        let ids = match self.phoneme_runs(text)?.first() {
+            Some(run) => self.ids_for(run),
+            None => return Ok(0.0),
+        };
+        let latent = self.encode(ids)?;
+        let whole = self.decode(&latent, 0)?;
+        let windowed = self.decode(&latent, window)?;
+        let peak = whole.iter().fold(0.0f32, |m, s| m.max(s.abs())).max(1e-6);
+        Ok(if whole.len() == windowed.len() {
+            whole
+                .iter()
+                .zip(&windowed)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
+                / peak
+        } else {
+            f32::INFINITY
+        })
+    }
+
+    /// The windowed decoder must give the whole decoder's samples: decode
+    /// one probe sentence both ways, in small windows so it has seams (it
+    /// is also the warm-up run that plans and allocates at start). A
+    /// voice whose decoder reaches further than [`MARGIN_FRAMES`] decodes
+    /// whole (its memory grows with the sentence again), with a warning.
+    fn check_windows(&mut self) -> Result<(), TtsError> {
+        if !matches!(self.graph, Graph::Split { .. }) {
+            return Ok(());
+        }
+        let worst = self.window_difference("Ready.", PROBE_WINDOW)?;
+        if worst > WINDOW_TOLERANCE {
+            tracing::warn!(
+                voice = %self.model.display(),
+                difference = worst,
+                "Piper's decoder reaches further than its window margin; decoding whole sentences (more memory)"
+            );
+            if let Graph::Split { window, .. } = &mut self.graph {
+                *window = 0;
+            }
+        }
+        Ok(())
     }
 
     /// The voice's output rate.
@@ -199,48 +318,195 @@ impl Piper {
         encode(&self.ids, phonemes)
     }
 
-    /// One model run: the raw audio for `ids`, appended to `audio`.
-    fn run_model(&mut self, ids: Vec<i64>, audio: &mut Vec<f32>) -> Result<(), TtsError> {
-        let err = |e: ort::Error| {
-            TtsError::Failed(format!(
-                "Piper ({}) failed: {}",
-                self.model.display(),
-                e.to_string().replace('\n', " ")
-            ))
-        };
+    /// The model's inputs for one run of `ids`.
+    fn inputs(&self, ids: Vec<i64>) -> Result<Vec<(String, ort::value::DynValue)>, TtsError> {
         let n = ids.len();
-        let input = Tensor::from_array(([1usize, n], ids)).map_err(err)?;
-        let lengths = Tensor::from_array(([1usize], vec![n as i64])).map_err(err)?;
-        let scales = Tensor::from_array(([3usize], self.scales.to_vec())).map_err(err)?;
-        let mut inputs = ort::inputs![
-            "input" => input,
-            "input_lengths" => lengths,
-            "scales" => scales,
+        let input = Tensor::from_array(([1usize, n], ids)).map_err(|e| failed(&self.model, e))?;
+        let lengths =
+            Tensor::from_array(([1usize], vec![n as i64])).map_err(|e| failed(&self.model, e))?;
+        let scales = Tensor::from_array(([3usize], self.scales.to_vec()))
+            .map_err(|e| failed(&self.model, e))?;
+        let mut inputs: Vec<(String, ort::value::DynValue)> = vec![
+            ("input".into(), input.into_dyn()),
+            ("input_lengths".into(), lengths.into_dyn()),
+            ("scales".into(), scales.into_dyn()),
         ];
         if self.multi_speaker {
-            let sid = Tensor::from_array(([1usize], vec![0i64])).map_err(err)?;
-            inputs.push(("sid".into(), sid.into()));
+            let sid =
+                Tensor::from_array(([1usize], vec![0i64])).map_err(|e| failed(&self.model, e))?;
+            inputs.push(("sid".into(), sid.into_dyn()));
         }
-        let model = self.model.clone();
-        let outputs = self
-            .session
-            .run_with_options(inputs, &self.run_options)
-            .map_err(|e| {
-                TtsError::Failed(format!(
-                    "Piper ({}) failed: {}",
-                    model.display(),
-                    e.to_string().replace('\n', " ")
-                ))
-            })?;
-        let (_, samples) = outputs[0].try_extract_tensor::<f32>().map_err(|e| {
-            TtsError::Failed(format!(
-                "Piper returned no audio: {}",
-                e.to_string().replace('\n', " ")
-            ))
-        })?;
-        audio.extend_from_slice(samples);
+        Ok(inputs)
+    }
+
+    /// One model run: the raw audio for `ids`, appended to `audio`.
+    fn run_model(&mut self, ids: Vec<i64>, audio: &mut Vec<f32>) -> Result<(), TtsError> {
+        match self.graph {
+            Graph::Whole(_) => {
+                let inputs = self.inputs(ids)?;
+                let Graph::Whole(session) = &mut self.graph else {
+                    return Ok(());
+                };
+                let outputs = session
+                    .run_with_options(inputs, &self.run_options)
+                    .map_err(|e| failed(&self.model, e))?;
+                let (_, samples) = outputs[0]
+                    .try_extract_tensor::<f32>()
+                    .map_err(|e| no_audio(&self.model, e))?;
+                audio.extend_from_slice(samples);
+            }
+            Graph::Split { window, .. } => {
+                let latent = self.encode(ids)?;
+                audio.extend(self.decode(&latent, window)?);
+            }
+        }
         Ok(())
     }
+
+    /// The encoder's latent frames for `ids` (split voices only).
+    fn encode(&mut self, ids: Vec<i64>) -> Result<Latent, TtsError> {
+        let inputs = self.inputs(ids)?;
+        let Graph::Split { encoder, .. } = &mut self.graph else {
+            return Err(TtsError::Failed("Piper: not a split voice".into()));
+        };
+        let outputs = encoder
+            .run_with_options(inputs, &self.run_options)
+            .map_err(|e| failed(&self.model, e))?;
+        let (shape, values) = outputs[0]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| no_audio(&self.model, e))?;
+        let dims: Vec<i64> = shape.iter().copied().collect();
+        match dims[..] {
+            [1, channels, frames] if channels > 0 && frames >= 0 => Ok(Latent {
+                channels: channels as usize,
+                frames: frames as usize,
+                values: values.to_vec(),
+            }),
+            _ => Err(TtsError::Failed(format!(
+                "Piper ({}): the encoder gave latent frames of shape {dims:?}, not [1, C, T]; run scripts/fetch-piper.sh",
+                self.model.display()
+            ))),
+        }
+    }
+
+    /// The decoder's samples for `latent`, in windows of `window` frames
+    /// (0: one run over every frame).
+    fn decode(&mut self, latent: &Latent, window: usize) -> Result<Vec<f32>, TtsError> {
+        let Graph::Split { decoder, .. } = &mut self.graph else {
+            return Err(TtsError::Failed("Piper: not a split voice".into()));
+        };
+        let mut audio = Vec::new();
+        for w in windows(latent.frames, window, MARGIN_FRAMES) {
+            let frames = w.hi - w.lo;
+            let tensor =
+                Tensor::from_array(([1usize, latent.channels, frames], latent.slice(w.lo, w.hi)))
+                    .map_err(|e| failed(&self.model, e))?;
+            let outputs = decoder
+                .run_with_options(ort::inputs![LATENT => tensor], &self.run_options)
+                .map_err(|e| failed(&self.model, e))?;
+            let (_, samples) = outputs[0]
+                .try_extract_tensor::<f32>()
+                .map_err(|e| no_audio(&self.model, e))?;
+            if frames == 0 || samples.len() % frames != 0 {
+                return Err(TtsError::Failed(format!(
+                    "Piper ({}): the decoder gave {} samples for {frames} frames; run scripts/fetch-piper.sh",
+                    self.model.display(),
+                    samples.len()
+                )));
+            }
+            let per_frame = samples.len() / frames;
+            let from = w.keep_from * per_frame;
+            audio.extend_from_slice(&samples[from..from + w.keep * per_frame]);
+        }
+        Ok(audio)
+    }
+}
+
+fn failed(model: &std::path::Path, e: impl std::fmt::Display) -> TtsError {
+    TtsError::Failed(format!(
+        "Piper ({}) failed: {}",
+        model.display(),
+        e.to_string().replace('\n', " ")
+    ))
+}
+
+fn no_audio(model: &std::path::Path, e: impl std::fmt::Display) -> TtsError {
+    TtsError::Failed(format!(
+        "Piper ({}) returned no audio: {}",
+        model.display(),
+        e.to_string().replace('\n', " ")
+    ))
+}
+
+/// Kept frames per window of the load-time check ("Ready." is ~40
+/// frames: three seams).
+const PROBE_WINDOW: usize = 12;
+/// The name of the tensor where `scripts/split-piper.py` cuts a voice.
+const LATENT: &str = "latent";
+/// Largest difference (relative to the peak) allowed between windowed and
+/// whole decoding at load; float noise between the two is ~1e-6.
+const WINDOW_TOLERANCE: f32 = 1e-3;
+
+/// The encoder's output: `[1, channels, frames]`, row-major.
+struct Latent {
+    channels: usize,
+    frames: usize,
+    values: Vec<f32>,
+}
+
+impl Latent {
+    /// Frames `lo..hi` of every channel, as a `[1, channels, hi - lo]` array.
+    fn slice(&self, lo: usize, hi: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.channels * (hi - lo));
+        for c in 0..self.channels {
+            let row = c * self.frames;
+            out.extend_from_slice(&self.values[row + lo..row + hi]);
+        }
+        out
+    }
+}
+
+/// One decoder run: frames `lo..hi` are read, and `keep` frames' samples
+/// from frame `lo + keep_from` on are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    lo: usize,
+    hi: usize,
+    keep_from: usize,
+    keep: usize,
+}
+
+/// Cover `frames` latent frames with windows of `window` kept frames, each
+/// read with up to `margin` frames on either side (0 = one window).
+fn windows(frames: usize, window: usize, margin: usize) -> Vec<Window> {
+    if frames == 0 {
+        return Vec::new();
+    }
+    let window = if window == 0 { frames } else { window };
+    (0..frames)
+        .step_by(window)
+        .map(|start| {
+            let keep = window.min(frames - start);
+            let lo = start.saturating_sub(margin);
+            let hi = (start + keep + margin).min(frames);
+            Window {
+                lo,
+                hi,
+                keep_from: start - lo,
+                keep,
+            }
+        })
+        .collect()
+}
+
+/// The two parts `scripts/split-piper.py` cuts `voice.onnx` into:
+/// `voice.encoder.onnx` and `voice.decoder.onnx`, beside it.
+pub fn split_paths(voice: &std::path::Path) -> (PathBuf, PathBuf) {
+    let stem = voice.with_extension("");
+    (
+        PathBuf::from(format!("{}.encoder.onnx", stem.display())),
+        PathBuf::from(format!("{}.decoder.onnx", stem.display())),
+    )
 }
 
 /// Phonemes one Piper run speaks at most (a clause longer than this is cut
@@ -517,6 +783,58 @@ mod tests {
         let mut quiet = vec![0.0f32; 300];
         trim_lead(&mut quiet, rate);
         assert_eq!(quiet.len(), 300);
+    }
+
+    #[test]
+    fn windows_cover_every_frame_once_with_margins() {
+        assert!(windows(0, 64, 16).is_empty());
+        // One window: everything, no margin to drop.
+        assert_eq!(
+            windows(50, 64, 16),
+            vec![Window {
+                lo: 0,
+                hi: 50,
+                keep_from: 0,
+                keep: 50
+            }]
+        );
+        assert_eq!(windows(50, 0, 16), windows(50, 64, 16));
+        for (frames, window, margin) in [(200, 64, 16), (129, 64, 16), (64, 64, 16), (37, 8, 16)] {
+            let ws = windows(frames, window, margin);
+            let mut next = 0;
+            for w in &ws {
+                // Kept frames follow each other with no gap or overlap.
+                assert_eq!(w.lo + w.keep_from, next, "{ws:?}");
+                next += w.keep;
+                assert!(w.keep <= window && w.hi <= frames, "{ws:?}");
+                // A full margin wherever the sentence has frames for it.
+                assert_eq!(w.keep_from, margin.min(w.lo + w.keep_from), "{ws:?}");
+                assert_eq!(
+                    w.hi,
+                    (w.lo + w.keep_from + w.keep + margin).min(frames),
+                    "{ws:?}"
+                );
+            }
+            assert_eq!(next, frames, "{ws:?}");
+        }
+    }
+
+    #[test]
+    fn a_latent_slice_takes_the_frames_of_every_channel() {
+        let l = Latent {
+            channels: 2,
+            frames: 4,
+            values: vec![0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0],
+        };
+        assert_eq!(l.slice(1, 3), vec![1.0, 2.0, 11.0, 12.0]);
+        assert_eq!(l.slice(0, 4), l.values);
+    }
+
+    #[test]
+    fn the_parts_sit_beside_the_voice() {
+        let (e, d) = split_paths(std::path::Path::new("/m/en_US-joe-medium.onnx"));
+        assert_eq!(e, PathBuf::from("/m/en_US-joe-medium.encoder.onnx"));
+        assert_eq!(d, PathBuf::from("/m/en_US-joe-medium.decoder.onnx"));
     }
 
     #[test]
