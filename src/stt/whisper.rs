@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use whisper_rs::{
@@ -157,8 +157,14 @@ unsafe extern "C" fn abort_if_due(user_data: *mut std::ffi::c_void) -> bool {
 struct States {
     ctx: WhisperContext,
     spare: Mutex<Option<WhisperState>>,
+    /// Signalled when the refill thread has put a state in `spare`.
+    filled: Condvar,
     refilling: AtomicBool,
 }
+
+/// How long a pass waits for the state being built in the background
+/// (~20 ms) before building its own.
+const REFILL_WAIT: Duration = Duration::from_millis(250);
 
 impl States {
     fn create(&self) -> Result<WhisperState, SttError> {
@@ -167,11 +173,28 @@ impl States {
             .map_err(|e| SttError::Local(format!("cannot allocate a whisper state: {e}")))
     }
 
+    /// A clean state: the spare, or the one being built in the
+    /// background (a retry right after a pass waits for it rather than
+    /// build a second one beside it: two states built at once cost ~25 MB
+    /// more at the peak, issue 21), or a new one.
     fn take(&self) -> Result<WhisperState, SttError> {
-        let spare = self.spare.lock().ok().and_then(|mut s| s.take());
-        match spare {
-            Some(s) => Ok(s),
-            None => self.create(),
+        let deadline = Instant::now() + REFILL_WAIT;
+        let Ok(mut spare) = self.spare.lock() else {
+            return self.create();
+        };
+        loop {
+            if let Some(state) = spare.take() {
+                return Ok(state);
+            }
+            let now = Instant::now();
+            if !self.refilling.load(Ordering::SeqCst) || now >= deadline {
+                drop(spare);
+                return self.create();
+            }
+            spare = match self.filled.wait_timeout(spare, deadline - now) {
+                Ok((guard, _)) => guard,
+                Err(_) => return self.create(),
+            };
         }
     }
 
@@ -200,7 +223,11 @@ impl States {
                         tracing::warn!(error = %e, "could not prepare the next whisper state")
                     }
                 }
+                // Under the lock, so a waiting pass can't miss the wake-up.
+                let spare = me.spare.lock();
                 me.refilling.store(false, Ordering::SeqCst);
+                me.filled.notify_all();
+                drop(spare);
             });
         if spawned.is_err() {
             // The next pass builds its state itself.
@@ -325,6 +352,7 @@ impl WhisperStt {
             states: Arc::new(States {
                 ctx,
                 spare: Mutex::new(Some(state)),
+                filled: Condvar::new(),
                 refilling: AtomicBool::new(false),
             }),
             run: Mutex::new(()),
