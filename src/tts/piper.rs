@@ -71,14 +71,17 @@ enum Graph {
     },
 }
 
-/// Latent frames (256 samples each, ~11.6 ms) one decoder run keeps.
-/// Measured with ONNX Runtime, 2 threads, 160 phonemes: 64 frames cost
-/// ~15 % more decoder time than one whole run and hold the peak at ~27 MB
-/// over the loaded voice instead of ~96 MB (notes/latency.md, stop 44).
-pub const WINDOW_FRAMES: usize = 64;
+/// Latent frames (256 samples each, ~11.6 ms) one decoder run keeps:
+/// ~1.9 s of sound, so a command's answer is one run (no time lost) and a
+/// long one is bounded. Measured with ONNX Runtime, 2 threads, 160
+/// phonemes: the peak over the loaded voice is ~52 MB at 150 frames and
+/// ~27 MB at 64, against ~96 MB whole; 64 made every sentence 15–30 %
+/// slower to synthesise (notes/latency.md, stop 44).
+pub const WINDOW_FRAMES: usize = 160;
 /// Latent frames read on each side of a window and then dropped: the
 /// decoder's convolutions reach this far, so the kept samples are the
-/// whole run's (max difference 0 at 16, 4e-4 at 8, on joe-medium).
+/// whole run's (joe-medium, largest difference relative to the peak:
+/// 1e-6 from 10 frames on, 2e-3 at 8, 6e-2 at 4).
 pub const MARGIN_FRAMES: usize = 12;
 
 /// A loaded Piper voice.
