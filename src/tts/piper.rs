@@ -321,42 +321,13 @@ impl Piper {
         encode(&self.ids, phonemes)
     }
 
-    /// The model's inputs for one run of `ids`.
-    fn inputs(&self, ids: Vec<i64>) -> Result<Vec<(String, ort::value::DynValue)>, TtsError> {
-        let n = ids.len();
-        let input = Tensor::from_array(([1usize, n], ids)).map_err(|e| failed(&self.model, e))?;
-        let lengths =
-            Tensor::from_array(([1usize], vec![n as i64])).map_err(|e| failed(&self.model, e))?;
-        let scales = Tensor::from_array(([3usize], self.scales.to_vec()))
-            .map_err(|e| failed(&self.model, e))?;
-        let mut inputs: Vec<(String, ort::value::DynValue)> = vec![
-            ("input".into(), input.into_dyn()),
-            ("input_lengths".into(), lengths.into_dyn()),
-            ("scales".into(), scales.into_dyn()),
-        ];
-        if self.multi_speaker {
-            let sid =
-                Tensor::from_array(([1usize], vec![0i64])).map_err(|e| failed(&self.model, e))?;
-            inputs.push(("sid".into(), sid.into_dyn()));
-        }
-        Ok(inputs)
-    }
-
     /// One model run: the raw audio for `ids`, appended to `audio`.
     fn run_model(&mut self, ids: Vec<i64>, audio: &mut Vec<f32>) -> Result<(), TtsError> {
         match self.graph {
-            Graph::Whole(_) => {
-                let inputs = self.inputs(ids)?;
-                let Graph::Whole(session) = &mut self.graph else {
-                    return Ok(());
-                };
-                let outputs = session
-                    .run_with_options(inputs, &self.run_options)
-                    .map_err(|e| failed(&self.model, e))?;
-                let (_, samples) = outputs[0]
-                    .try_extract_tensor::<f32>()
-                    .map_err(|e| no_audio(&self.model, e))?;
-                audio.extend_from_slice(samples);
+            Graph::Whole(ref mut session) => {
+                let inputs = inputs(ids, self.scales, self.multi_speaker, &self.model)?;
+                let (_, samples) = first_output(session, inputs, &self.run_options, &self.model)?;
+                audio.extend(samples);
             }
             Graph::Split { window, .. } => {
                 let latent = self.encode(ids)?;
@@ -368,22 +339,16 @@ impl Piper {
 
     /// The encoder's latent frames for `ids` (split voices only).
     fn encode(&mut self, ids: Vec<i64>) -> Result<Latent, TtsError> {
-        let inputs = self.inputs(ids)?;
+        let inputs = inputs(ids, self.scales, self.multi_speaker, &self.model)?;
         let Graph::Split { encoder, .. } = &mut self.graph else {
             return Err(TtsError::Failed("Piper: not a split voice".into()));
         };
-        let outputs = encoder
-            .run_with_options(inputs, &self.run_options)
-            .map_err(|e| failed(&self.model, e))?;
-        let (shape, values) = outputs[0]
-            .try_extract_tensor::<f32>()
-            .map_err(|e| no_audio(&self.model, e))?;
-        let dims: Vec<i64> = shape.iter().copied().collect();
+        let (dims, values) = first_output(encoder, inputs, &self.run_options, &self.model)?;
         match dims[..] {
             [1, channels, frames] if channels > 0 && frames >= 0 => Ok(Latent {
                 channels: channels as usize,
                 frames: frames as usize,
-                values: values.to_vec(),
+                values,
             }),
             _ => Err(TtsError::Failed(format!(
                 "Piper ({}): the encoder gave latent frames of shape {dims:?}, not [1, C, T]; run scripts/fetch-piper.sh",
@@ -404,12 +369,12 @@ impl Piper {
             let tensor =
                 Tensor::from_array(([1usize, latent.channels, frames], latent.slice(w.lo, w.hi)))
                     .map_err(|e| failed(&self.model, e))?;
-            let outputs = decoder
-                .run_with_options(ort::inputs![LATENT => tensor], &self.run_options)
-                .map_err(|e| failed(&self.model, e))?;
-            let (_, samples) = outputs[0]
-                .try_extract_tensor::<f32>()
-                .map_err(|e| no_audio(&self.model, e))?;
+            let (_, samples) = first_output(
+                decoder,
+                ort::inputs![LATENT => tensor],
+                &self.run_options,
+                &self.model,
+            )?;
             if frames == 0 || samples.len() % frames != 0 {
                 return Err(TtsError::Failed(format!(
                     "Piper ({}): the decoder gave {} samples for {frames} frames; run scripts/fetch-piper.sh",
@@ -423,6 +388,46 @@ impl Piper {
         }
         Ok(audio)
     }
+}
+
+/// The voice's inputs for one run of `ids`.
+fn inputs(
+    ids: Vec<i64>,
+    scales: [f32; 3],
+    multi_speaker: bool,
+    model: &std::path::Path,
+) -> Result<Vec<(String, ort::value::DynValue)>, TtsError> {
+    let n = ids.len();
+    let input = Tensor::from_array(([1usize, n], ids)).map_err(|e| failed(model, e))?;
+    let lengths = Tensor::from_array(([1usize], vec![n as i64])).map_err(|e| failed(model, e))?;
+    let scales = Tensor::from_array(([3usize], scales.to_vec())).map_err(|e| failed(model, e))?;
+    let mut inputs: Vec<(String, ort::value::DynValue)> = vec![
+        ("input".into(), input.into_dyn()),
+        ("input_lengths".into(), lengths.into_dyn()),
+        ("scales".into(), scales.into_dyn()),
+    ];
+    if multi_speaker {
+        let sid = Tensor::from_array(([1usize], vec![0i64])).map_err(|e| failed(model, e))?;
+        inputs.push(("sid".into(), sid.into_dyn()));
+    }
+    Ok(inputs)
+}
+
+/// One run of `session` (the whole voice or one of its parts): the shape
+/// and values of its first output.
+fn first_output<'i>(
+    session: &mut Session,
+    inputs: impl Into<ort::session::SessionInputs<'i, 'i>>,
+    options: &RunOptions,
+    model: &std::path::Path,
+) -> Result<(Vec<i64>, Vec<f32>), TtsError> {
+    let outputs = session
+        .run_with_options(inputs, options)
+        .map_err(|e| failed(model, e))?;
+    let (shape, values) = outputs[0]
+        .try_extract_tensor::<f32>()
+        .map_err(|e| no_audio(model, e))?;
+    Ok((shape.iter().copied().collect(), values.to_vec()))
 }
 
 fn failed(model: &std::path::Path, e: impl std::fmt::Display) -> TtsError {
