@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use regex::Regex;
 use serde::Serialize;
 
 use super::Classifier;
@@ -139,8 +138,33 @@ pub const CLASSIFY_PROMPT: &str = "Classify the user's request into exactly one 
 Answer with only one word: simple, context or persona.";
 
 /// Whole-word, case-insensitive keyword matcher.
+///
+/// A plain scan of the lower-cased text, not one regex per keyword: a
+/// case-insensitive regex with Unicode word classes keeps a lazy DFA
+/// cache per keyword and per thread that uses it, and the router runs
+/// on the turn's thread and on the prediction's, so ~60 keyword regexes
+/// held ~34 MB of `earshot run`'s resident memory and grew it as new
+/// sentences came (heaptrack over the latency bench; issue 21).
 pub struct KeywordMatcher {
-    patterns: Vec<(String, Regex)>,
+    keywords: Vec<Keyword>,
+}
+
+/// One keyword, lower-cased.
+struct Keyword {
+    word: String,
+    form: KeywordForm,
+}
+
+enum KeywordForm {
+    /// Scripts written without spaces (CJK) have no word boundaries:
+    /// the keyword matches as a substring.
+    Substring,
+    /// A hyphenated keyword matches exactly as written, between word
+    /// boundaries ("e-mail", "lembre-me").
+    Exact,
+    /// The keyword's words, with any run of whitespace or hyphens
+    /// between them ("to do" matches "to-do" and "to  do").
+    Words(Vec<String>),
 }
 
 impl KeywordMatcher {
@@ -148,7 +172,7 @@ impl KeywordMatcher {
         let mut words: Vec<String> = SEED_KEYWORDS
             .iter()
             .chain(EXTRA_KEYWORDS)
-            .map(|s| s.to_string())
+            .map(|s| s.to_lowercase())
             .collect();
         words.extend(
             extra
@@ -156,48 +180,92 @@ impl KeywordMatcher {
                 .map(|s| s.trim().to_lowercase())
                 .filter(|s| !s.is_empty()),
         );
-        let patterns = words
+        let keywords = words
             .into_iter()
-            .filter_map(|word| {
-                // Scripts written without spaces (CJK) have no word
-                // boundaries: match those keywords as substrings.
-                if word.chars().any(is_cjk) {
-                    return Regex::new(&format!("(?i){}", regex::escape(&word)))
-                        .ok()
-                        .map(|r| (word, r));
-                }
-                // Spaces and hyphens inside a phrase match any run of
-                // whitespace/hyphens; the ends must be word boundaries
-                // (letters of any script count as word characters).
-                let body = word
-                    .split(|c: char| c.is_whitespace() || c == '-')
-                    .filter(|p| !p.is_empty())
-                    .map(regex::escape)
-                    .collect::<Vec<_>>()
-                    .join(r"[\s\-]+");
-                let hyphen_exact = if word.contains('-') {
-                    regex::escape(&word)
+            .map(|word| {
+                let form = if word.chars().any(is_cjk) {
+                    KeywordForm::Substring
+                } else if word.contains('-') {
+                    KeywordForm::Exact
                 } else {
-                    body.clone()
+                    KeywordForm::Words(
+                        word.split(|c: char| c.is_whitespace() || c == '-')
+                            .filter(|p| !p.is_empty())
+                            .map(str::to_string)
+                            .collect(),
+                    )
                 };
-                let pattern = if word.contains('-') {
-                    format!(r"(?i)(?:^|[^\w-])(?:{hyphen_exact})(?:$|[^\w-])")
-                } else {
-                    format!(r"(?i)(?:^|[^\w-])(?:{body})(?:$|[^\w-])")
-                };
-                Regex::new(&pattern).ok().map(|r| (word, r))
+                Keyword { word, form }
             })
+            .filter(|k| !matches!(&k.form, KeywordForm::Words(parts) if parts.is_empty()))
             .collect();
-        Self { patterns }
+        Self { keywords }
     }
 
     /// The first keyword found as a whole word/phrase.
     pub fn find(&self, text: &str) -> Option<&str> {
-        self.patterns
+        let text = text.to_lowercase();
+        self.keywords
             .iter()
-            .find(|(_, re)| re.is_match(text))
-            .map(|(w, _)| w.as_str())
+            .find(|k| k.is_in(&text))
+            .map(|k| k.word.as_str())
     }
+}
+
+impl Keyword {
+    /// Whether the keyword occurs in `text` (lower-cased).
+    fn is_in(&self, text: &str) -> bool {
+        match &self.form {
+            KeywordForm::Substring => text.contains(&self.word),
+            KeywordForm::Exact => starts(text).any(|i| {
+                text[i..]
+                    .strip_prefix(self.word.as_str())
+                    .is_some_and(ends_word)
+            }),
+            KeywordForm::Words(parts) => starts(text).any(|i| {
+                let mut rest = &text[i..];
+                for (n, part) in parts.iter().enumerate() {
+                    if n > 0 {
+                        let gap = rest.trim_start_matches(|c: char| c.is_whitespace() || c == '-');
+                        if gap.len() == rest.len() {
+                            return false;
+                        }
+                        rest = gap;
+                    }
+                    match rest.strip_prefix(part.as_str()) {
+                        Some(after) => rest = after,
+                        None => return false,
+                    }
+                }
+                ends_word(rest)
+            }),
+        }
+    }
+}
+
+/// A word character, as a regex's Unicode `\w` reads it (letters, marks
+/// and digits of any script, and the underscore), near enough for
+/// keywords.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Where a keyword may begin: the start, or after a character that is
+/// neither a word character nor a hyphen.
+fn starts(text: &str) -> impl Iterator<Item = usize> + '_ {
+    let mut before: Option<char> = None;
+    text.char_indices().filter_map(move |(i, c)| {
+        let ok = before.is_none_or(|b| !is_word_char(b) && b != '-');
+        before = Some(c);
+        ok.then_some(i)
+    })
+}
+
+/// Whether a keyword that ended just before `rest` ended a word.
+fn ends_word(rest: &str) -> bool {
+    rest.chars()
+        .next()
+        .is_none_or(|c| !is_word_char(c) && c != '-')
 }
 
 fn is_cjk(c: char) -> bool {
@@ -377,6 +445,76 @@ mod tests {
         assert!(m.find("Add milk to my to do list.").is_some());
         assert!(m.find("what's on my calendar?").is_some());
         assert!(m.find("add it to Notion").is_some());
+    }
+
+    /// The keyword regexes the scan replaced (one per keyword), kept here
+    /// as the reference the scan must agree with.
+    fn regex_reference(word: &str) -> regex::Regex {
+        if word.chars().any(is_cjk) {
+            return regex::Regex::new(&format!("(?i){}", regex::escape(word))).unwrap();
+        }
+        let body = if word.contains('-') {
+            regex::escape(word)
+        } else {
+            word.split(|c: char| c.is_whitespace() || c == '-')
+                .filter(|p| !p.is_empty())
+                .map(regex::escape)
+                .collect::<Vec<_>>()
+                .join(r"[\s\-]+")
+        };
+        regex::Regex::new(&format!(r"(?i)(?:^|[^\w-])(?:{body})(?:$|[^\w-])")).unwrap()
+    }
+
+    #[test]
+    fn the_scan_finds_what_the_keyword_regexes_found() {
+        let extra = ["to-do list".to_string(), "Hausaufgabe".to_string()];
+        let m = KeywordMatcher::new(&extra);
+        let reference: Vec<(String, regex::Regex)> = m
+            .keywords
+            .iter()
+            .map(|k| (k.word.clone(), regex_reference(&k.word)))
+            .collect();
+        let held_out = include_str!("../../tests/data/understanding.tsv");
+        let questions = include_str!("../../tests/data/llm_questions.txt");
+        let mut texts: Vec<String> = held_out
+            .lines()
+            .chain(questions.lines())
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.rsplit('\t').next().unwrap_or(l).to_string())
+            .collect();
+        // Edges: boundaries, hyphens, runs of spaces, other scripts, case.
+        texts.extend(
+            [
+                "Add eggs to my TO-DO list",
+                "to  do list",
+                "remind-me later",
+                "what's on my schedule?",
+                "-remind me",
+                "email_me",
+                "REMIND ME_",
+                "Ünd Hausaufgabe!",
+                "hausaufgaben",
+                "",
+                "-",
+                "买牛奶 添加到待办",
+            ]
+            .map(str::to_string),
+        );
+        let mut found = 0;
+        for text in &texts {
+            let expected = reference
+                .iter()
+                .find(|(_, re)| re.is_match(text))
+                .map(|(w, _)| w.as_str());
+            assert_eq!(m.find(text), expected, "{text:?}");
+            found += usize::from(expected.is_some());
+        }
+        // The set holds both kinds, so agreement is not trivially "none".
+        assert!(
+            found > 30 && found < texts.len() - 30,
+            "{found} of {}",
+            texts.len()
+        );
     }
 
     #[test]
