@@ -463,8 +463,14 @@ impl WhisperStt {
                 beam_size: self.cfg.beam_size as i32,
                 patience: -1.0,
             }
-        } else {
+        } else if plan.temperature_fallback {
             SamplingStrategy::Greedy { best_of: 5 }
+        } else {
+            // whisper.cpp readies `best_of` decoders (three vocabulary-wide
+            // arrays each) for every pass, but only a temperature fallback
+            // samples with more than one: without it the words are the same
+            // and the pass holds ~2.5 MB less.
+            SamplingStrategy::Greedy { best_of: 1 }
         };
         let mut params = FullParams::new(strategy);
         // Never more threads than the cores free right now: ggml's workers
