@@ -243,9 +243,9 @@ impl Keyword {
     }
 }
 
-/// A word character, as a regex's Unicode `\w` reads it (letters, marks
-/// and digits of any script, and the underscore), near enough for
-/// keywords.
+/// A word character: a letter or digit of any script, or the underscore.
+/// A regex's Unicode `\w` also counts combining marks; no keyword or
+/// sentence the router sees turns on that difference.
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
