@@ -51,7 +51,7 @@ fetch "$VOICE.onnx.json" "$JSON_SHA"
 # The voice cut at its decoder (scripts/split-piper.py says why), made
 # here reproducibly: pinned onnx/numpy/protobuf give the same bytes,
 # checked against these sha256s. Without them earshot runs the whole voice.
-ENCODER_SHA=2d09ee663897ebfa3719b12c0f7e48bf7c6f692b8aaf38ff63973c4db08f4c8a
+ENCODER_SHA=d1ec901486da7e2fc1483e1d30463e31b3cae59de834355c09a032831baa8916
 DECODER_SHA=e61cba1dc51cb51ed075f89cfcc3207ef71cc422afb7d1d2dfb5c2b58b654a6c
 split_dir=""
 # split NAME SHA: one of the two parts, both made the first time one is needed.

@@ -95,7 +95,7 @@ pub const PINNED_MODELS: &[(&str, &str)] = &[
     ),
     (
         "en_US-joe-medium.encoder.onnx",
-        "2d09ee663897ebfa3719b12c0f7e48bf7c6f692b8aaf38ff63973c4db08f4c8a",
+        "d1ec901486da7e2fc1483e1d30463e31b3cae59de834355c09a032831baa8916",
     ),
     (
         "en_US-joe-medium.decoder.onnx",

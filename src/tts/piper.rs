@@ -61,7 +61,9 @@ enum Graph {
     Whole(Session),
     /// The voice cut at its decoder (`scripts/split-piper.py`): the
     /// decoder runs over the latent frames in windows, so a run's memory
-    /// no longer grows with the sentence (issue 21, point 4).
+    /// no longer grows with the sentence (issue 21, point 4). The
+    /// encoder as fetched keeps its convolution weights in 8 bits (the
+    /// script says why); nothing here depends on that.
     Split {
         encoder: Session,
         decoder: Session,
