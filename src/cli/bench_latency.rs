@@ -18,7 +18,10 @@
 //! transcript, the decision and the first audio were; anchored on the first
 //! audio measured here, those give each stage counted from the end of
 //! speech. The loop runs with `[wake] mode = "always"` (the wake word's own
-//! latency is the hands-free issue's figure). The child runs the STT
+//! latency is the hands-free issue's figure); `--wake` runs it with its
+//! wake word instead, the detector's models loaded (issue 21's memory
+//! figure is taken that way), and says a recorded wake word before each
+//! utterance. The child runs the STT
 //! model and weights and the endpointing (`[audio.vad]`) of the config
 //! given here, so `--config` compares settings side by side.
 //!
@@ -82,7 +85,20 @@ pub struct BenchLatencyArgs {
     /// silent (issue 17, point 5), measured on the same paced capture.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub stop: usize,
+    /// Run the loop with its wake word (`[wake] mode = "wake"`, the
+    /// in-process detector and its models loaded) and say the wake word
+    /// before each utterance: a real recording, `oww-hey_jarvis.wav` in
+    /// `models_dir`, then half a second of silence. For issue 21's memory
+    /// figure, which is taken with the wake-word models loaded; times are
+    /// still counted from the end of the utterance.
+    #[arg(long)]
+    pub wake: bool,
 }
+
+/// The wake word said before each utterance with `--wake`, and the
+/// silence after it.
+const WAKE_RECORDING: &str = "oww-hey_jarvis.wav";
+const AFTER_WAKE: Duration = Duration::from_millis(500);
 
 /// What the stop rounds ask (the stub answers it at length) and say over
 /// the answer, in turn.
@@ -180,6 +196,29 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         }
     }
     drop(tts);
+    if args.wake {
+        let path = config.models_dir.join(WAKE_RECORDING);
+        let (word, _) = crate::audio::wav::read_16k_mono(&path, None)
+            .context("--wake needs the wake word's recording; run scripts/fetch-wake.sh")?;
+        let gap = (AFTER_WAKE.as_millis() as usize) * SAMPLE_RATE as usize / 1000;
+        // Every request, and the stop rounds' question (the stop words
+        // themselves are heard during the answer, without a wake word).
+        for (i, (_, samples, end)) in spoken
+            .iter_mut()
+            .chain(stop_clips.iter_mut().take(1))
+            .enumerate()
+        {
+            // The detector hears ~2 s of history before it can fire; the
+            // warm-up comes right after the loop starts listening.
+            let lead = if i == 0 { 2 * SAMPLE_RATE as usize } else { 0 };
+            let mut with_word = vec![0.0; lead];
+            with_word.extend_from_slice(&word);
+            with_word.extend(std::iter::repeat_n(0.0, gap));
+            *end += with_word.len();
+            with_word.append(samples);
+            *samples = with_word;
+        }
+    }
 
     // ALSA closes and reopens the FIFO (probing, then the stream): a write
     // that meets no reader must be an error here, not a signal that ends us.
@@ -199,6 +238,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
         format!(
             "[stt]\norder = \"local-only\"\nwhisper_model = {}\nwhisper_weights = \"{}\"\n\
              [llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n\
+             [wake]\nfollow_up_ms = 0\n\
              [audio.vad]\n{}",
             toml::Value::String(config.stt.whisper_model.clone()),
             match config.stt.whisper_weights {
@@ -235,7 +275,10 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
             .arg(format!("paced:{}", out_path.display()))
             .env("EARSHOT_STATE_DIR", work.path().join("state"))
             .env("EARSHOT_MODELS_DIR", &models_dir)
-            .env("EARSHOT_WAKE_MODE", "always")
+            .env(
+                "EARSHOT_WAKE_MODE",
+                if args.wake { "wake" } else { "always" },
+            )
             // The bench waits for the loop's "listening" line.
             .env("EARSHOT_LOG", child_log_filter())
             .env("ALSA_CONFIG_PATH", &asound)
@@ -348,6 +391,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     if args.json {
         super::print_json(&json!({
             "load": load,
+            "wake": args.wake,
             "utterances": results.iter().map(|m| json!({
                 "text": m.text, "kind": m.kind,
                 "endpoint_ms": m.endpoint_ms, "transcript_ms": m.transcript_ms,
