@@ -23,8 +23,8 @@ and the peak no longer depends on how long the sentence is.
 
 The nodes, weights and attributes are the original's; only the cut
 tensor is renamed `latent`, and (unless `--float-encoder`) the encoder's
-convolution weights are stored in 8 bits, see `int8_conv_weights`. The cut is found, not assumed: it is
-the one tensor every `/dec/` node reads from outside the decoder, and the
+convolution weights are stored in 8 bits, see `int8_conv_weights`. The
+cut is found, not assumed: it is the one tensor every `/dec/` node reads from outside the decoder, and the
 script refuses a voice where that is not so (a multi-speaker voice also
 feeds the decoder its speaker embedding). earshot checks at load that
 the windowed decoder gives the whole decoder's samples on a probe.
@@ -55,7 +55,9 @@ def decoder_input(graph, src):
     return outside[0]
 
 
-def rename(path, old, new):
+def rename(path, old, new, then=None):
+    """Rename tensor `old` to `new` in the model at `path`; `then`, when
+    given, changes the model further before the one save."""
     model = onnx.load(path)
     g = model.graph
     for n in g.node:
@@ -64,11 +66,13 @@ def rename(path, old, new):
     for v in list(g.input) + list(g.output):
         if v.name == old:
             v.name = new
+    if then is not None:
+        then(model, path)
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
 
-def int8_conv_weights(path):
+def int8_conv_weights(model, path):
     """Store the encoder's convolution weights as int8, one scale per
     output channel, read through a `DequantizeLinear` in front of each
     `Conv`.
@@ -91,7 +95,6 @@ def int8_conv_weights(path):
     nothing but `Conv` weight inputs, and of at least 4096 values, are
     stored this way; biases and small tensors stay as they are.
     """
-    model = onnx.load(path)
     g = model.graph
     users = {}
     for n in g.node:
@@ -134,8 +137,6 @@ def int8_conv_weights(path):
     nodes = dequant + list(g.node)
     del g.node[:]
     g.node.extend(nodes)
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
     print(f"{path}: {len(dequant)} convolution weights stored in 8 bits", file=sys.stderr)
 
 
@@ -151,10 +152,8 @@ def main(src, enc_out, dec_out, float_encoder=False):
     del model
     utils.extract_model(src, enc_out, inputs, [cut])
     utils.extract_model(src, dec_out, [cut], outputs)
-    rename(enc_out, cut, LATENT)
+    rename(enc_out, cut, LATENT, then=None if float_encoder else int8_conv_weights)
     rename(dec_out, cut, LATENT)
-    if not float_encoder:
-        int8_conv_weights(enc_out)
 
 
 if __name__ == "__main__":
