@@ -96,6 +96,21 @@ pub trait Synthesizer: Send {
     fn name(&self) -> &'static str;
     /// Speak one sentence (already cleaned for speech) into mono audio.
     fn synthesize(&mut self, text: &str) -> Result<Clip, TtsError>;
+
+    /// Speak one sentence as pieces handed to `piece` as soon as each is
+    /// made, so playback can begin before the sentence is synthesised
+    /// (issue 21: the first answer audio). `piece` returns false to stop
+    /// early (the answer was stopped). An engine that makes a sentence in
+    /// one go gives one piece.
+    fn synthesize_pieces(
+        &mut self,
+        text: &str,
+        piece: &mut dyn FnMut(Clip) -> bool,
+    ) -> Result<(), TtsError> {
+        let clip = self.synthesize(text)?;
+        piece(clip);
+        Ok(())
+    }
 }
 
 /// Why an engine, or the whole chain, gave no speech for a sentence.
@@ -194,6 +209,57 @@ impl Tts {
     /// Names of the engines that will be tried, in order.
     pub fn engine_names(&self) -> Vec<&'static str> {
         self.engines.iter().map(|e| e.name()).collect()
+    }
+
+    /// Like [`Tts::synthesize`], piece by piece ([`Synthesizer::synthesize_pieces`]).
+    /// An engine that fails before its first piece hands over to the next;
+    /// one that fails after it has been heard does not (the next would say
+    /// the sentence again from its start), and the error is returned.
+    /// Returns the engine that spoke and the synthesis time.
+    pub fn synthesize_pieces(
+        &mut self,
+        text: &str,
+        piece: &mut dyn FnMut(Clip) -> bool,
+    ) -> Result<(&'static str, f64), TtsError> {
+        let mut failures = Vec::new();
+        for engine in &mut self.engines {
+            let started = Instant::now();
+            let mut given = 0usize;
+            let result = engine.synthesize_pieces(text, &mut |clip: Clip| {
+                if clip.samples.is_empty() {
+                    return true;
+                }
+                given += 1;
+                piece(clip)
+            });
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            match result {
+                Ok(()) if given > 0 => return Ok((engine.name(), ms)),
+                Ok(()) => {
+                    tracing::warn!(
+                        engine = engine.name(),
+                        "text-to-speech returned no audio; trying the next engine"
+                    );
+                    failures.push(format!("{}: no audio", engine.name()));
+                }
+                Err(e) if given > 0 => return Err(e),
+                Err(e) => {
+                    tracing::warn!(
+                        engine = engine.name(),
+                        "text-to-speech failed, trying the next engine: {e:#}"
+                    );
+                    failures.push(format!("{}: {e:#}", engine.name()));
+                }
+            }
+        }
+        if self.engines.is_empty() {
+            return Err(TtsError::NoEngine(if self.skipped.is_empty() {
+                "tts.order is empty".to_string()
+            } else {
+                self.skipped.join("; ")
+            }));
+        }
+        Err(TtsError::AllFailed(failures))
     }
 
     /// Synthesise with the first engine that works; each failure is logged

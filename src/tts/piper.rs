@@ -96,6 +96,9 @@ pub struct Piper {
     /// heaptrack: 117 MB in 3 arena allocations under `synthesize`).
     run_options: RunOptions,
     ids: HashMap<char, Vec<i64>>,
+    /// The loudest raw sample of the probe sentence at load: where the
+    /// gain of a sentence spoken piece by piece starts ([`Leveller`]).
+    reference_peak: f32,
     sample_rate: u32,
     scales: [f32; 3],
     multi_speaker: bool,
@@ -228,6 +231,7 @@ impl Piper {
             graph,
             run_options,
             ids,
+            reference_peak: 0.0,
             sample_rate: voice.audio.sample_rate,
             scales: [
                 voice.inference.noise_scale,
@@ -244,8 +248,11 @@ impl Piper {
         let warm = Instant::now();
         if matches!(piper.graph, Graph::Split { .. }) {
             piper.check_windows()?;
-        } else {
-            piper.synthesize("Ready.")?;
+        } else if let Some(run) = piper.phoneme_runs(PROBE)?.first() {
+            let mut raw = Vec::new();
+            let ids = piper.ids_for(run);
+            piper.run_model(ids, &mut raw)?;
+            piper.reference_peak = peak(&raw);
         }
         tracing::debug!(ms = warm.elapsed().as_millis() as u64, "Piper warmed up");
         Ok(piper)
@@ -261,26 +268,32 @@ impl Piper {
     /// (from the same latent frames). 0 for a voice that is not split.
     /// Why public: the tests hold the windows to the whole decoder.
     pub fn window_difference(&mut self, text: &str, window: usize) -> Result<f32, TtsError> {
+        Ok(self.probe(text, window)?.0)
+    }
+
+    /// [`Piper::window_difference`], and the whole decoding's raw peak.
+    fn probe(&mut self, text: &str, window: usize) -> Result<(f32, f32), TtsError> {
         if !matches!(self.graph, Graph::Split { .. }) {
-            return Ok(0.0);
+            return Ok((0.0, 0.0));
         }
         let ids = match self.phoneme_runs(text)?.first() {
             Some(run) => self.ids_for(run),
-            None => return Ok(0.0),
+            None => return Ok((0.0, 0.0)),
         };
         let latent = self.encode(ids)?;
         let whole = self.decode(&latent, 0)?;
         let windowed = self.decode(&latent, window)?;
-        let peak = whole.iter().fold(0.0f32, |m, s| m.max(s.abs())).max(1e-6);
-        Ok(if whole.len() == windowed.len() {
+        let top = peak(&whole).max(1e-6);
+        let difference = if whole.len() == windowed.len() {
             whole
                 .iter()
                 .zip(&windowed)
                 .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
-                / peak
+                / top
         } else {
             f32::INFINITY
-        })
+        };
+        Ok((difference, top))
     }
 
     /// The windowed decoder must give the whole decoder's samples: decode
@@ -292,7 +305,8 @@ impl Piper {
         if !matches!(self.graph, Graph::Split { .. }) {
             return Ok(());
         }
-        let worst = self.window_difference("Ready.", PROBE_WINDOW)?;
+        let (worst, top) = self.probe(PROBE, PROBE_WINDOW)?;
+        self.reference_peak = top;
         if worst > WINDOW_TOLERANCE {
             tracing::warn!(
                 voice = %self.model.display(),
@@ -362,11 +376,31 @@ impl Piper {
     /// The decoder's samples for `latent`, in windows of `window` frames
     /// (0: one run over every frame).
     fn decode(&mut self, latent: &Latent, window: usize) -> Result<Vec<f32>, TtsError> {
+        let mut audio = Vec::new();
+        self.decode_each(
+            latent,
+            &windows(latent.frames, window, window, MARGIN_FRAMES),
+            &mut |s| {
+                audio.extend_from_slice(s);
+                true
+            },
+        )?;
+        Ok(audio)
+    }
+
+    /// Run the decoder over each of `windows`, handing each window's kept
+    /// samples to `each` as soon as they are made; `each` returns false to
+    /// stop.
+    fn decode_each(
+        &mut self,
+        latent: &Latent,
+        windows: &[Window],
+        each: &mut dyn FnMut(&[f32]) -> bool,
+    ) -> Result<(), TtsError> {
         let Graph::Split { decoder, .. } = &mut self.graph else {
             return Err(TtsError::Failed("Piper: not a split voice".into()));
         };
-        let mut audio = Vec::new();
-        for w in windows(latent.frames, window, MARGIN_FRAMES) {
+        for w in windows {
             let frames = w.hi - w.lo;
             let tensor =
                 Tensor::from_array(([1usize, latent.channels, frames], latent.slice(w.lo, w.hi)))
@@ -386,9 +420,65 @@ impl Piper {
             }
             let per_frame = samples.len() / frames;
             let from = w.keep_from * per_frame;
-            audio.extend_from_slice(&samples[from..from + w.keep * per_frame]);
+            if !each(&samples[from..from + w.keep * per_frame]) {
+                break;
+            }
         }
-        Ok(audio)
+        Ok(())
+    }
+}
+
+/// The loudest finite sample.
+fn peak(audio: &[f32]) -> f32 {
+    audio
+        .iter()
+        .filter(|s| s.is_finite())
+        .fold(0.0f32, |m, s| m.max(s.abs()))
+}
+
+/// Scales a sentence's pieces as they are made. Piper's own step scales
+/// the whole sentence by its loudest sample, known only at its end; here
+/// the gain follows the loudest sample so far, starting from the voice's
+/// level at load, so it only ever steps down and never clips. The
+/// silence before the first sound is dropped as [`trim_lead`] does.
+struct Leveller {
+    peak: f32,
+    heard: bool,
+    keep: usize,
+}
+
+impl Leveller {
+    fn new(reference_peak: f32, sample_rate: u32) -> Leveller {
+        Leveller {
+            peak: reference_peak,
+            heard: false,
+            keep: (sample_rate * LEAD_KEEP_MS / 1000) as usize,
+        }
+    }
+
+    fn level(&mut self, raw: &[f32]) -> Vec<f32> {
+        self.peak = self.peak.max(peak(raw));
+        let gain = 0.95 / self.peak.max(0.01);
+        let mut out: Vec<f32> = raw
+            .iter()
+            .map(|s| {
+                if s.is_finite() {
+                    (s * gain).clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        if !self.heard {
+            match out.iter().position(|s| s.abs() >= LEAD_SILENCE) {
+                Some(first) => {
+                    self.heard = true;
+                    out.drain(..first.saturating_sub(self.keep));
+                }
+                None => out.clear(),
+            }
+        }
+        out
     }
 }
 
@@ -448,6 +538,12 @@ fn no_audio(model: &std::path::Path, e: impl std::fmt::Display) -> TtsError {
     ))
 }
 
+/// Kept frames of a sentence's first window when it is spoken piece by
+/// piece: ~280 ms of audio, decoded in ~15 ms, so its sound can start
+/// while the rest is decoded (issue 21's first answer audio).
+pub const FIRST_WINDOW_FRAMES: usize = 24;
+/// The sentence the load-time check speaks.
+const PROBE: &str = "Ready.";
 /// Kept frames per window of the load-time check ("Ready." is ~40
 /// frames: three seams).
 const PROBE_WINDOW: usize = 12;
@@ -486,27 +582,30 @@ struct Window {
     keep: usize,
 }
 
-/// Cover `frames` latent frames with windows of `window` kept frames, each
-/// read with up to `margin` frames on either side (0 = one window).
-fn windows(frames: usize, window: usize, margin: usize) -> Vec<Window> {
-    if frames == 0 {
-        return Vec::new();
+/// Cover `frames` latent frames with windows of `window` kept frames
+/// (the first one `first`), each read with up to `margin` frames on either
+/// side (a size of 0 = the rest in one window).
+fn windows(frames: usize, first: usize, window: usize, margin: usize) -> Vec<Window> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < frames {
+        let size = if start == 0 { first } else { window };
+        let keep = if size == 0 {
+            frames - start
+        } else {
+            size.min(frames - start)
+        };
+        let lo = start.saturating_sub(margin);
+        let hi = (start + keep + margin).min(frames);
+        out.push(Window {
+            lo,
+            hi,
+            keep_from: start - lo,
+            keep,
+        });
+        start += keep;
     }
-    let window = if window == 0 { frames } else { window };
-    (0..frames)
-        .step_by(window)
-        .map(|start| {
-            let keep = window.min(frames - start);
-            let lo = start.saturating_sub(margin);
-            let hi = (start + keep + margin).min(frames);
-            Window {
-                lo,
-                hi,
-                keep_from: start - lo,
-                keep,
-            }
-        })
-        .collect()
+    out
 }
 
 /// The two parts `scripts/split-piper.py` cuts `voice.onnx` into:
@@ -548,6 +647,55 @@ impl Synthesizer for Piper {
         let mut samples = normalise(&audio);
         trim_lead(&mut samples, self.sample_rate);
         Ok(Clip::new(samples, self.sample_rate))
+    }
+
+    /// A split voice gives its first window (~280 ms of sound) as soon as
+    /// it is decoded, then a piece per window; a whole voice a piece per
+    /// run (clause).
+    fn synthesize_pieces(
+        &mut self,
+        text: &str,
+        piece: &mut dyn FnMut(Clip) -> bool,
+    ) -> Result<(), TtsError> {
+        let rate = self.sample_rate;
+        let mut leveller = Leveller::new(self.reference_peak, rate);
+        let mut first = true;
+        for run in self.phoneme_runs(text)? {
+            let ids = self.ids_for(&run);
+            if ids.len() <= 3 {
+                continue;
+            }
+            let go_on = match self.graph {
+                Graph::Split { window, .. } => {
+                    let latent = self.encode(ids)?;
+                    let sizes = if window == 0 {
+                        windows(latent.frames, 0, 0, MARGIN_FRAMES)
+                    } else if first {
+                        windows(latent.frames, FIRST_WINDOW_FRAMES, window, MARGIN_FRAMES)
+                    } else {
+                        windows(latent.frames, window, window, MARGIN_FRAMES)
+                    };
+                    let mut go_on = true;
+                    self.decode_each(&latent, &sizes, &mut |raw| {
+                        let samples = leveller.level(raw);
+                        go_on = samples.is_empty() || piece(Clip::new(samples, rate));
+                        go_on
+                    })?;
+                    go_on
+                }
+                Graph::Whole(_) => {
+                    let mut raw = Vec::new();
+                    self.run_model(ids, &mut raw)?;
+                    let samples = leveller.level(&raw);
+                    samples.is_empty() || piece(Clip::new(samples, rate))
+                }
+            };
+            first = false;
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -797,10 +945,10 @@ mod tests {
 
     #[test]
     fn windows_cover_every_frame_once_with_margins() {
-        assert!(windows(0, 64, 16).is_empty());
+        assert!(windows(0, 64, 64, 16).is_empty());
         // One window: everything, no margin to drop.
         assert_eq!(
-            windows(50, 64, 16),
+            windows(50, 64, 64, 16),
             vec![Window {
                 lo: 0,
                 hi: 50,
@@ -808,9 +956,33 @@ mod tests {
                 keep: 50
             }]
         );
-        assert_eq!(windows(50, 0, 16), windows(50, 64, 16));
+        assert_eq!(windows(50, 0, 0, 16), windows(50, 64, 64, 16));
+        // A short first window, then the usual ones.
+        let ws = windows(100, 24, 64, 12);
+        assert_eq!(
+            ws.iter().map(|w| w.keep).collect::<Vec<_>>(),
+            vec![24, 64, 12]
+        );
+        assert_eq!(
+            ws[0],
+            Window {
+                lo: 0,
+                hi: 36,
+                keep_from: 0,
+                keep: 24
+            }
+        );
+        assert_eq!(
+            ws[1],
+            Window {
+                lo: 12,
+                hi: 100,
+                keep_from: 12,
+                keep: 64
+            }
+        );
         for (frames, window, margin) in [(200, 64, 16), (129, 64, 16), (64, 64, 16), (37, 8, 16)] {
-            let ws = windows(frames, window, margin);
+            let ws = windows(frames, window, window, margin);
             let mut next = 0;
             for w in &ws {
                 // Kept frames follow each other with no gap or overlap.
@@ -845,6 +1017,31 @@ mod tests {
         let (e, d) = split_paths(std::path::Path::new("/m/en_US-joe-medium.onnx"));
         assert_eq!(e, PathBuf::from("/m/en_US-joe-medium.encoder.onnx"));
         assert_eq!(d, PathBuf::from("/m/en_US-joe-medium.decoder.onnx"));
+    }
+
+    #[test]
+    fn pieces_are_levelled_without_clipping_and_start_at_the_first_sound() {
+        let rate = 22_050;
+        let keep = (rate * LEAD_KEEP_MS / 1000) as usize;
+        let mut l = Leveller::new(0.5, rate);
+        // Silence only: nothing to play yet.
+        assert!(l.level(&[0.0; 400]).is_empty());
+        // The first sound, kept with a few ms before it, at the
+        // reference's gain.
+        let mut raw = vec![0.0f32; 300];
+        raw.extend([0.25, -0.5]);
+        let out = l.level(&raw);
+        assert_eq!(out.len(), keep + 2);
+        assert!((out[keep] - 0.475).abs() < 1e-6 && (out[keep + 1] + 0.95).abs() < 1e-6);
+        // A louder piece lowers the gain, never clips; silence inside a
+        // sentence is kept.
+        let out = l.level(&[0.0, 1.0, -0.5]);
+        assert_eq!(out.len(), 3);
+        assert!((out[1] - 0.95).abs() < 1e-6 && (out[2] + 0.475).abs() < 1e-6);
+        // The gain does not come back up.
+        let out = l.level(&[0.5]);
+        assert!((out[0] - 0.475).abs() < 1e-6);
+        assert_eq!(l.level(&[f32::NAN]), vec![0.0]);
     }
 
     #[test]

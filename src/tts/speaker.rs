@@ -49,6 +49,14 @@ pub enum SpeakError {
     Playback(#[from] PlaybackError),
 }
 
+/// What a preparation that turned into speech did, for the stats.
+struct SpokenAhead {
+    engine: &'static str,
+    synth_ms: f64,
+    audio_ms: f64,
+    queued_at: Instant,
+}
+
 /// What a job plays besides (or instead of) speech.
 enum Sound {
     /// Only `text`, spoken.
@@ -89,6 +97,14 @@ struct Shared {
     /// The sentence last prepared and its audio, taken by the first
     /// [`Speaker::say`] of the same text.
     prepared: Mutex<Option<(String, super::Spoken)>>,
+    /// The last sentence said and the `said` count it made: a preparation
+    /// of that very sentence still being synthesised starts playing it
+    /// (its pieces so far, then each as it is made) instead of finishing
+    /// first.
+    last_said: Mutex<Option<(u64, String)>>,
+    /// A sentence a preparation already played when it was said (so its
+    /// own job only records it).
+    spoken_ahead: Mutex<Option<(String, SpokenAhead)>>,
     /// f32 bits of the volume in [0, 1].
     volume: AtomicU32,
     stats: Mutex<Vec<SentenceStat>>,
@@ -131,7 +147,13 @@ impl Speaker {
                 for job in rx {
                     match &job.work {
                         Work::Prepare { said_before } => {
-                            prepare_one(&mut tts, &worker_shared, &job, *said_before);
+                            prepare_one(
+                                &mut tts,
+                                worker_sink.as_ref(),
+                                &worker_shared,
+                                &job,
+                                *said_before,
+                            );
                         }
                         Work::Say(sound) => {
                             speak_one(&mut tts, worker_sink.as_ref(), &worker_shared, &job, sound);
@@ -204,6 +226,11 @@ impl Speaker {
     }
 
     fn queue(&self, text: String, sound: Sound) {
+        if let (Sound::Speech, Ok(mut last)) = (&sound, self.shared.last_said.lock()) {
+            // Set before the count moves, so a preparation that sees the
+            // new count finds its text.
+            *last = Some((self.shared.said.load(Ordering::SeqCst) + 1, text.clone()));
+        }
         self.shared.said.fetch_add(1, Ordering::SeqCst);
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
         let job = Job {
@@ -301,6 +328,16 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, so
         ms: 0.0,
         failures: Vec::new(),
     };
+    if let Sound::Speech = sound {
+        if let Some(ahead) = take_spoken_ahead(shared, &job.text) {
+            record(shared, job, ahead);
+            return;
+        }
+        if take_prepared_is_none(shared, &job.text) {
+            stream_one(tts, sink, shared, job);
+            return;
+        }
+    }
     let synthesized = match sound {
         Sound::Clip(clip) => Ok(as_is(clip)),
         Sound::Speech => match take_prepared(shared, &job.text) {
@@ -369,7 +406,7 @@ fn speak_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, so
 /// Make a prepared sentence (see [`Speaker::prepare`]) unless something
 /// was said or stopped since it was asked for: then it would only delay
 /// what is being said.
-fn prepare_one(tts: &mut Tts, shared: &Shared, job: &Job, said_before: u64) {
+fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, said_before: u64) {
     let moved_on = |shared: &Shared| {
         shared.said.load(Ordering::SeqCst) != said_before
             || shared.generation.load(Ordering::SeqCst) != job.generation
@@ -385,16 +422,199 @@ fn prepare_one(tts: &mut Tts, shared: &Shared, job: &Job, said_before: u64) {
         return;
     }
     let _live = crate::cpu::LiveWork::begin();
-    match tts.synthesize(&job.text) {
-        Ok(spoken) => {
-            tracing::debug!(synth_ms = spoken.ms, "prepared \"{}\"", job.text);
+    let mut made: Vec<Clip> = Vec::new();
+    // Set once the sentence is said while it is being made: from then on
+    // each piece plays as it comes.
+    let mut playing: Option<(f32, Instant)> = None;
+    let mut audio_ms = 0.0;
+    let result = tts.synthesize_pieces(&job.text, &mut |clip: Clip| {
+        if playing.is_none() {
+            let said = shared.said.load(Ordering::SeqCst);
+            if said != said_before {
+                let asked = shared.last_said.lock().is_ok_and(|l| {
+                    l.as_ref()
+                        .is_some_and(|(n, t)| *n == said && *t == job.text)
+                });
+                if said != said_before + 1 || !asked {
+                    // Something else was said: this would only delay it.
+                    return false;
+                }
+                let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
+                playing = Some((volume, Instant::now()));
+                tracing::debug!(
+                    "the prepared \"{}\" was said while being made: playing it",
+                    job.text
+                );
+                for earlier in made.drain(..) {
+                    audio_ms += earlier.seconds() * 1000.0;
+                    if !play_piece(sink, shared, job, &earlier.with_volume(volume)) {
+                        return false;
+                    }
+                }
+            }
+        }
+        match playing {
+            Some((volume, _)) => {
+                audio_ms += clip.seconds() * 1000.0;
+                play_piece(sink, shared, job, &clip.with_volume(volume))
+            }
+            None => {
+                made.push(clip);
+                true
+            }
+        }
+    });
+    match (result, playing) {
+        (Ok((engine, synth_ms)), Some((_, queued_at))) => {
+            if let Ok(mut ahead) = shared.spoken_ahead.lock() {
+                *ahead = Some((
+                    job.text.clone(),
+                    SpokenAhead {
+                        engine,
+                        synth_ms,
+                        audio_ms,
+                        queued_at,
+                    },
+                ));
+            }
+        }
+        (Ok((engine, synth_ms)), None) if !made.is_empty() && !moved_on(shared) => {
+            tracing::debug!(synth_ms, "prepared \"{}\"", job.text);
+            let rate = made[0].sample_rate;
+            let samples: Vec<f32> = made.into_iter().flat_map(|c| c.samples).collect();
             if let Ok(mut slot) = shared.prepared.lock() {
-                *slot = Some((job.text.clone(), spoken));
+                *slot = Some((
+                    job.text.clone(),
+                    super::Spoken {
+                        clip: Clip::new(samples, rate),
+                        engine,
+                        ms: synth_ms,
+                        failures: Vec::new(),
+                    },
+                ));
+            }
+        }
+        (Ok(_), None) => {}
+        // Heard in part: the sentence's own job must not say it again.
+        (Err(e), Some((_, queued_at))) => {
+            tracing::error!("cannot speak \"{}\": {e:#}", job.text);
+            if let Ok(mut errors) = shared.errors.lock() {
+                errors.push(e.into());
+            }
+            if let Ok(mut ahead) = shared.spoken_ahead.lock() {
+                *ahead = Some((
+                    job.text.clone(),
+                    SpokenAhead {
+                        engine: "none",
+                        synth_ms: 0.0,
+                        audio_ms,
+                        queued_at,
+                    },
+                ));
             }
         }
         // The sentence, if said, is synthesised again and fails there.
-        Err(e) => tracing::debug!("could not prepare \"{}\": {e:#}", job.text),
+        (Err(e), None) => tracing::debug!("could not prepare \"{}\": {e:#}", job.text),
     }
+}
+
+/// Queue one piece of a sentence on the output unless a stop came first;
+/// false when it was not queued (stopped, or the output failed).
+fn play_piece(sink: &dyn AudioSink, shared: &Shared, job: &Job, clip: &Clip) -> bool {
+    let stale = || shared.generation.load(Ordering::SeqCst) != job.generation;
+    let guard = shared.play_lock.lock();
+    if stale() {
+        return false;
+    }
+    let played = sink.play(clip);
+    drop(guard);
+    match played {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!("cannot play speech on {}: {e:#}", sink.describe());
+            if let Ok(mut errors) = shared.errors.lock() {
+                errors.push(e.into());
+            }
+            false
+        }
+    }
+}
+
+/// Say a sentence piece by piece: its first sound plays while the rest is
+/// still being synthesised.
+fn stream_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
+    let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
+    let mut first_at = None;
+    let mut audio_ms = 0.0;
+    let result = tts.synthesize_pieces(&job.text, &mut |clip: Clip| {
+        audio_ms += clip.seconds() * 1000.0;
+        let queued = play_piece(sink, shared, job, &clip.with_volume(volume));
+        if queued && first_at.is_none() {
+            first_at = Some(Instant::now());
+        }
+        queued
+    });
+    match (result, first_at) {
+        (Ok((engine, synth_ms)), Some(queued_at)) => record(
+            shared,
+            job,
+            SpokenAhead {
+                engine,
+                synth_ms,
+                audio_ms,
+                queued_at,
+            },
+        ),
+        (Ok(_), None) => {}
+        (Err(e), _) => {
+            tracing::error!("cannot speak \"{}\": {e:#}", job.text);
+            if let Ok(mut errors) = shared.errors.lock() {
+                errors.push(e.into());
+            }
+        }
+    }
+}
+
+/// The log line and stats of a sentence spoken piece by piece.
+fn record(shared: &Shared, job: &Job, spoken: SpokenAhead) {
+    tracing::debug!(
+        engine = spoken.engine,
+        synth_ms = spoken.synth_ms,
+        audio_ms = spoken.audio_ms,
+        "spoke \"{}\"",
+        job.text
+    );
+    if let Ok(mut stats) = shared.stats.lock() {
+        stats.push(SentenceStat {
+            text: job.text.clone(),
+            engine: spoken.engine,
+            synth_ms: spoken.synth_ms,
+            audio_ms: spoken.audio_ms,
+            ready_to_audio_ms: spoken
+                .queued_at
+                .saturating_duration_since(job.said_at)
+                .as_secs_f64()
+                * 1000.0,
+            queued_at: spoken.queued_at,
+        });
+    }
+}
+
+/// The sentence a preparation already played, when it is `text`.
+fn take_spoken_ahead(shared: &Shared, text: &str) -> Option<SpokenAhead> {
+    let mut slot = shared.spoken_ahead.lock().ok()?;
+    if slot.as_ref().is_some_and(|(t, _)| t == text) {
+        return slot.take().map(|(_, s)| s);
+    }
+    None
+}
+
+/// Whether no prepared audio waits for `text` (then it is streamed).
+fn take_prepared_is_none(shared: &Shared, text: &str) -> bool {
+    !shared
+        .prepared
+        .lock()
+        .is_ok_and(|slot| slot.as_ref().is_some_and(|(t, _)| t == text))
 }
 
 /// The prepared audio of `text`, once.
@@ -751,6 +971,114 @@ mod tests {
         speaker.say("It is noon.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    /// Three pieces of 0.1 s, `gap` apart; counts whole sentences made.
+    struct Pieces {
+        gap: Duration,
+        made: Arc<AtomicUsize>,
+    }
+    impl Synthesizer for Pieces {
+        fn name(&self) -> &'static str {
+            "pieces"
+        }
+        fn synthesize(&mut self, _text: &str) -> Result<Clip, TtsError> {
+            unreachable!("speech is made piece by piece")
+        }
+        fn synthesize_pieces(
+            &mut self,
+            _text: &str,
+            piece: &mut dyn FnMut(Clip) -> bool,
+        ) -> Result<(), TtsError> {
+            for _ in 0..3 {
+                std::thread::sleep(self.gap);
+                if !piece(Clip::new(vec![0.25; 1600], 16_000)) {
+                    break;
+                }
+            }
+            self.made.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_sentence_said_while_it_is_prepared_plays_from_its_first_piece() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(PacedWavSink::create(&dir.path().join("out.wav")).unwrap());
+        let made = Arc::new(AtomicUsize::new(0));
+        let tts = Tts::with_engines(vec![Box::new(Pieces {
+            gap: Duration::from_millis(150),
+            made: made.clone(),
+        })]);
+        let speaker = Speaker::start(tts, sink.clone()).unwrap();
+        speaker.prepare("It is noon.", speaker.said_count());
+        // Said during the first piece: it plays when that piece is made,
+        // not when the whole sentence is.
+        std::thread::sleep(Duration::from_millis(50));
+        let said = Instant::now();
+        speaker.say("It is noon.");
+        let started = Instant::now();
+        while sink.played_seconds() == 0.0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "nothing played");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let first = said.elapsed();
+        assert!(first < Duration::from_millis(300), "{first:?}");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        // Made once, all of it heard once.
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(
+            (sink.played_seconds() - 0.3).abs() < 0.02,
+            "{}",
+            sink.played_seconds()
+        );
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert!(
+            (stats[0].audio_ms - 300.0).abs() < 1.0,
+            "{}",
+            stats[0].audio_ms
+        );
+        // Not prepared: streamed as it is made, the first piece at once.
+        let said = Instant::now();
+        let before = sink.played_seconds();
+        speaker.say("Something else.");
+        while sink.played_seconds() == before {
+            assert!(said.elapsed() < Duration::from_secs(5), "nothing played");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(
+            said.elapsed() < Duration::from_millis(400),
+            "{:?}",
+            said.elapsed()
+        );
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_preparation_of_another_sentence_stops_when_something_else_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(PacedWavSink::create(&dir.path().join("out.wav")).unwrap());
+        let made = Arc::new(AtomicUsize::new(0));
+        let tts = Tts::with_engines(vec![Box::new(Pieces {
+            gap: Duration::from_millis(100),
+            made: made.clone(),
+        })]);
+        let speaker = Speaker::start(tts, sink.clone()).unwrap();
+        speaker.prepare("It is noon.", speaker.said_count());
+        std::thread::sleep(Duration::from_millis(30));
+        speaker.say("Timer set.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        // Only what was said is heard: three pieces of "Timer set.".
+        assert!(
+            (sink.played_seconds() - 0.3).abs() < 0.02,
+            "{}",
+            sink.played_seconds()
+        );
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].text, "Timer set.");
     }
 
     #[test]
