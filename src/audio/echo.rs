@@ -127,6 +127,18 @@ impl AudioSink for EchoTap {
         self.inner.play(clip)
     }
 
+    fn play_piece(&self, clip: &Clip) -> Result<(), PlaybackError> {
+        if !self.inner.is_playing() {
+            self.reference.restart_playing();
+        }
+        self.reference.record(clip);
+        self.inner.play_piece(clip)
+    }
+
+    fn end_pieces(&self) {
+        self.inner.end_pieces();
+    }
+
     fn stop(&self) {
         self.inner.stop();
         self.reference.restart_playing();

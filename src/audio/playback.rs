@@ -87,6 +87,22 @@ impl Clip {
 pub trait AudioSink: Send + Sync {
     /// Queue a clip after whatever is already queued.
     fn play(&self, clip: &Clip) -> Result<(), PlaybackError>;
+    /// Queue one piece of a sound whose next piece is still being made
+    /// (speech played while it is synthesised), up to [`end_pieces`]. A
+    /// device that is not paced in real time (ALSA's file plugin) would
+    /// run dry between two pieces and play silence inside a word, so the
+    /// device sink holds the pieces until the sound is whole unless it has
+    /// seen the device play in real time. The default plays the piece as a
+    /// clip: right for outputs that never fill a gap themselves (files,
+    /// satellites, the paced file).
+    ///
+    /// [`end_pieces`]: AudioSink::end_pieces
+    fn play_piece(&self, clip: &Clip) -> Result<(), PlaybackError> {
+        self.play(clip)
+    }
+    /// The sound given by [`play_piece`](AudioSink::play_piece) is whole:
+    /// nothing more will be waited for.
+    fn end_pieces(&self) {}
     /// Drop everything queued and playing, now (barge-in, "stop").
     fn stop(&self);
     /// Whether anything is still queued or sounding.
@@ -206,6 +222,8 @@ impl AudioSink for NullSink {
 
 enum RodioCmd {
     Play(Clip, Sender<Result<(), PlaybackError>>),
+    Piece(Clip, Sender<Result<(), PlaybackError>>),
+    EndPieces,
     Stop,
 }
 
@@ -247,19 +265,34 @@ impl RodioSink {
     }
 }
 
-impl AudioSink for RodioSink {
-    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
+impl RodioSink {
+    fn send(
+        &self,
+        make: impl FnOnce(Sender<Result<(), PlaybackError>>) -> RodioCmd,
+    ) -> Result<(), PlaybackError> {
         let (reply_tx, reply_rx) = bounded(1);
         self.queued.fetch_add(1, Ordering::SeqCst);
         let gone = || PlaybackError::DeviceGone("the playback thread has stopped".into());
-        self.tx
-            .send(RodioCmd::Play(clip.clone(), reply_tx))
-            .map_err(|_| gone())?;
+        self.tx.send(make(reply_tx)).map_err(|_| gone())?;
         let result = reply_rx.recv().map_err(|_| gone())?;
         if result.is_err() {
             self.queued.store(0, Ordering::SeqCst);
         }
         result
+    }
+}
+
+impl AudioSink for RodioSink {
+    fn play(&self, clip: &Clip) -> Result<(), PlaybackError> {
+        self.send(|reply| RodioCmd::Play(clip.clone(), reply))
+    }
+
+    fn play_piece(&self, clip: &Clip) -> Result<(), PlaybackError> {
+        self.send(|reply| RodioCmd::Piece(clip.clone(), reply))
+    }
+
+    fn end_pieces(&self) {
+        let _ = self.tx.send(RodioCmd::EndPieces);
     }
 
     fn stop(&self) {
@@ -286,6 +319,176 @@ struct OpenStream {
     _stream: rodio::MixerDeviceSink,
     /// Seconds queued in this stream, credited as played when it drains.
     seconds: f64,
+    /// When the player last ran out of sound (the stream closes
+    /// [`DEVICE_TAIL`] later unless more comes).
+    drained_at: Option<Instant>,
+    /// When the sound now queued began to be queued: how long it took to
+    /// drain says whether the device plays in real time.
+    span_started: Option<Instant>,
+}
+
+/// How long a drained stream stays open: rodio has handed its last sample
+/// to the device, but the device's own buffer still holds the end of the
+/// answer, and closing the stream drops it (measured with ALSA's file
+/// plugin: up to a whole sentence was lost when the stream closed the
+/// moment the player was empty). Meanwhile the player plays silence.
+const DEVICE_TAIL: Duration = Duration::from_millis(150);
+
+/// Sounds shorter than this say nothing about the device's pace (the
+/// 10 ms poll and the device buffer are a large share of them).
+const PACE_MIN_SECONDS: f64 = 0.25;
+
+impl OpenStream {
+    fn append(&mut self, clip: Clip) -> Result<(), PlaybackError> {
+        let rate = std::num::NonZeroU32::new(clip.sample_rate)
+            .ok_or(PlaybackError::BadClip("a clip had a sample rate of 0"))?;
+        self.seconds += clip.seconds();
+        self.drained_at = None;
+        self.span_started.get_or_insert_with(Instant::now);
+        self.player.append(rodio::buffer::SamplesBuffer::new(
+            std::num::NonZeroU16::MIN,
+            rate,
+            clip.samples,
+        ));
+        Ok(())
+    }
+}
+
+/// When pieces of a sound ([`AudioSink::play_piece`]) reach a device. A
+/// device not known to play in real time gets them whole: it would take
+/// each piece at once and play silence until the next one is made, inside
+/// a word (ALSA's file plugin turned "It's 3:27 PM." into "It's
+/// 3.20.7 p.m."). Once a drained sound has shown the device plays in real
+/// time, each piece goes out as it comes: the first sound of an answer
+/// plays while the rest is made.
+#[derive(Debug, Default)]
+struct PieceGate {
+    /// Whether the device plays in real time, as last seen.
+    paced: Option<bool>,
+    /// The pieces held so far of a sound not yet whole.
+    held: Option<Clip>,
+}
+
+impl PieceGate {
+    /// What to queue for one more piece.
+    fn piece(&mut self, clip: Clip) -> Vec<Clip> {
+        if self.paced == Some(true) {
+            let mut out: Vec<Clip> = self.end().into_iter().collect();
+            out.push(clip);
+            return out;
+        }
+        match &mut self.held {
+            Some(held) if held.sample_rate == clip.sample_rate => {
+                held.samples.extend_from_slice(&clip.samples);
+                Vec::new()
+            }
+            _ => {
+                let before = self.held.replace(clip);
+                before.into_iter().collect()
+            }
+        }
+    }
+
+    /// The sound is whole (or a whole clip comes next): what is held.
+    fn end(&mut self) -> Option<Clip> {
+        self.held.take()
+    }
+
+    fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// A sound of `sound_seconds` drained `took` after it began to be
+    /// queued: a device that plays in real time needs most of its length.
+    fn learn(&mut self, sound_seconds: f64, took: Duration) {
+        if sound_seconds < PACE_MIN_SECONDS {
+            return;
+        }
+        let paced = took.as_secs_f64() >= 0.6 * sound_seconds;
+        if self.paced != Some(paced) {
+            tracing::debug!(
+                paced,
+                took_ms = took.as_secs_f64() * 1000.0,
+                sound_ms = sound_seconds * 1000.0,
+                "the sound output's pace"
+            );
+        }
+        self.paced = Some(paced);
+    }
+}
+
+/// What the playback thread keeps between commands.
+#[derive(Default)]
+struct RodioState {
+    open: Option<OpenStream>,
+    gate: PieceGate,
+}
+
+impl RodioState {
+    fn stream(&mut self, name: &str) -> Result<&mut OpenStream, PlaybackError> {
+        match &mut self.open {
+            Some(stream) => Ok(stream),
+            slot => Ok(slot.insert(open_stream(name)?)),
+        }
+    }
+
+    fn append_all(&mut self, name: &str, clips: Vec<Clip>) -> Result<(), PlaybackError> {
+        for clip in clips {
+            self.stream(name)?.append(clip)?;
+        }
+        Ok(())
+    }
+
+    fn play(&mut self, name: &str, clip: Clip) -> Result<(), PlaybackError> {
+        let mut clips: Vec<Clip> = self.gate.end().into_iter().collect();
+        clips.push(clip);
+        self.append_all(name, clips)
+    }
+
+    fn piece(&mut self, name: &str, clip: Clip) -> Result<(), PlaybackError> {
+        let clips = self.gate.piece(clip);
+        self.append_all(name, clips)
+    }
+
+    fn end_pieces(&mut self, name: &str) -> Result<(), PlaybackError> {
+        let clips = self.gate.end().into_iter().collect();
+        self.append_all(name, clips)
+    }
+
+    fn stop(&mut self, played_micros: &AtomicU64) {
+        self.gate.end();
+        if let Some(stream) = self.open.take() {
+            stream.player.stop();
+            if stream.seconds > 0.0 {
+                // (A drained stream's seconds were counted already.)
+                let position = stream.player.get_pos().as_secs_f64();
+                played_micros.fetch_add((position * 1e6) as u64, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Between commands: count a drained sound as played, learn the
+    /// device's pace from it, and close the stream once its tail is out.
+    fn tick(&mut self, queued: &AtomicUsize, played_micros: &AtomicU64) {
+        let Some(stream) = self.open.as_mut().filter(|s| s.player.empty()) else {
+            return;
+        };
+        let now = Instant::now();
+        if stream.seconds > 0.0 {
+            if let Some(started) = stream.span_started.take() {
+                self.gate.learn(stream.seconds, now.duration_since(started));
+            }
+            played_micros.fetch_add((stream.seconds * 1e6) as u64, Ordering::SeqCst);
+            stream.seconds = 0.0;
+            if !self.gate.holds() {
+                queued.store(0, Ordering::SeqCst);
+            }
+        }
+        let drained_at = *stream.drained_at.get_or_insert(now);
+        if now >= drained_at + DEVICE_TAIL {
+            self.open = None;
+        }
+    }
 }
 
 fn rodio_thread(
@@ -294,43 +497,27 @@ fn rodio_thread(
     queued: &AtomicUsize,
     played_micros: &AtomicU64,
 ) {
-    let mut open: Option<OpenStream> = None;
+    let mut state = RodioState::default();
     loop {
         match rx.recv_timeout(Duration::from_millis(10)) {
             Ok(RodioCmd::Play(clip, reply)) => {
-                let result = (|| -> Result<(), PlaybackError> {
-                    let stream = match &mut open {
-                        Some(stream) => stream,
-                        slot => slot.insert(open_stream(name)?),
-                    };
-                    let channels = std::num::NonZeroU16::MIN;
-                    let rate = std::num::NonZeroU32::new(clip.sample_rate)
-                        .ok_or(PlaybackError::BadClip("a clip had a sample rate of 0"))?;
-                    stream.seconds += clip.seconds();
-                    stream.player.append(rodio::buffer::SamplesBuffer::new(
-                        channels,
-                        rate,
-                        clip.samples,
-                    ));
-                    Ok(())
-                })();
-                let _ = reply.send(result);
+                let _ = reply.send(state.play(name, clip));
+            }
+            Ok(RodioCmd::Piece(clip, reply)) => {
+                let _ = reply.send(state.piece(name, clip));
+            }
+            Ok(RodioCmd::EndPieces) => {
+                if let Err(e) = state.end_pieces(name) {
+                    tracing::error!("cannot play speech on device {name}: {e:#}");
+                    queued.store(0, Ordering::SeqCst);
+                }
             }
             Ok(RodioCmd::Stop) => {
-                if let Some(stream) = open.take() {
-                    stream.player.stop();
-                    let position = stream.player.get_pos().as_secs_f64();
-                    played_micros.fetch_add((position * 1e6) as u64, Ordering::SeqCst);
-                }
+                state.stop(played_micros);
                 queued.store(0, Ordering::SeqCst);
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                if open.as_ref().is_some_and(|s| s.player.empty()) {
-                    if let Some(stream) = open.take() {
-                        played_micros.fetch_add((stream.seconds * 1e6) as u64, Ordering::SeqCst);
-                    }
-                    queued.store(0, Ordering::SeqCst);
-                }
+                state.tick(queued, played_micros);
             }
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
         }
@@ -351,6 +538,8 @@ fn open_stream(name: &str) -> Result<OpenStream, PlaybackError> {
         player,
         _stream: stream,
         seconds: 0.0,
+        drained_at: None,
+        span_started: None,
     })
 }
 
@@ -656,6 +845,47 @@ mod tests {
                 .collect(),
             rate,
         )
+    }
+
+    #[test]
+    fn pieces_are_held_whole_until_the_device_is_seen_to_play_in_real_time() {
+        let mut gate = PieceGate::default();
+        let (a, b, c) = (tone(0.28, 22_050), tone(1.6, 22_050), tone(0.4, 22_050));
+        // Not known yet: nothing goes out until the sound is whole, then
+        // all of it, in order, as one clip.
+        assert!(gate.piece(a.clone()).is_empty());
+        assert!(gate.piece(b.clone()).is_empty());
+        assert!(gate.holds());
+        let whole = gate.end().expect("the held sound");
+        let expected: Vec<f32> = [&a, &b].iter().flat_map(|c| c.samples.clone()).collect();
+        assert_eq!(whole, Clip::new(expected, 22_050));
+        assert!(!gate.holds() && gate.end().is_none());
+
+        // A 1.9 s sound that drained in 20 ms: not paced; still held.
+        gate.learn(1.9, Duration::from_millis(20));
+        assert!(gate.piece(a.clone()).is_empty());
+        gate.end();
+
+        // A sound that took its length to drain: pieces pass as they come.
+        gate.learn(1.9, Duration::from_millis(1850));
+        assert_eq!(gate.piece(a.clone()), vec![a.clone()]);
+        assert_eq!(gate.piece(c.clone()), vec![c.clone()]);
+        assert!(gate.end().is_none());
+
+        // Too short a sound teaches nothing; a fast drain again does.
+        gate.learn(0.1, Duration::ZERO);
+        assert_eq!(gate.piece(a.clone()), vec![a.clone()]);
+        gate.learn(2.0, Duration::from_millis(30));
+        assert!(gate.piece(a.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_held_sound_at_another_rate_goes_out_before_the_next_one_is_held() {
+        let mut gate = PieceGate::default();
+        let (a, b) = (tone(0.3, 22_050), tone(0.3, 16_000));
+        assert!(gate.piece(a.clone()).is_empty());
+        assert_eq!(gate.piece(b.clone()), vec![a]);
+        assert_eq!(gate.end(), Some(b));
     }
 
     #[test]

@@ -464,6 +464,9 @@ fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, 
             }
         }
     });
+    if playing.is_some() {
+        sink.end_pieces();
+    }
     match (result, playing) {
         (Ok((engine, synth_ms)), Some((_, queued_at))) => {
             if let Ok(mut ahead) = shared.spoken_ahead.lock() {
@@ -526,7 +529,7 @@ fn play_piece(sink: &dyn AudioSink, shared: &Shared, job: &Job, clip: &Clip) -> 
     if stale() {
         return false;
     }
-    let played = sink.play(clip);
+    let played = sink.play_piece(clip);
     drop(guard);
     match played {
         Ok(()) => true,
@@ -554,6 +557,7 @@ fn stream_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
         }
         queued
     });
+    sink.end_pieces();
     match (result, first_at) {
         (Ok((engine, synth_ms)), Some(queued_at)) => record(
             shared,
