@@ -6,10 +6,13 @@
 //! everything at once with [`AudioSink::stop`] — that is barge-in.
 //!
 //! The rodio sink opens the device only while it has something to play and
-//! closes it when its queue drains. On a Pi that costs a few milliseconds
-//! per answer; in exchange an idle device never keeps a stream open, and
-//! ALSA's file plugin (which is not paced in real time) never fills a disk
-//! with silence between answers.
+//! closes it `DEVICE_TAIL` after its queue drains (the device's own
+//! buffer still holds the end). On a Pi that costs a few milliseconds per
+//! answer; in exchange an idle device never keeps a stream open, and ALSA's
+//! file plugin (which is not paced in real time) never fills a disk with
+//! silence between answers. Speech made in pieces reaches the device piece
+//! by piece only once the device has been seen to play in real time
+//! (`PieceGate`).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -367,13 +370,21 @@ struct PieceGate {
     paced: Option<bool>,
     /// The pieces held so far of a sound not yet whole.
     held: Option<Clip>,
+    /// A sound given out in pieces is still being made.
+    streaming: bool,
+    /// The device ran dry while a sound's pieces were still being made:
+    /// the voice is slower than real time here (a slow board, a busy
+    /// core), so from then on sounds are held whole, like on a device not
+    /// known to be paced (one gap heard, never a second).
+    starved: bool,
 }
 
 impl PieceGate {
     /// What to queue for one more piece.
     fn piece(&mut self, clip: Clip) -> Vec<Clip> {
-        if self.paced == Some(true) {
+        if self.paced == Some(true) && !self.starved {
             let mut out: Vec<Clip> = self.end().into_iter().collect();
+            self.streaming = true;
             out.push(clip);
             return out;
         }
@@ -391,7 +402,19 @@ impl PieceGate {
 
     /// The sound is whole (or a whole clip comes next): what is held.
     fn end(&mut self) -> Option<Clip> {
+        self.streaming = false;
         self.held.take()
+    }
+
+    /// The device has played everything it was given.
+    fn drained(&mut self) {
+        if self.streaming && !self.starved {
+            tracing::debug!(
+                "the sound output ran dry between two pieces of speech: \
+                 holding each sentence whole from now on"
+            );
+            self.starved = true;
+        }
     }
 
     fn holds(&self) -> bool {
@@ -474,6 +497,7 @@ impl RodioState {
             return;
         };
         let now = Instant::now();
+        self.gate.drained();
         if stream.seconds > 0.0 {
             if let Some(started) = stream.span_started.take() {
                 self.gate.learn(stream.seconds, now.duration_since(started));
@@ -876,6 +900,24 @@ mod tests {
         gate.learn(0.1, Duration::ZERO);
         assert_eq!(gate.piece(a.clone()), vec![a.clone()]);
         gate.learn(2.0, Duration::from_millis(30));
+        assert!(gate.piece(a.clone()).is_empty());
+    }
+
+    #[test]
+    fn a_device_that_runs_dry_between_pieces_gets_whole_sounds_from_then_on() {
+        let mut gate = PieceGate::default();
+        let (a, b) = (tone(0.28, 22_050), tone(1.6, 22_050));
+        gate.learn(1.9, Duration::from_millis(1880));
+        assert_eq!(gate.piece(a.clone()), vec![a.clone()]);
+        // Drained after the whole sound: no harm seen.
+        assert_eq!(gate.piece(b.clone()), vec![b.clone()]);
+        gate.end();
+        gate.drained();
+        assert_eq!(gate.piece(a.clone()), vec![a.clone()]);
+        // Drained while the next piece was still being made: held from now.
+        gate.drained();
+        assert!(gate.piece(b.clone()).is_empty());
+        assert_eq!(gate.end(), Some(b));
         assert!(gate.piece(a.clone()).is_empty());
     }
 
