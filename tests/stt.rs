@@ -623,10 +623,14 @@ fn bench_speak_times_first_sentence_to_first_audio_with_piper() {
     assert_eq!(lines[0]["engine"], "piper");
     assert_eq!(lines[0]["first_sentence"], "It's 6:05 PM.");
     let ms = lines[0]["first_audio_ms"].as_f64().unwrap();
-    // Synthesis of the first sentence happens inside the measured span.
+    // Synthesis happens inside the measured span: the first sentence's
+    // first piece (its encoder run and first decoder window, a third or
+    // more of the sentence's synthesis), which plays while the rest is
+    // made.
+    let synth_ms = lines[0]["synth_ms"].as_f64().unwrap();
     assert!(
-        ms >= lines[0]["synth_ms"].as_f64().unwrap() * 0.9 && ms < 5000.0,
-        "{ms}"
+        ms >= synth_ms * 0.2 && ms < 5000.0,
+        "first audio {ms} ms, synthesis {synth_ms} ms"
     );
     assert_eq!(lines[1]["summary"], true);
     assert_eq!(lines[1]["first_audio_p50_ms"].as_f64(), Some(ms));
