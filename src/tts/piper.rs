@@ -458,17 +458,7 @@ impl Leveller {
 
     fn level(&mut self, raw: &[f32]) -> Vec<f32> {
         self.peak = self.peak.max(peak(raw));
-        let gain = 0.95 / self.peak.max(0.01);
-        let mut out: Vec<f32> = raw
-            .iter()
-            .map(|s| {
-                if s.is_finite() {
-                    (s * gain).clamp(-1.0, 1.0)
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let mut out = scaled(raw, self.peak);
         if !self.heard {
             match out.iter().position(|s| s.abs() >= LEAD_SILENCE) {
                 Some(first) => {
@@ -721,10 +711,12 @@ fn trim_lead(samples: &mut Vec<f32>, sample_rate: u32) {
 /// Piper's own output step: scale so the loudest sample is near full
 /// scale (never amplifying more than 1/0.01) and clip to [-1, 1].
 fn normalise(audio: &[f32]) -> Vec<f32> {
-    let peak = audio
-        .iter()
-        .filter(|s| s.is_finite())
-        .fold(0.0f32, |m, s| m.max(s.abs()));
+    scaled(audio, peak(audio))
+}
+
+/// `audio` scaled so `peak` lands near full scale (never amplifying more
+/// than 1/0.01), clipped to [-1, 1], anything not finite silenced.
+fn scaled(audio: &[f32], peak: f32) -> Vec<f32> {
     let gain = 0.95 / peak.max(0.01);
     audio
         .iter()
