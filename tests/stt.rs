@@ -304,11 +304,15 @@ fn fast_path_is_used_and_reported_for_short_commands() {
     );
     assert!(plan.no_timestamps && plan.single_segment);
     assert_eq!(w.wide_plan(&plan).map(|p| p.audio_ctx), Some(432));
-    // A command-length pass decodes greedily; a longer one and every
-    // retry keep the beams.
-    assert!(!plan.greedy, "3 s > greedy_max_ms");
+    // A command-length pass decodes greedily; a sentence up to 6 s is
+    // decoded greedily on trial (kept only when whisper is sure of it);
+    // longer audio and every retry keep the beams.
+    assert!(plan.greedy, "3 s: a greedy trial (greedy_try_max_ms)");
+    assert!(w.greedy_on_trial(&plan, 3_000));
+    let seven = w.fast_plan(7 * SAMPLE_RATE as usize).unwrap();
+    assert!(!seven.greedy, "7 s > greedy_try_max_ms");
     let command = w.fast_plan(2 * SAMPLE_RATE as usize).unwrap();
-    assert!(command.greedy);
+    assert!(command.greedy && !w.greedy_on_trial(&command, 2_000));
     assert!(w.wide_plan(&command).is_some_and(|p| !p.greedy));
     let long = w.fast_plan(14 * SAMPLE_RATE as usize).unwrap();
     assert!(

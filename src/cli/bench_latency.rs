@@ -671,6 +671,9 @@ fn measure_stop(
 /// least (its "listening" line is what the bench waits for).
 fn child_log_filter() -> String {
     match std::env::var("EARSHOT_LOG").or_else(|_| std::env::var("RUST_LOG")) {
+        // A filter that names the voice loop itself ("…voice_loop=debug")
+        // is taken as it is: appending would override it.
+        Ok(f) if f.contains("voice_loop") => f,
         Ok(f) if !f.trim().is_empty() => format!("{f},earshot::voice_loop=info"),
         _ => "info".into(),
     }

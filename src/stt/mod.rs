@@ -198,12 +198,28 @@ pub struct FastConfig {
     pub stop_restart: bool,
     /// The fast pass on audio up to this long (ms) decodes greedily,
     /// whatever `[stt] beam_size` says; longer audio, the wider retry and
-    /// the full pass keep the beams (0 = always the beams). Measured
+    /// the full pass keep the beams (0 = always the beams; but see
+    /// `greedy_try_max_ms`). Measured
     /// (`earshot bench stt`, BENCHMARKS.md): the same words on every
     /// command clip in about half the time (~120 ms instead of ~250 ms on
     /// a short command, the bulk of a command's latency), while on a
     /// 3 s sentence of the test set the beams heard a word greedy missed.
     pub greedy_max_ms: u32,
+    /// The fast pass on audio longer than `greedy_max_ms` and up to this
+    /// long (ms) is first decoded greedily too, and kept only when whisper
+    /// is sure of it (average token log-probability at least
+    /// `greedy_min_avg_logprob`); otherwise the same pass runs again with
+    /// the beams. A sentence of 2.5–4 s (a long command, a question) is
+    /// what the look at a pause transcribes while the listener waits, and
+    /// the beams took ~2.3× greedy's time on it (300 vs 128 ms median, 20
+    /// Piper sentences, the same words); on harder audio (espeak-ng, and a
+    /// LibriVox clip whose greedy pass averaged −0.29 and misheard
+    /// "ill-disposed") the greedy passes the beams corrected were the
+    /// unsure ones (notes/latency.md, stop 48). 0 = no such trial.
+    pub greedy_try_max_ms: u32,
+    /// The average token log-probability a greedy trial pass
+    /// (`greedy_try_max_ms`) needs to be kept.
+    pub greedy_min_avg_logprob: f32,
 }
 
 impl Default for FastConfig {
@@ -230,6 +246,8 @@ impl Default for FastConfig {
             wide_min_avg_logprob: -1.0,
             stop_restart: true,
             greedy_max_ms: 2_500,
+            greedy_try_max_ms: 6_000,
+            greedy_min_avg_logprob: -0.25,
         }
     }
 }

@@ -431,9 +431,20 @@ impl WhisperStt {
             temperature_fallback: false,
             wall_cap: Duration::from_millis(u64::from(f.max_wall_ms)),
             lead_ms: f.lead_ms,
-            greedy: audio_ms <= u64::from(f.greedy_max_ms),
+            greedy: audio_ms <= u64::from(f.greedy_max_ms.max(f.greedy_try_max_ms)),
             yields: false,
         })
+    }
+
+    /// Whether `plan` decodes greedily only on trial: audio longer than
+    /// `greedy_max_ms`, within `greedy_try_max_ms`, with beams configured
+    /// (see [`crate::stt::FastConfig::greedy_try_max_ms`]).
+    pub fn greedy_on_trial(&self, plan: &Plan, audio_ms: u64) -> bool {
+        let f = &self.cfg.fast;
+        plan.greedy
+            && self.cfg.beam_size > 1
+            && audio_ms > u64::from(f.greedy_max_ms)
+            && audio_ms <= u64::from(f.greedy_try_max_ms)
     }
 
     /// The full-context plan: whisper.cpp's own decoding (timestamps,
@@ -809,8 +820,22 @@ impl Transcriber for WhisperStt {
         let mut audio_ctx = None;
         let fast = self.fast_plan(audio.len());
         let decoded = match fast {
-            Some(plan) => {
-                let (d, trimmed) = self.pass(audio, &plan)?;
+            Some(mut plan) => {
+                let (mut d, mut trimmed) = self.pass(audio, &plan)?;
+                if self.greedy_on_trial(&plan, audio_ms)
+                    && !d.aborted
+                    && d.avg_logprob < self.cfg.fast.greedy_min_avg_logprob
+                {
+                    tracing::debug!(
+                        avg_logprob = d.avg_logprob,
+                        greedy_text = %d.text,
+                        "greedy trial pass unsure; the beams decode it"
+                    );
+                    let greedy_took = d.elapsed;
+                    plan.greedy = false;
+                    (d, trimmed) = self.pass(audio, &plan)?;
+                    d.elapsed += greedy_took;
+                }
                 timings.fast_ms = Some(d.elapsed.as_millis() as u64);
                 match self.suspicious(&d, &plan, audio_ms, self.cfg.fast.min_avg_logprob) {
                     None => {
@@ -885,6 +910,9 @@ impl Transcriber for WhisperStt {
                                     wall_cap: Duration::from_millis(u64::from(
                                         self.cfg.fast.full_max_wall_ms,
                                     )),
+                                    // A greedy trial that failed here gets
+                                    // the beams, as before the trial.
+                                    greedy: plan.greedy && !self.greedy_on_trial(&plan, audio_ms),
                                     ..plan
                                 };
                                 let d = self.decode(audio, &full)?;

@@ -409,7 +409,10 @@ fn reminder_set(s: &Said, now: NaiveDateTime) -> Result<TimeFrame, &'static str>
     let label = label.split_whitespace().collect::<Vec<_>>().join(" ");
     // "at 3:30 p.m. to call the bank": the time's last dot is left over.
     let label = label.trim_start_matches(|c: char| !c.is_alphanumeric());
-    let label = rx!(r"^(?:(?:to|about|that|of|for|saying|:|,|-|again)\s*)+").replace(label, "");
+    // Whole words only: "too" is whisper's "to" ("remind me too, water
+    // the plants"), never "to" and a stray "o"; "that" is not "thatch".
+    let label =
+        rx!(r"^(?:(?:(?:to|too|about|that|of|for|saying|again)\b|[:,-])\s*)+").replace(label, "");
     let label = rx!(r"(?:\s+(?:to|at|on|in|for|and|please|then|ok|okay))+$").replace(&label, "");
     let label = rx!(r"^(?:i (?:need|have|must|should|gotta) to|i've got to|we need to)\s+")
         .replace(&label, "");
@@ -844,6 +847,11 @@ mod tests {
         .unwrap();
         assert_eq!(fr.label, "check the oven");
         assert_eq!(fr.due, Some(Ok(Due::In(Duration::from_secs(1200)))));
+        // A word that only starts like "to" is not cut in two.
+        let fr = f("reminder_set", "remind me about thatch repairs tomorrow").unwrap();
+        assert_eq!(fr.label, "thatch repairs");
+        let fr = f("reminder_set", "remind me too, water the plants tomorrow").unwrap();
+        assert_eq!(fr.label, "water the plants");
         let fr = f("reminder_set", "remind me at 5 to call mum").unwrap();
         assert_eq!(fr.label, "call mum");
         assert_eq!(

@@ -221,8 +221,7 @@ impl Tts {
         text: &str,
         piece: &mut dyn FnMut(Clip) -> bool,
     ) -> Result<(&'static str, f64), TtsError> {
-        let mut failures = Vec::new();
-        for engine in &mut self.engines {
+        let (spoke, _failures) = self.first_that_speaks(|engine| {
             let started = Instant::now();
             let mut given = 0usize;
             let result = engine.synthesize_pieces(text, &mut |clip: Clip| {
@@ -232,64 +231,63 @@ impl Tts {
                 given += 1;
                 piece(clip)
             });
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
             match result {
-                Ok(()) if given > 0 => return Ok((engine.name(), ms)),
-                Ok(()) => {
-                    tracing::warn!(
-                        engine = engine.name(),
-                        "text-to-speech returned no audio; trying the next engine"
-                    );
-                    failures.push(format!("{}: no audio", engine.name()));
-                }
-                Err(e) if given > 0 => return Err(e),
-                Err(e) => {
-                    tracing::warn!(
-                        engine = engine.name(),
-                        "text-to-speech failed, trying the next engine: {e:#}"
-                    );
-                    failures.push(format!("{}: {e:#}", engine.name()));
-                }
+                Ok(()) if given > 0 => Attempt::Spoke((engine.name(), elapsed_ms(started))),
+                Ok(()) => Attempt::Silent,
+                Err(e) if given > 0 => Attempt::FailedWhenHeard(e),
+                Err(e) => Attempt::Failed(e),
             }
-        }
-        if self.engines.is_empty() {
-            return Err(TtsError::NoEngine(if self.skipped.is_empty() {
-                "tts.order is empty".to_string()
-            } else {
-                self.skipped.join("; ")
-            }));
-        }
-        Err(TtsError::AllFailed(failures))
+        })?;
+        Ok(spoke)
     }
 
     /// Synthesise with the first engine that works; each failure is logged
     /// with the engine that takes over.
     pub fn synthesize(&mut self, text: &str) -> Result<Spoken, TtsError> {
-        let mut failures = Vec::new();
-        for engine in &mut self.engines {
+        let ((clip, engine, ms), failures) = self.first_that_speaks(|engine| {
             let started = Instant::now();
             match engine.synthesize(text) {
                 Ok(clip) if !clip.samples.is_empty() => {
-                    return Ok(Spoken {
-                        clip,
-                        engine: engine.name(),
-                        ms: started.elapsed().as_secs_f64() * 1000.0,
-                        failures,
-                    })
+                    Attempt::Spoke((clip, engine.name(), elapsed_ms(started)))
                 }
-                Ok(_) => {
+                Ok(_) => Attempt::Silent,
+                Err(e) => Attempt::Failed(e),
+            }
+        })?;
+        Ok(Spoken {
+            clip,
+            engine,
+            ms,
+            failures,
+        })
+    }
+
+    /// The fallback chain both ways of speaking share: `attempt` each
+    /// engine in `tts.order` until one speaks, logging each hand-over.
+    /// Returns what spoke with the failures before it.
+    fn first_that_speaks<T>(
+        &mut self,
+        mut attempt: impl FnMut(&mut dyn Synthesizer) -> Attempt<T>,
+    ) -> Result<(T, Vec<String>), TtsError> {
+        let mut failures = Vec::new();
+        for engine in &mut self.engines {
+            let name = engine.name();
+            match attempt(engine.as_mut()) {
+                Attempt::Spoke(spoke) => return Ok((spoke, failures)),
+                Attempt::FailedWhenHeard(e) => return Err(e),
+                Attempt::Silent => {
                     tracing::warn!(
-                        engine = engine.name(),
+                        engine = name,
                         "text-to-speech returned no audio; trying the next engine"
                     );
-                    failures.push(format!("{}: no audio", engine.name()));
+                    failures.push(format!("{name}: no audio"));
                 }
-                Err(e) => {
+                Attempt::Failed(e) => {
                     tracing::warn!(
-                        engine = engine.name(),
+                        engine = name,
                         "text-to-speech failed, trying the next engine: {e:#}"
                     );
-                    failures.push(format!("{}: {e:#}", engine.name()));
+                    failures.push(format!("{name}: {e:#}"));
                 }
             }
         }
@@ -302,6 +300,23 @@ impl Tts {
         }
         Err(TtsError::AllFailed(failures))
     }
+}
+
+/// How one engine's turn in the fallback chain went.
+enum Attempt<T> {
+    /// It spoke: this is what the caller returns.
+    Spoke(T),
+    /// It gave no audio: the next engine tries.
+    Silent,
+    /// It failed before anything of it was heard: the next engine tries.
+    Failed(TtsError),
+    /// It failed after some of its audio was heard: no hand-over, since
+    /// the next engine would say the sentence again from its start.
+    FailedWhenHeard(TtsError),
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
 }
 
 #[cfg(feature = "onnx")]
@@ -346,6 +361,56 @@ mod tests {
         assert_eq!(spoken.engine, "espeak");
         assert_eq!(spoken.failures.len(), 1);
         assert!(spoken.failures[0].contains("HTTP 500"));
+    }
+
+    /// Gives one piece, then fails: an engine that broke mid-sentence.
+    struct BreaksAfterOnePiece;
+    impl Synthesizer for BreaksAfterOnePiece {
+        fn name(&self) -> &'static str {
+            "piper"
+        }
+        fn synthesize(&mut self, _text: &str) -> Result<Clip, TtsError> {
+            Err(TtsError::Failed("decoder failed".into()))
+        }
+        fn synthesize_pieces(
+            &mut self,
+            _text: &str,
+            piece: &mut dyn FnMut(Clip) -> bool,
+        ) -> Result<(), TtsError> {
+            piece(Clip::new(vec![0.2; 8], 16_000));
+            Err(TtsError::Failed("decoder failed".into()))
+        }
+    }
+
+    #[test]
+    fn pieces_fall_back_before_anything_is_heard() {
+        let mut tts = Tts::with_engines(vec![Box::new(Fails), Box::new(Beep)]);
+        let mut heard = Vec::new();
+        let (engine, _) = tts
+            .synthesize_pieces("hello", &mut |clip| {
+                heard.push(clip.samples.len());
+                true
+            })
+            .unwrap();
+        assert_eq!(engine, "espeak");
+        assert_eq!(heard, vec![5]);
+    }
+
+    #[test]
+    fn an_engine_that_fails_after_it_was_heard_does_not_hand_over() {
+        let mut tts = Tts::with_engines(vec![Box::new(BreaksAfterOnePiece), Box::new(Beep)]);
+        let mut heard = Vec::new();
+        let err = tts
+            .synthesize_pieces("hello", &mut |clip| {
+                heard.push(clip.samples.len());
+                true
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("decoder failed"), "{err}");
+        // Only the broken engine's piece: espeak did not start it again.
+        assert_eq!(heard, vec![8]);
+        // A whole-sentence synthesis of the same chain still falls back.
+        assert_eq!(tts.synthesize("hello").unwrap().engine, "espeak");
     }
 
     #[test]
