@@ -28,18 +28,7 @@ fn sentence(words: &[&str]) -> String {
 #[test]
 fn whole_commands_mostly_end_early_and_their_fragments_rarely_do() {
     let dir = tempfile::tempdir().unwrap();
-    let config = earshot::config::Config {
-        models_dir: common::models_dir(),
-        state_dir: dir.path().to_path_buf(),
-        ..Default::default()
-    };
-    let store = earshot::store::Store::open_in(dir.path()).unwrap();
-    let env = earshot::tree::actions::ActionEnv::local(store, "user-1");
-    let embedder =
-        earshot::nlu::load_embedder(&config.nlu, &config.paths()).map_err(|e| e.to_string());
-    let engine =
-        earshot::tree::Engine::build(&config.tree, &config.nlu, &config.paths(), env, embedder)
-            .unwrap();
+    let engine = common::default_tree_engine(dir.path());
     engine.classifiers_ready().unwrap();
 
     let data = std::fs::read_to_string(common::data("understanding.tsv")).unwrap();

@@ -184,3 +184,18 @@ pub fn played_raw(out_raw: &Path) -> Vec<f32> {
         .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
         .collect()
 }
+
+/// The default intent tree with the real MiniLM classifier, on a store in
+/// `state_dir` (user "user-1"), as `earshot run` builds it.
+pub fn default_tree_engine(state_dir: &Path) -> earshot::tree::Engine {
+    let config = earshot::config::Config {
+        models_dir: models_dir(),
+        state_dir: state_dir.to_path_buf(),
+        ..Default::default()
+    };
+    let store = earshot::store::Store::open_in(state_dir).unwrap();
+    let env = earshot::tree::actions::ActionEnv::local(store, "user-1");
+    let embedder =
+        earshot::nlu::load_embedder(&config.nlu, &config.paths()).map_err(|e| e.to_string());
+    earshot::tree::Engine::build(&config.tree, &config.nlu, &config.paths(), env, embedder).unwrap()
+}
