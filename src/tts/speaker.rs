@@ -97,11 +97,12 @@ struct Shared {
     /// The sentence last prepared and its audio, taken by the first
     /// [`Speaker::say`] of the same text.
     prepared: Mutex<Option<(String, super::Spoken)>>,
-    /// The last sentence said and the `said` count it made: a preparation
-    /// of that very sentence still being synthesised starts playing it
-    /// (its pieces so far, then each as it is made) instead of finishing
-    /// first.
-    last_said: Mutex<Option<(u64, String)>>,
+    /// The last few sentences said, each with the `said` count it made:
+    /// a preparation of the very sentence said first after it was asked
+    /// for, still being synthesised, starts playing it (its pieces so far,
+    /// then each as it is made) instead of finishing first — also when
+    /// the rest of the answer was queued behind it at once.
+    recent_said: Mutex<std::collections::VecDeque<(u64, String)>>,
     /// A sentence a preparation already played when it was said (so its
     /// own job only records it).
     spoken_ahead: Mutex<Option<(String, SpokenAhead)>>,
@@ -226,10 +227,13 @@ impl Speaker {
     }
 
     fn queue(&self, text: String, sound: Sound) {
-        if let (Sound::Speech, Ok(mut last)) = (&sound, self.shared.last_said.lock()) {
+        if let (Sound::Speech, Ok(mut recent)) = (&sound, self.shared.recent_said.lock()) {
             // Set before the count moves, so a preparation that sees the
             // new count finds its text.
-            *last = Some((self.shared.said.load(Ordering::SeqCst) + 1, text.clone()));
+            if recent.len() >= RECENT_SAID {
+                recent.pop_front();
+            }
+            recent.push_back((self.shared.said.load(Ordering::SeqCst) + 1, text.clone()));
         }
         self.shared.said.fetch_add(1, Ordering::SeqCst);
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
@@ -431,11 +435,7 @@ fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, 
         if playing.is_none() {
             let said = shared.said.load(Ordering::SeqCst);
             if said != said_before {
-                let asked = shared.last_said.lock().is_ok_and(|l| {
-                    l.as_ref()
-                        .is_some_and(|(n, t)| *n == said && *t == job.text)
-                });
-                if said != said_before + 1 || !asked {
+                if !said_first(shared, said_before, &job.text) {
                     // Something else was said: this would only delay it.
                     return false;
                 }
@@ -481,7 +481,15 @@ fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, 
                 ));
             }
         }
-        (Ok((engine, synth_ms)), None) if !made.is_empty() && !moved_on(shared) => {
+        // Kept also when its sentence was said just after the last piece
+        // was made: that sentence's own job, queued behind this one,
+        // takes it.
+        (Ok((engine, synth_ms)), None)
+            if !made.is_empty()
+                && (!moved_on(shared)
+                    || (shared.generation.load(Ordering::SeqCst) == job.generation
+                        && said_first(shared, said_before, &job.text))) =>
+        {
             tracing::debug!(synth_ms, "prepared \"{}\"", job.text);
             let rate = made[0].sample_rate;
             let samples: Vec<f32> = made.into_iter().flat_map(|c| c.samples).collect();
@@ -602,6 +610,20 @@ fn record(shared: &Shared, job: &Job, spoken: SpokenAhead) {
             queued_at: spoken.queued_at,
         });
     }
+}
+
+/// How many sentences said are remembered for [`said_first`]: more than
+/// an answer queues at once.
+const RECENT_SAID: usize = 16;
+
+/// Whether the first sentence said after the `said` count was
+/// `said_before` is `text` (a sound in between is something else said).
+fn said_first(shared: &Shared, said_before: u64, text: &str) -> bool {
+    shared.recent_said.lock().is_ok_and(|recent| {
+        recent
+            .iter()
+            .any(|(n, t)| *n == said_before + 1 && t == text)
+    })
 }
 
 /// The sentence a preparation already played, when it is `text`.
@@ -1058,6 +1080,59 @@ mod tests {
         );
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_prepared_first_sentence_plays_when_the_whole_answer_is_said_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(PacedWavSink::create(&dir.path().join("out.wav")).unwrap());
+        let made = Arc::new(AtomicUsize::new(0));
+        let tts = Tts::with_engines(vec![Box::new(Pieces {
+            gap: Duration::from_millis(150),
+            made: made.clone(),
+        })]);
+        let speaker = Speaker::start(tts, sink.clone()).unwrap();
+        speaker.prepare("Here is a short answer.", speaker.said_count());
+        std::thread::sleep(Duration::from_millis(50));
+        // A language model's answer: its sentences queued one after the
+        // other while the first is still being prepared.
+        let said = Instant::now();
+        speaker.say("Here is a short answer.");
+        speaker.say("It has two sentences.");
+        let started = Instant::now();
+        while sink.played_seconds() == 0.0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "nothing played");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let first = said.elapsed();
+        assert!(first < Duration::from_millis(300), "{first:?}");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        // The first made once, the second once: two sentences heard.
+        assert_eq!(made.load(Ordering::SeqCst), 2);
+        assert!(
+            (sink.played_seconds() - 0.6).abs() < 0.02,
+            "{}",
+            sink.played_seconds()
+        );
+        let texts: Vec<String> = speaker.take_stats().into_iter().map(|s| s.text).collect();
+        assert_eq!(texts, ["Here is a short answer.", "It has two sentences."]);
+    }
+
+    #[test]
+    fn a_prepared_sentence_said_as_its_last_piece_is_made_is_not_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (speaker, made) = counted(dir.path(), 200);
+        let begun = speaker.said_count();
+        speaker.prepare("It is noon.", begun);
+        // Said while the one piece is being made, with more behind it.
+        std::thread::sleep(Duration::from_millis(50));
+        speaker.say("It is noon.");
+        speaker.say("Lunch is ready.");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert_eq!(made.load(Ordering::SeqCst), 2, "the first was made twice");
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 2);
+        assert_eq!(stats[0].text, "It is noon.");
     }
 
     #[test]

@@ -148,32 +148,56 @@ pub enum EarlyEnd {
 /// No doubt ends at the pause, one after the longer pause, two or more
 /// wait the hang-over.
 pub fn early_end(text: &str, classified: Option<(String, f32)>) -> EarlyEnd {
+    match doubts(text, classified.as_ref()) {
+        Some(0) => EarlyEnd::AtPause,
+        Some(1) => EarlyEnd::AfterLongerPause,
+        _ => EarlyEnd::Never,
+    }
+}
+
+/// Whether a device command that waits the hang-over
+/// ([`early_end`] says `Never`) is still whole enough that its answer is
+/// worth preparing during the hang-over: its frame fits, nothing seems
+/// missing at its end, and the classifier is at least
+/// [`LONGER_PAUSE_MIN_CONFIDENCE`] sure, with two or three doubts
+/// ("batteries on my shopping list", whisper's hearing of "Put <pause>
+/// batteries on my shopping list": no full stop, todo_add 0.89, a weak
+/// fit). Preparing acts on nothing (a dry run, then the first piece
+/// synthesised, [`crate::agent::predict`]); when the utterance ends with
+/// these words, the answer's first audio is ready at the hang-over
+/// instead of one synthesis later, and when it goes on, the preparation
+/// is dropped as soon as something else is said.
+pub fn answer_worth_preparing(text: &str, classified: Option<&(String, f32)>) -> bool {
+    doubts(text, classified).is_some_and(|n| n >= 2)
+}
+
+/// How many of [`early_end`]'s three signs are in doubt for `text`, or
+/// `None` when it can't end early at all (an open ending, not a device
+/// intent, below [`LONGER_PAUSE_MIN_CONFIDENCE`], a frame that does not
+/// fit, or the weakly fitting head of a longer command).
+fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
     let how = ending(text);
     if how == Ending::Open {
-        return EarlyEnd::Never;
+        return None;
     }
-    let Some((intent, confidence)) = classified else {
-        return EarlyEnd::Never;
-    };
+    let (intent, confidence) = classified?;
+    let confidence = *confidence;
     if intent.is_empty()
         || intent == "other"
         || intent == "none"
         || confidence < LONGER_PAUSE_MIN_CONFIDENCE
     {
-        return EarlyEnd::Never;
+        return None;
     }
-    let fit = crate::tree::fit::fit(&intent, text);
-    if !fit.fits() || (!fit.is_strong() && may_go_on(&intent, text)) {
-        return EarlyEnd::Never;
+    let fit = crate::tree::fit::fit(intent, text);
+    if !fit.fits() || (!fit.is_strong() && may_go_on(intent, text)) {
+        return None;
     }
-    let doubts = usize::from(how != Ending::Finished)
-        + usize::from(confidence < EARLY_MIN_CONFIDENCE)
-        + usize::from(!fit.is_strong());
-    match doubts {
-        0 => EarlyEnd::AtPause,
-        1 => EarlyEnd::AfterLongerPause,
-        _ => EarlyEnd::Never,
-    }
+    Some(
+        usize::from(how != Ending::Finished)
+            + usize::from(confidence < EARLY_MIN_CONFIDENCE)
+            + usize::from(!fit.is_strong()),
+    )
 }
 
 /// Whether a finished sentence that is not a device command may end
@@ -204,15 +228,17 @@ pub fn open_question_end(text: &str, classified: &Option<(String, f32)>) -> Earl
 }
 
 /// Whether the language-model request for `text` may begin at the look: a
-/// finished sentence, or a question whisper wrote without its mark ("who
-/// wrote the Odyssey"; it drops it often, and a question word is the sign
-/// it left). Only the request begins; the utterance still ends at the
-/// hang-over unless [`open_question_end`] says otherwise, and speech that
-/// goes on cancels the request.
+/// finished sentence, or a request for words whisper wrote without its
+/// mark — a question ("who wrote the Odyssey"; it drops the mark often,
+/// and a question word is the sign it left) or an order to tell or
+/// explain ("explain how a rainbow forms"). Only the request begins; the
+/// utterance still ends at the hang-over unless [`open_question_end`]
+/// says otherwise, and speech that goes on cancels the request.
 fn may_ask_for_an_answer(text: &str) -> bool {
-    match ending(text) {
+    let t = text.trim();
+    match ending(t) {
         Ending::Finished => true,
-        Ending::Unmarked => is_question(text.trim()),
+        Ending::Unmarked => is_question(t) || asks_for_words(t),
         Ending::Open => false,
     }
 }
@@ -364,16 +390,17 @@ impl super::VoiceLoop {
             snapshot.speech_end_ms,
             Speculation(Arc::new(transcript) as Arc<dyn std::any::Any + Send + Sync>),
         );
-        let early = if early != EarlyEnd::Never {
-            self.prepare_answer(conversation, request);
-            early
-        } else if !is_device_command(&classified) && may_ask_for_an_answer(&request) {
-            let early = open_question_end(&request, &classified);
-            self.prepare_llm_answer(conversation, request);
-            early
-        } else {
-            EarlyEnd::Never
-        };
+        let early =
+            if early != EarlyEnd::Never || answer_worth_preparing(&request, classified.as_ref()) {
+                self.prepare_answer(conversation, request);
+                early
+            } else if !is_device_command(&classified) && may_ask_for_an_answer(&request) {
+                let early = open_question_end(&request, &classified);
+                self.prepare_llm_answer(conversation, request);
+                early
+            } else {
+                EarlyEnd::Never
+            };
         let pause_ms = match early {
             EarlyEnd::Never => return None,
             EarlyEnd::AtPause => self.vad.early_ms,
@@ -681,6 +708,10 @@ mod tests {
         assert!(may_ask_for_an_answer("who wrote the Odyssey"));
         assert!(may_ask_for_an_answer("Why is the sky blue?"));
         assert!(may_ask_for_an_answer("I like whales."));
+        // An order for words without its full stop.
+        assert!(may_ask_for_an_answer("explain how a rainbow forms"));
+        assert!(may_ask_for_an_answer("Tell me a fact about owls"));
+        assert!(!may_ask_for_an_answer("tell me how"));
         // Not a question, or trailing off: the request waits for the turn.
         assert!(!may_ask_for_an_answer("tell Bob I'm late"));
         assert!(!may_ask_for_an_answer("what is the capital of"));
@@ -690,6 +721,32 @@ mod tests {
             open_question_end("who wrote the Odyssey", &other),
             EarlyEnd::Never
         );
+    }
+
+    #[test]
+    fn a_doubtful_command_waits_the_hang_over_with_its_answer_prepared() {
+        for (text, intent, confidence, expected) in [
+            // No stop and less sure: two doubts; and a weak fit: three.
+            ("Read me my shopping list", "todo_list", 0.8, true),
+            ("batteries on my shopping list", "todo_add", 0.89, true),
+            ("and milk to the shopping list", "todo_add", 0.8, true),
+            // One doubt ends early instead; none at the pause.
+            ("Batteries on my shopping list.", "todo_add", 0.96, false),
+            ("Add milk to the shopping list.", "todo_add", 0.99, false),
+            // A head, an open end, other speech, too unsure.
+            ("Set a timer", "timer_set", 0.9, false),
+            ("Put batteries on my", "todo_add", 0.9, false),
+            ("who wrote the odyssey", "other", 0.99, false),
+            ("Read me my shopping list", "todo_list", 0.7, false),
+        ] {
+            let classified = (intent.to_string(), confidence);
+            assert_eq!(
+                answer_worth_preparing(text, Some(&classified)),
+                expected,
+                "{text:?} {intent} {confidence}"
+            );
+        }
+        assert!(!answer_worth_preparing("Read me my shopping list", None));
     }
 
     #[test]
