@@ -231,11 +231,18 @@ pub fn open_question_end(text: &str, classified: &Option<(String, f32)>) -> Earl
 /// finished sentence, or a request for words whisper wrote without its
 /// mark — a question ("who wrote the Odyssey"; it drops the mark often,
 /// and a question word is the sign it left) or an order to tell or
-/// explain ("explain how a rainbow forms"). Only the request begins; the
+/// explain ("explain how a rainbow forms"). A trailing comma counts as
+/// no mark here ("who wrote the Odyssey,": whisper writes one where the
+/// voice stays up); a sentence trailing off ("…") or stopping on a word
+/// that needs more does not begin. Only the request begins; the
 /// utterance still ends at the hang-over unless [`open_question_end`]
 /// says otherwise, and speech that goes on cancels the request.
 fn may_ask_for_an_answer(text: &str) -> bool {
     let t = text.trim();
+    let t = t.strip_suffix(',').unwrap_or(t).trim_end();
+    if t.ends_with(',') {
+        return false;
+    }
     match ending(t) {
         Ending::Finished => true,
         Ending::Unmarked => is_question(t) || asks_for_words(t),
@@ -712,6 +719,11 @@ mod tests {
         assert!(may_ask_for_an_answer("explain how a rainbow forms"));
         assert!(may_ask_for_an_answer("Tell me a fact about owls"));
         assert!(!may_ask_for_an_answer("tell me how"));
+        // A comma where the voice stayed up: no mark, not trailing off.
+        assert!(may_ask_for_an_answer("who wrote the Odyssey,"));
+        assert!(!may_ask_for_an_answer("what is the capital of,"));
+        assert!(!may_ask_for_an_answer("who wrote the Odyssey..."));
+        assert!(!may_ask_for_an_answer("I think,"));
         // Not a question, or trailing off: the request waits for the turn.
         assert!(!may_ask_for_an_answer("tell Bob I'm late"));
         assert!(!may_ask_for_an_answer("what is the capital of"));
