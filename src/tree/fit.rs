@@ -622,7 +622,15 @@ fn todo_add(t: &str) -> Fit {
     ))
     .captures(t)
     {
-        (item_of(&c["item"]), Strength::Weak)
+        // No verb: whisper often lost it and wrote what it heard of it
+        // ("at oranges to the shopping list" for "Add <pause> oranges…",
+        // "that's batteries on my list" for "Put <pause> batteries…").
+        // No item begins with those words, so they are not the item's.
+        let item = item_of(&c["item"]);
+        let item = rx!(r"(?i)^(?:at|ad|had|that'?s)\s+(?P<rest>\S.*)$")
+            .replace(&item, "$rest")
+            .to_string();
+        (item, Strength::Weak)
     } else {
         return Fit::Unfit("no words of adding to my list");
     };
@@ -864,6 +872,21 @@ mod tests {
             Some("the dentist")
         );
         assert!(!fit("todo_add", "add salt to the pasta").fits());
+        // A verb whisper lost before a pause, written as what it heard.
+        assert_eq!(
+            arg("todo_add", "At oranges to the shopping list.").as_deref(),
+            Some("oranges")
+        );
+        assert_eq!(
+            arg("todo_add", "That's batteries on my shopping list").as_deref(),
+            Some("batteries")
+        );
+        assert!(!fit("todo_add", "At oranges to the shopping list.").is_strong());
+        // Only before a verbless item: "add at-home tests to my list" keeps it.
+        assert_eq!(
+            arg("todo_add", "add at home tests to my list").as_deref(),
+            Some("at home tests")
+        );
         assert!(!fit("todo_add", "how do i add things to my list").fits());
         assert!(!fit("todo_list", "list the planets").fits());
     }
