@@ -625,11 +625,16 @@ fn todo_add(t: &str) -> Fit {
         // No verb: whisper often lost it and wrote what it heard of it
         // ("at oranges to the shopping list" for "Add <pause> oranges…",
         // "that's batteries on my list" for "Put <pause> batteries…").
-        // No item begins with those words, so they are not the item's.
+        // No item begins with those words, so they are not the item's
+        // (a quoted item is kept as it was said).
         let item = item_of(&c["item"]);
-        let item = rx!(r"(?i)^(?:at|ad|had|that'?s)\s+(?P<rest>\S.*)$")
-            .replace(&item, "$rest")
-            .to_string();
+        let item = if quoted_item.is_none() {
+            rx!(r"(?i)^(?:at|ad|had|that'?s)\s+(?P<rest>\S.*)$")
+                .replace(&item, "$rest")
+                .to_string()
+        } else {
+            item
+        };
         (item, Strength::Weak)
     } else {
         return Fit::Unfit("no words of adding to my list");
@@ -882,7 +887,12 @@ mod tests {
             Some("batteries")
         );
         assert!(!fit("todo_add", "At oranges to the shopping list.").is_strong());
-        // Only before a verbless item: "add at-home tests to my list" keeps it.
+        // Not in quotes: a quoted item is kept as it was said.
+        assert_eq!(
+            arg("todo_add", "\"at home tests\" to my list").as_deref(),
+            Some("at home tests")
+        );
+        // After a verb the item is kept whole.
         assert_eq!(
             arg("todo_add", "add at home tests to my list").as_deref(),
             Some("at home tests")
