@@ -973,6 +973,18 @@ mod tests {
         }
     }
 
+    /// Wait until `text`'s prepared audio is kept for its sentence.
+    fn wait_prepared(speaker: &Speaker, text: &str) {
+        let started = Instant::now();
+        while take_prepared_is_none(&speaker.shared, text) {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "never kept {text}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn a_prepared_sentence_plays_without_being_synthesised_again() {
         let dir = tempfile::tempdir().unwrap();
@@ -981,7 +993,10 @@ mod tests {
         assert!(!speaker.is_speaking(), "preparing is not speaking");
         // Asked again (a second look at the same pause): made once.
         speaker.prepare("It is noon.", speaker.said_count());
-        wait_for(&made, 1);
+        // Made and kept (not only made: said between the two, it would
+        // play as it is made, with its synthesis time).
+        wait_prepared(&speaker, "It is noon.");
+        assert_eq!(made.load(Ordering::SeqCst), 1);
         speaker.say("It is noon.");
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         let stats = speaker.take_stats();
