@@ -190,6 +190,46 @@ pub fn embed_all(embedder: &dyn Embedder, texts: &[&str], batch: usize) -> Resul
     Ok(out)
 }
 
+/// How many single texts [`RecentVectors`] remembers: more than one turn
+/// embeds (its look, the answer prepared meanwhile, recall, the turn's own
+/// router and tree).
+pub const RECENT_TEXTS: usize = 8;
+
+/// The vectors of the last few texts embedded one at a time. A voice turn
+/// embeds the same words several times: the look at a pause classifies
+/// them, the prepared answer's dry run classifies them and recalls
+/// memories with them, and the turn then does all of it again on the
+/// transcript it reused (issue 21: each pass is ~5–8 ms of MiniLM on the
+/// path to the first answer audio). The model is deterministic, so a
+/// remembered vector is the vector.
+#[derive(Default)]
+pub struct RecentVectors {
+    items: std::collections::VecDeque<(String, Vec<f32>)>,
+}
+
+impl RecentVectors {
+    /// The vector of `text`, if it is one of the last ones embedded.
+    pub fn get(&mut self, text: &str) -> Option<Vec<f32>> {
+        let at = self.items.iter().position(|(t, _)| t == text)?;
+        // Most recently used last, so the oldest use is dropped first.
+        let item = self.items.remove(at)?;
+        let vector = item.1.clone();
+        self.items.push_back(item);
+        Some(vector)
+    }
+
+    /// Remember `vector` as `text`'s, forgetting the least recently used.
+    pub fn put(&mut self, text: &str, vector: &[f32]) {
+        if let Some(at) = self.items.iter().position(|(t, _)| t == text) {
+            self.items.remove(at);
+        }
+        if self.items.len() >= RECENT_TEXTS {
+            self.items.pop_front();
+        }
+        self.items.push_back((text.to_string(), vector.to_vec()));
+    }
+}
+
 #[cfg(feature = "onnx")]
 mod onnx_impl {
     use std::borrow::Cow;
@@ -209,6 +249,8 @@ mod onnx_impl {
         input_names: Vec<String>,
         dims: usize,
         model_id: String,
+        /// Texts embedded one at a time lately (see [`RecentVectors`]).
+        recent: Mutex<RecentVectors>,
     }
 
     impl OnnxEmbedder {
@@ -279,6 +321,7 @@ mod onnx_impl {
                 input_names,
                 dims: 0,
                 model_id,
+                recent: Mutex::new(RecentVectors::default()),
             };
             // Probe once: learns the output width and proves the model runs.
             let probe = embedder.run(&[tokenize(&embedder.tokenizer, "hello")?])?;
@@ -343,6 +386,9 @@ mod onnx_impl {
 
     impl Embedder for OnnxEmbedder {
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            if let [text] = texts {
+                return Ok(vec![self.embed_one(text)?]);
+            }
             let items = texts
                 .iter()
                 .map(|t| tokenize(&self.tokenizer, t))
@@ -351,10 +397,18 @@ mod onnx_impl {
         }
 
         fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+            if let Some(vector) = self.recent.lock().ok().and_then(|mut r| r.get(text)) {
+                return Ok(vector);
+            }
             let tokens = tokenize(&self.tokenizer, text)?;
-            self.run(std::slice::from_ref(&tokens))?
+            let vector = self
+                .run(std::slice::from_ref(&tokens))?
                 .pop()
-                .ok_or_else(|| anyhow!("the embedder returned no vector"))
+                .ok_or_else(|| anyhow!("the embedder returned no vector"))?;
+            if let Ok(mut recent) = self.recent.lock() {
+                recent.put(text, &vector);
+            }
+            Ok(vector)
         }
 
         fn dims(&self) -> usize {
@@ -419,6 +473,30 @@ mod tests {
         // mean = (2, 2) → normalised (0.7071, 0.7071)
         assert!((v[0][0] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
         assert!((v[0][1] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn recent_vectors_keep_the_last_texts_used() {
+        let mut recent = RecentVectors::default();
+        assert_eq!(recent.get("what time is it"), None);
+        recent.put("what time is it", &[1.0, 0.0]);
+        assert_eq!(recent.get("what time is it"), Some(vec![1.0, 0.0]));
+        // Exact text only: another spelling is another input.
+        assert_eq!(recent.get("What time is it?"), None);
+        for i in 1..RECENT_TEXTS {
+            recent.put(&format!("text {i}"), &[i as f32]);
+        }
+        // Used again, the first is kept when the next one comes in …
+        assert!(recent.get("what time is it").is_some());
+        recent.put("one more", &[9.0]);
+        assert_eq!(recent.get("what time is it"), Some(vec![1.0, 0.0]));
+        // … and the least recently used is forgotten.
+        assert_eq!(recent.get("text 1"), None);
+        assert_eq!(recent.get("text 2"), Some(vec![2.0]));
+        // Put again, a text replaces its old vector, not a second entry.
+        recent.put("one more", &[8.0]);
+        assert_eq!(recent.get("one more"), Some(vec![8.0]));
+        assert_eq!(recent.items.len(), RECENT_TEXTS);
     }
 
     #[test]

@@ -561,6 +561,17 @@ fn todo_list(t: &str) -> Fit {
     if has_removal(t) || rx!(r"\b(?:add|put|stick|remove|delete)\b").is_match(t) {
         return Fit::Unfit("changes the list rather than reading it");
     }
+    // A statement of what the list holds, not a question about it:
+    // "that's on my to-do list already", "everything is on the list".
+    if !is_question(t)
+        && !rx!(r"\bwhat").is_match(t)
+        && rx_dyn(&format!(
+            r"(?:'s|\b(?:is|are|was|were))\s+(?:\w+\s+)?(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN}\b"
+        ))
+        .is_match(t)
+    {
+        return Fit::Unfit("says what is on the list, not asking for it");
+    }
     if rx_dyn(&possessed).is_match(t) {
         return Fit::weak(None);
     }
@@ -575,6 +586,59 @@ fn clean_item(item: &str) -> String {
     let item = rx!(r"^(?:an item (?:called|for)|a (?:task|todo|to-do|note|reminder|item) (?:to|for|called|saying)|the item|item)\s+")
         .replace(item, "");
     item.trim().to_string()
+}
+
+/// Whether a verbless list item's words tell of the list instead of
+/// naming a thing: a verb of being, a pronoun, or "already", "everything"
+/// and the like, none of which a thing to buy or do is made of.
+fn tells_what_is_there(item: &str) -> bool {
+    const NOT_AN_ITEM: &[&str] = &[
+        "is",
+        "are",
+        "was",
+        "were",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "be",
+        "been",
+        "it",
+        "it's",
+        "that",
+        "that's",
+        "this",
+        "these",
+        "those",
+        "there",
+        "there's",
+        "what",
+        "what's",
+        "which",
+        "i",
+        "i'm",
+        "we",
+        "we're",
+        "you",
+        "he",
+        "she",
+        "they",
+        "already",
+        "also",
+        "still",
+        "everything",
+        "nothing",
+        "anything",
+        "all",
+        "else",
+    ];
+    item.split_whitespace().any(|w| {
+        let w = w
+            .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+            .replace('’', "'")
+            .to_lowercase();
+        NOT_AN_ITEM.contains(&w.as_str())
+    })
 }
 
 fn todo_add(t: &str) -> Fit {
@@ -603,7 +667,15 @@ fn todo_add(t: &str) -> Fit {
     let weak_lead = rx_dyn(&format!(
         r"^(?:(?:{verbs})(?:\s+down)?|i (?:need|have|must|gotta|got) to|i'?ve got to|we need to|we have to|i need to buy|we need|i need|we'?re out of|we are out of|i'?m out of|we'?ve run out of|we have run out of|we'?re running low on|running low on|out of)\s+(?P<item>.+?)(?:\s+(?:to|on|onto)\s+{POSSESSIVE}\s+{LIST_NOUN})?$"
     ));
+    // "Add" as whisper writes it when it hears the word alone, before a
+    // pause or at the very start ("At oranges to the shopping list."):
+    // as strong as the verb, since nothing else opens a sentence so.
+    let lost_add = rx_dyn(&format!(
+        r"^(?:at|ad)\s+(?P<item>.+?)\s+(?:to|onto|on to)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
+    ));
     let (item, strength) = if let Some(c) = strong.captures(t) {
+        (item_of(&c["item"]), Strength::Strong)
+    } else if let Some(c) = lost_add.captures(t).filter(|_| quoted_item.is_none()) {
         (item_of(&c["item"]), Strength::Strong)
     } else if let Some(c) = lead.captures(t) {
         (item_of(&c["item"]), Strength::Strong)
@@ -635,6 +707,12 @@ fn todo_add(t: &str) -> Fit {
         } else {
             item
         };
+        // Without a verb, words that say what the list holds are a
+        // statement, not a request: "milk is on my list", "that's
+        // already on my shopping list", "everything else on my list".
+        if quoted_item.is_none() && tells_what_is_there(&item) {
+            return Fit::Unfit("says what is on my list, not what to add");
+        }
         (item, Strength::Weak)
     } else {
         return Fit::Unfit("no words of adding to my list");
@@ -886,7 +964,40 @@ mod tests {
             arg("todo_add", "That's batteries on my shopping list").as_deref(),
             Some("batteries")
         );
-        assert!(!fit("todo_add", "At oranges to the shopping list.").is_strong());
+        // "At" before the item and "to" the list is whisper's "Add".
+        assert!(fit("todo_add", "At oranges to the shopping list.").is_strong());
+        assert!(fit("todo_add", "Ad batteries to my list").is_strong());
+        assert!(!fit("todo_add", "That's batteries on my shopping list").is_strong());
+        // Without a verb, words about what the list holds add nothing.
+        for said in [
+            "That's already on my list.",
+            "Milk is on my shopping list.",
+            "Eggs and bread are on the shopping list",
+            "Everything else on my list.",
+            "I think it's on my list",
+            "Nothing new on my to-do list.",
+        ] {
+            assert!(!fit("todo_add", said).fits(), "{said}");
+        }
+        // Nor do they ask to read it.
+        for said in [
+            "that's on my to-do list already",
+            "I think everything is on the shopping list",
+        ] {
+            assert!(!fit("todo_list", said).fits(), "{said}");
+        }
+        for asked in [
+            "what's on my list",
+            "is there anything on my shopping list",
+            "I wonder what's on my list",
+        ] {
+            assert!(fit("todo_list", asked).fits(), "{asked}");
+        }
+        // A thing's own words stay an item.
+        assert_eq!(
+            arg("todo_add", "all-purpose flour to my shopping list").as_deref(),
+            Some("all-purpose flour")
+        );
         // Not in quotes: a quoted item is kept as it was said.
         assert_eq!(
             arg("todo_add", "\"at home tests\" to my list").as_deref(),
