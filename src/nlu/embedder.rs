@@ -400,15 +400,18 @@ mod onnx_impl {
             if let Some(vector) = self.recent.lock().ok().and_then(|mut r| r.get(text)) {
                 return Ok(vector);
             }
-            let tokens = tokenize(&self.tokenizer, text)?;
-            let vector = self
-                .run(std::slice::from_ref(&tokens))?
-                .pop()
-                .ok_or_else(|| anyhow!("the embedder returned no vector"))?;
+            let vector = self.embed_fresh(text)?;
             if let Ok(mut recent) = self.recent.lock() {
                 recent.put(text, &vector);
             }
             Ok(vector)
+        }
+
+        fn embed_fresh(&self, text: &str) -> Result<Vec<f32>> {
+            let tokens = tokenize(&self.tokenizer, text)?;
+            self.run(std::slice::from_ref(&tokens))?
+                .pop()
+                .ok_or_else(|| anyhow!("the embedder returned no vector"))
         }
 
         fn dims(&self) -> usize {

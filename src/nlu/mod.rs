@@ -128,6 +128,11 @@ pub trait Embedder: Send + Sync {
             .pop()
             .ok_or_else(|| anyhow::anyhow!("the embedder returned no vector"))
     }
+    /// Embed one utterance with the model itself, never from a vector
+    /// remembered for the same text (benchmarks time the model).
+    fn embed_fresh(&self, text: &str) -> anyhow::Result<Vec<f32>> {
+        self.embed_one(text)
+    }
     fn dims(&self) -> usize;
     /// Identifies the model for cache keys (name + file hash).
     fn model_id(&self) -> String;
