@@ -154,6 +154,14 @@ impl ChatModel for Failover {
             .iter()
             .any(|m| m.model.can_use_tools() && m.model.check_configured().is_ok())
     }
+
+    /// The member that would answer now decides.
+    fn computes_here(&self) -> bool {
+        self.members
+            .iter()
+            .find(|m| m.model.check_configured().is_ok())
+            .is_some_and(|m| m.model.computes_here())
+    }
 }
 
 #[cfg(test)]
@@ -166,6 +174,7 @@ mod tests {
         tools: bool,
         reply: Result<&'static str, LlmError>,
         emit_then_fail: bool,
+        here: bool,
         seen: Mutex<Vec<ChatRequest>>,
     }
 
@@ -176,6 +185,7 @@ mod tests {
                 tools: true,
                 reply,
                 emit_then_fail: false,
+                here: false,
                 seen: Mutex::new(Vec::new()),
             })
         }
@@ -213,6 +223,9 @@ mod tests {
         }
         fn can_use_tools(&self) -> bool {
             self.tools
+        }
+        fn computes_here(&self) -> bool {
+            self.here
         }
     }
 
@@ -253,6 +266,22 @@ mod tests {
             ],
             "No tools here.".into(),
         )
+    }
+
+    #[test]
+    fn the_member_that_would_answer_says_whether_it_computes_here() {
+        let on_device = || {
+            Arc::new(Fake {
+                here: true,
+                ..Arc::try_unwrap(Fake::new(Ok("local"))).ok().unwrap()
+            })
+        };
+        assert!(!chain(Fake::new(Ok("remote")), on_device()).computes_here());
+        let no_key = Arc::new(Fake {
+            configured: false,
+            ..Arc::try_unwrap(Fake::new(Ok("remote"))).ok().unwrap()
+        });
+        assert!(chain(no_key, on_device()).computes_here());
     }
 
     #[test]

@@ -410,6 +410,10 @@ impl ChatModel for LocalModel {
     fn can_use_tools(&self) -> bool {
         false
     }
+
+    fn computes_here(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for LocalModel {

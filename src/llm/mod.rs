@@ -313,6 +313,13 @@ pub trait ChatModel: Send + Sync {
     fn can_use_tools(&self) -> bool {
         true
     }
+
+    /// Whether answering computes on this device's own cores (the
+    /// on-device model), so a request begun on a guess would take CPU
+    /// from live speech recognition. A remote model only waits.
+    fn computes_here(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

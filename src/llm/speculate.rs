@@ -324,6 +324,10 @@ impl ChatModel for Speculative {
     fn can_use_tools(&self) -> bool {
         self.inner.can_use_tools()
     }
+
+    fn computes_here(&self) -> bool {
+        self.inner.computes_here()
+    }
 }
 
 #[cfg(test)]

@@ -434,6 +434,21 @@ pub trait Transcriber: Send + Sync {
     fn name(&self) -> &'static str;
     /// Transcribe one utterance.
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError>;
+    /// Like [`transcribe`], telling `draft` a first reading of the words
+    /// when one is known well before the final transcript: whisper's
+    /// greedy trial that it found unsure, while the beams decode the same
+    /// audio again. A caller may begin work on the draft that the final
+    /// words then confirm or replace. Default: no draft.
+    ///
+    /// [`transcribe`]: Transcriber::transcribe
+    fn transcribe_drafting(
+        &self,
+        audio: &[f32],
+        draft: &mut dyn FnMut(&str),
+    ) -> Result<Transcript, SttError> {
+        let _ = draft;
+        self.transcribe(audio)
+    }
     /// Transcribe a word or two as fast as possible (the stop word during
     /// playback): one bounded pass, no fallback. Default: [`transcribe`].
     ///
@@ -565,6 +580,17 @@ impl Stt {
     /// Transcribe 16 kHz mono audio with the first engine that works.
     /// Audio without speech comes back as `no_speech` without a model run.
     pub fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        self.transcribe_drafting(audio, &mut |_| {})
+    }
+
+    /// [`Stt::transcribe`], with a first reading of the words given to
+    /// `draft` when an engine has one before its final transcript
+    /// ([`Transcriber::transcribe_drafting`]).
+    pub fn transcribe_drafting(
+        &self,
+        audio: &[f32],
+        draft: &mut dyn FnMut(&str),
+    ) -> Result<Transcript, SttError> {
         let started = Instant::now();
         let audio_ms = audio.len() as u64 * 1000 / u64::from(crate::audio::SAMPLE_RATE);
         let pcm = crate::audio::to_i16(audio);
@@ -584,7 +610,7 @@ impl Stt {
         }
         let mut failures: Vec<String> = self.unavailable.clone();
         for engine in &self.engines {
-            match engine.transcribe(audio) {
+            match engine.transcribe_drafting(audio, draft) {
                 Ok(mut t) => {
                     t.fallbacks = failures;
                     t.timings.stt_ms = started.elapsed().as_millis() as u64;

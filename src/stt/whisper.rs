@@ -807,6 +807,14 @@ impl Transcriber for WhisperStt {
     }
 
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
+        self.transcribe_drafting(audio, &mut |_| {})
+    }
+
+    fn transcribe_drafting(
+        &self,
+        audio: &[f32],
+        draft: &mut dyn FnMut(&str),
+    ) -> Result<Transcript, SttError> {
         // Background jobs wait while this runs (crate::cpu).
         let _live = crate::cpu::LiveWork::begin();
         let started = Instant::now();
@@ -832,6 +840,9 @@ impl Transcriber for WhisperStt {
                         "greedy trial pass unsure; the beams decode it"
                     );
                     let greedy_took = d.elapsed;
+                    // Most unsure trials read the same words as the
+                    // beams: work on them may begin now.
+                    draft(&d.text);
                     plan.greedy = false;
                     (d, trimmed) = self.pass(audio, &plan)?;
                     d.elapsed += greedy_took;

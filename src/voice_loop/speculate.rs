@@ -363,7 +363,10 @@ impl super::VoiceLoop {
         if (audio.len() as u64) < tail {
             audio.resize(tail as usize, 0.0);
         }
-        let transcript = match self.stt.transcribe(&audio) {
+        let transcribed = self
+            .stt
+            .transcribe_drafting(&audio, &mut |words| self.on_draft(conversation, words));
+        let transcript = match transcribed {
             Ok(t) => t,
             Err(e) => {
                 tracing::debug!("speculative transcript failed: {e}");
@@ -373,13 +376,7 @@ impl super::VoiceLoop {
         if transcript.no_speech || transcript.text.trim().is_empty() {
             return None;
         }
-        // Judged as the turn will see it: without the wake word.
-        let request = match self.wake.as_ref() {
-            Some(gate) if !gate.words().is_empty() => {
-                crate::wake::strip::strip(&transcript.text, gate.words())
-            }
-            _ => transcript.text.clone(),
-        };
+        let request = self.request_words(&transcript.text);
         let classified = self
             .services
             .tree
@@ -453,6 +450,44 @@ impl super::VoiceLoop {
     /// and the first sentence of the answer be synthesised as it arrives.
     /// If the speech goes on, the turn sends its own request and the early
     /// one is cancelled; nothing is said or done before the turn.
+    /// Heard words as the turn will see them: without the wake word.
+    fn request_words(&self, heard: &str) -> String {
+        match self.wake.as_ref() {
+            Some(gate) if !gate.words().is_empty() => {
+                crate::wake::strip::strip(heard, gate.words())
+            }
+            _ => heard.to_string(),
+        }
+    }
+
+    /// Whisper's first reading of a look it was unsure of, while the beams
+    /// decode the audio again (~250 ms on this machine): a request for
+    /// words begins its language-model request on it now, as it would on
+    /// the final words, so the answer's first sentence is not that much
+    /// later. Most unsure readings are the final words; when the final
+    /// words differ, their own request replaces this one. Not when the
+    /// model answering computes on this device: it would slow the beams.
+    fn on_draft(&self, conversation: Option<i64>, words: &str) {
+        use crate::llm::ChatModel;
+        let request = self.request_words(words);
+        if request.trim().is_empty()
+            || !may_ask_for_an_answer(&request)
+            || self.services.speculation.computes_here()
+        {
+            return;
+        }
+        let classified = self
+            .services
+            .tree
+            .as_ref()
+            .and_then(|tree| tree.shadow_classify(&request));
+        if is_device_command(&classified) {
+            return;
+        }
+        tracing::debug!(draft = %request, "beginning the answer's request on the look's first reading");
+        self.prepare_llm_answer(conversation, request);
+    }
+
     fn prepare_llm_answer(&self, conversation: Option<i64>, request: String) {
         let services = self.services.clone();
         let speaker = self.speaker.clone();
