@@ -73,6 +73,20 @@ pub fn main_llm_system(ctx: &TurnContext<'_>, route: Route) -> Option<String> {
     }
 }
 
+/// The first request [`run`] sends for `route`: the main model's with
+/// [`main_llm_system`], or the agent's first ask on the context route
+/// (`tool_loop::first_request`); `None` when the answer is a fixed
+/// sentence. `agent::predict` begins it before the turn.
+pub fn first_request(ctx: &TurnContext<'_>, route: Route) -> Option<ChatRequest> {
+    match main_llm_system(ctx, route) {
+        Some(system) => Some(main_request(ctx, system)),
+        None if route == Route::Context && !without_tools(ctx) => {
+            Some(super::tool_loop::first_request(ctx))
+        }
+        None => None,
+    }
+}
+
 /// Only a model that cannot call tools is usable (issue 20).
 fn without_tools(ctx: &TurnContext<'_>) -> bool {
     !ctx.services.llm.can_use_tools() && ctx.services.llm.check_configured().is_ok()

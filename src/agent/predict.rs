@@ -170,9 +170,8 @@ pub fn first_llm_piece(
 /// the route is known without a model and its node answers through the
 /// main LLM.
 fn graph_request(ctx: &mut super::turn::TurnContext<'_>) -> Option<crate::llm::ChatRequest> {
-    let route = ctx.services.router.decide_offline(&ctx.text)?;
-    let system = super::nodes::main_llm_system(ctx, route)?;
-    Some(super::nodes::main_request(ctx, system))
+    let route = ctx.services.router.decide_ahead(&ctx.text)?;
+    super::nodes::first_request(ctx, route)
 }
 
 /// A tree host that answers nothing and keeps the request the first
@@ -365,6 +364,31 @@ mod tests {
             s.speculation.epoch()
         ));
         assert_eq!(teller.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn the_agents_first_request_on_the_context_route_is_begun_and_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let teller = Arc::new(Storyteller {
+            calls: Default::default(),
+        });
+        let s = services_with(dir.path(), Mode::Graph, teller.clone());
+        // "calendar" routes to the context path: the agent, with tools.
+        let words = "what is on my calendar";
+        assert!(begin_llm_answer(&s, None, words, s.speculation.epoch()));
+        let outcome = super::super::turn::run_turn(
+            &s,
+            super::super::turn::TurnInput::text(words),
+            &mut CollectSink::default(),
+            &CancelToken::new(),
+        );
+        assert!(outcome.ok, "{}", outcome.response);
+        assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+        assert_eq!(
+            teller.calls.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the agent adopted the early request"
+        );
     }
 
     fn services_with(dir: &std::path::Path, mode: Mode, llm: Arc<dyn ChatModel>) -> Services {

@@ -34,6 +34,34 @@ pub const TOOL_USE_FAILED_PAUSE: Duration = Duration::from_secs(1);
 /// Longest tool result passed back to the model, in characters.
 const MAX_RESULT_CHARS: usize = 4000;
 
+/// The request the agent sends first for this turn (its messages as they
+/// stand before any tool ran): `agent::predict` begins it before the turn.
+pub fn first_request(ctx: &TurnContext<'_>) -> ChatRequest {
+    let tools = &ctx.services.tools;
+    agent_request(
+        ctx,
+        build_messages(prompts::agent(&tools.names()), ctx),
+        tools.specs(),
+    )
+}
+
+fn agent_request(
+    ctx: &TurnContext<'_>,
+    messages: Vec<ChatMessage>,
+    specs: Vec<crate::llm::ToolSpec>,
+) -> ChatRequest {
+    let cfg = &ctx.services.settings.llm;
+    ChatRequest {
+        model: cfg.agent_model.clone(),
+        messages,
+        temperature: cfg.agent_temperature,
+        max_completion_tokens: cfg.max_completion_tokens,
+        top_p: cfg.top_p,
+        tools: specs,
+        stream: cfg.stream,
+    }
+}
+
 /// Run the agent loop. Always `Some` now that the agent exists.
 pub fn run(
     ctx: &mut TurnContext<'_>,
@@ -59,15 +87,7 @@ fn run_agent(
     let mut model = String::new();
 
     for iteration in 0..MAX_ITERATIONS {
-        let request = ChatRequest {
-            model: cfg.agent_model.clone(),
-            messages: messages.clone(),
-            temperature: cfg.agent_temperature,
-            max_completion_tokens: cfg.max_completion_tokens,
-            top_p: cfg.top_p,
-            tools: specs.clone(),
-            stream: cfg.stream,
-        };
+        let request = agent_request(ctx, messages.clone(), specs.clone());
         let response = chat_with_retry(ctx, &request, &mut |token| {
             let shown = cleaner.push(token);
             if !shown.is_empty() {

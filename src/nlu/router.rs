@@ -305,7 +305,16 @@ pub struct Router {
     classifier: Option<Arc<dyn Classifier>>,
     threshold: f32,
     llm: Option<(Arc<dyn ChatModel>, String)>,
+    /// The language model's last few routes, by text: the answer begun
+    /// at a pause ([`Router::decide_ahead`]) asked it already, and the
+    /// turn that follows must not wait for the same question again.
+    llm_routes: std::sync::Mutex<std::collections::VecDeque<(String, Route, Instant)>>,
 }
+
+/// How many language-model routes [`Router`] remembers, and for how long:
+/// a turn follows the look that asked within a second or two.
+const LLM_ROUTES_KEPT: usize = 8;
+const LLM_ROUTE_FRESH: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Router {
     pub fn new(
@@ -319,6 +328,40 @@ impl Router {
             classifier,
             threshold,
             llm,
+            llm_routes: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// The route of `text` for an answer begun before its turn: as
+    /// [`Router::decide`] will find it, asking the language model when the
+    /// classifier is unsure (its route is remembered for the turn) — but
+    /// not a model that computes on this device, whose time would go to a
+    /// guess ([`Router::decide_offline`] then). `None`: not known ahead.
+    pub fn decide_ahead(&self, text: &str) -> Option<Route> {
+        match &self.llm {
+            Some((llm, _)) if !llm.computes_here() => {
+                Some(self.decide(text, &CancelToken::new()).route)
+            }
+            _ => self.decide_offline(text),
+        }
+    }
+
+    fn remembered_llm_route(&self, text: &str) -> Option<Route> {
+        let routes = self.llm_routes.lock().ok()?;
+        routes
+            .iter()
+            .rev()
+            .find(|(t, _, at)| t == text && at.elapsed() < LLM_ROUTE_FRESH)
+            .map(|(_, route, _)| *route)
+    }
+
+    fn remember_llm_route(&self, text: &str, route: Route) {
+        if let Ok(mut routes) = self.llm_routes.lock() {
+            routes.retain(|(t, _, _)| t != text);
+            if routes.len() >= LLM_ROUTES_KEPT {
+                routes.pop_front();
+            }
+            routes.push_back((text.to_string(), route, Instant::now()));
         }
     }
 
@@ -382,8 +425,14 @@ impl Router {
             }
         }
         if let Some((llm, model)) = &self.llm {
+            if let Some(route) = self.remembered_llm_route(text) {
+                return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note);
+            }
             match ask_llm(llm.as_ref(), model, text, cancel) {
-                Ok(route) => return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note),
+                Ok(route) => {
+                    self.remember_llm_route(text, route);
+                    return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note);
+                }
                 Err(e) => {
                     note = Some(match note {
                         Some(n) => format!("{n}; LLM classification failed: {e}"),
@@ -633,5 +682,70 @@ mod tests {
         assert!(d.note.unwrap().contains("below"));
         let kw = unsure.decide("add a task: call mum", &cancel);
         assert_eq!((kw.route, kw.by), (Route::Context, DecidedBy::Keyword));
+    }
+
+    /// Answers every routing question with "context", counting them.
+    struct Counting {
+        asked: std::sync::atomic::AtomicUsize,
+        here: bool,
+    }
+    impl ChatModel for Counting {
+        fn chat(
+            &self,
+            _: &ChatRequest,
+            _: &mut dyn FnMut(&str),
+            _: &CancelToken,
+        ) -> Result<crate::llm::ChatResponse, LlmError> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(crate::llm::ChatResponse {
+                content: "context".into(),
+                ..Default::default()
+            })
+        }
+        fn computes_here(&self) -> bool {
+            self.here
+        }
+    }
+
+    #[test]
+    fn a_route_asked_ahead_of_the_turn_is_not_asked_again() {
+        let unsure = || Some(Arc::new(Fixed(Some(("simple".into(), 0.4)))) as Arc<dyn Classifier>);
+        let remote = Arc::new(Counting {
+            asked: Default::default(),
+            here: false,
+        });
+        let router = Router::new(&[], unsure(), 0.65, Some((remote.clone(), "m".into())));
+        let asked = || remote.asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            router.decide_ahead("who invented the telephone"),
+            Some(Route::Context)
+        );
+        assert_eq!(asked(), 1);
+        let d = router.decide("who invented the telephone", &CancelToken::new());
+        assert_eq!((d.route, d.by), (Route::Context, DecidedBy::Llm));
+        assert_eq!(asked(), 1, "the turn asked again");
+        // Other words are asked about.
+        router.decide("who painted the mona lisa", &CancelToken::new());
+        assert_eq!(asked(), 2);
+        // A sure classifier needs no model, ahead or not.
+        let sure = Router::new(
+            &[],
+            Some(Arc::new(Fixed(Some(("persona".into(), 0.9))))),
+            0.65,
+            Some((remote.clone(), "m".into())),
+        );
+        assert_eq!(
+            sure.decide_ahead("talk like a pirate"),
+            Some(Route::Persona)
+        );
+        assert_eq!(asked(), 2);
+        // A model on this device is not asked ahead: the route is unknown.
+        let local = Arc::new(Counting {
+            asked: Default::default(),
+            here: true,
+        });
+        let router = Router::new(&[], unsure(), 0.65, Some((local.clone(), "m".into())));
+        assert_eq!(router.decide_ahead("who invented the telephone"), None);
+        assert_eq!(local.asked.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }
