@@ -101,13 +101,43 @@ pub fn ending(text: &str) -> Ending {
         .unwrap_or("")
         .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
         .to_lowercase();
-    if last.is_empty() || DANGLING.contains(&last.as_str()) {
+    if last.is_empty() || (DANGLING.contains(&last.as_str()) && !ends_a_clause(t)) {
         Ending::Open
     } else if t.ends_with(['.', '?', '!']) {
         Ending::Finished
     } else {
         Ending::Unmarked
     }
+}
+
+/// Whether a sentence's last word, a form of "be", closes a question
+/// inside it: "explain what a black hole is", "tell me who she was",
+/// "what's the weather going to be". A question word comes before it,
+/// followed at once by a subject (an article, a possessive or a pronoun),
+/// so "what time is" and "what day of the week is" (no subject yet) still
+/// need their "it".
+fn ends_a_clause(text: &str) -> bool {
+    const BE: &[&str] = &["is", "are", "was", "were", "be"];
+    const ASKS: &[&str] = &[
+        "what", "what's", "who", "who's", "where", "where's", "how", "how's", "when", "which",
+        "why", "whether", "if",
+    ];
+    const SUBJECT: &[&str] = &[
+        "a", "an", "the", "my", "your", "his", "her", "our", "their", "this", "that", "these",
+        "those", "it", "he", "she", "they", "we", "you", "i",
+    ];
+    let w = words(text);
+    let Some((last, before)) = w.split_last() else {
+        return false;
+    };
+    if !BE.contains(&last.as_str()) {
+        return false;
+    }
+    before
+        .iter()
+        .rposition(|x| ASKS.contains(&x.as_str()))
+        .and_then(|at| before.get(at + 1))
+        .is_some_and(|x| SUBJECT.contains(&x.as_str()))
 }
 
 /// When a transcript made at a pause lets the utterance end before the
@@ -665,6 +695,28 @@ mod tests {
         }
         // A custom tree's intent has no frame: never early.
         assert!(!is_complete_command("Feed the cat.", c("feed_cat")));
+    }
+
+    #[test]
+    fn a_question_inside_a_sentence_may_end_it_on_is() {
+        for text in [
+            "Explain what a black hole is.",
+            "Tell me who she was.",
+            "What's the weather going to be?",
+            "do you know where the station is",
+        ] {
+            assert_ne!(ending(text), Ending::Open, "{text}");
+        }
+        assert_eq!(ending("Explain what a black hole is."), Ending::Finished);
+        for text in [
+            "What time is",
+            "Who is",
+            "The weather is.",
+            "What is the",
+            "How much is",
+        ] {
+            assert_eq!(ending(text), Ending::Open, "{text}");
+        }
     }
 
     #[test]
