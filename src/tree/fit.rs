@@ -317,6 +317,20 @@ fn quoted(t: &str) -> Option<(String, String)> {
 }
 
 /// Does `text` fit `intent`? The arguments come out of the same match.
+/// "Add" as whisper writes it when it hears the word alone, before a
+/// pause or at the very start: "At oranges to the shopping list.", "At 5
+/// more minutes to the timer.". For the intents whose frames begin with
+/// "add", a sentence that opens so and adds to something ("… to my/the
+/// …") is read with its verb; nothing else opens a sentence so.
+pub fn lost_add(intent: &str, t: String) -> String {
+    if matches!(intent, "todo_add" | "timer_extend")
+        && rx!(r"(?i)^(?:at|ad)\s+\S.*\s(?:to|onto|on to)\s+(?:my|the|your|our)\s").is_match(&t)
+    {
+        return format!("add{}", &t[2..]);
+    }
+    t
+}
+
 pub fn fit(intent: &str, text: &str) -> Fit {
     // Intents without a frame ("yes", "no", a custom tree's) are the
     // classifier's alone.
@@ -326,7 +340,7 @@ pub fn fit(intent: &str, text: &str) -> Fit {
     if text.split_whitespace().count() > MAX_WORDS {
         return Fit::Unfit("too long for a device command");
     }
-    let t = tidy(text);
+    let t = lost_add(intent, tidy(text));
     if t.is_empty() || !t.chars().any(char::is_alphanumeric) {
         return Fit::Unfit("no words");
     }
@@ -667,15 +681,7 @@ fn todo_add(t: &str) -> Fit {
     let weak_lead = rx_dyn(&format!(
         r"^(?:(?:{verbs})(?:\s+down)?|i (?:need|have|must|gotta|got) to|i'?ve got to|we need to|we have to|i need to buy|we need|i need|we'?re out of|we are out of|i'?m out of|we'?ve run out of|we have run out of|we'?re running low on|running low on|out of)\s+(?P<item>.+?)(?:\s+(?:to|on|onto)\s+{POSSESSIVE}\s+{LIST_NOUN})?$"
     ));
-    // "Add" as whisper writes it when it hears the word alone, before a
-    // pause or at the very start ("At oranges to the shopping list."):
-    // as strong as the verb, since nothing else opens a sentence so.
-    let lost_add = rx_dyn(&format!(
-        r"^(?:at|ad)\s+(?P<item>.+?)\s+(?:to|onto|on to)\s+{POSSESSIVE}\s+{LIST_NOUN}$"
-    ));
     let (item, strength) = if let Some(c) = strong.captures(t) {
-        (item_of(&c["item"]), Strength::Strong)
-    } else if let Some(c) = lost_add.captures(t).filter(|_| quoted_item.is_none()) {
         (item_of(&c["item"]), Strength::Strong)
     } else if let Some(c) = lead.captures(t) {
         (item_of(&c["item"]), Strength::Strong)
@@ -967,6 +973,13 @@ mod tests {
         // "At" before the item and "to" the list is whisper's "Add".
         assert!(fit("todo_add", "At oranges to the shopping list.").is_strong());
         assert!(fit("todo_add", "Ad batteries to my list").is_strong());
+        assert_eq!(
+            arg("todo_add", "At oranges to the shopping list.").as_deref(),
+            Some("oranges")
+        );
+        assert!(fit("timer_extend", "At 5 more minutes to the timer.").is_strong());
+        // Only where "add" fits: not before another verb's words.
+        assert!(!fit("timer_extend", "At 5 I go to the gym").fits());
         assert!(!fit("todo_add", "That's batteries on my shopping list").is_strong());
         // Without a verb, words about what the list holds add nothing.
         for said in [

@@ -57,7 +57,8 @@ fn no_timers() -> Answer {
 
 /// The frame of `intent` for this call's utterance.
 fn frame_of(intent: &str, call: &ActionCall) -> Option<TimeFrame> {
-    frame(intent, &tidy(&call.text), now()).ok()
+    let said = crate::tree::fit::lost_add(intent, tidy(&call.text));
+    frame(intent, &said, now()).ok()
 }
 
 /// A sentence for the user, or an error for a store failure.
