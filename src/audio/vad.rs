@@ -550,6 +550,16 @@ impl Endpointer {
         self.attached = Some((speech_end_ms, speculation));
     }
 
+    /// The speculation attached at an earlier pause of the speech in
+    /// progress (its last look), whatever speech followed it.
+    pub fn looked(&self) -> Option<&Speculation> {
+        let sp = self.speaking.as_ref()?;
+        self.attached
+            .as_ref()
+            .filter(|(at, _)| *at >= sp.speech_start_ms)
+            .map(|(_, s)| s)
+    }
+
     /// End the speech in progress now (the listener judged what was said a
     /// complete request); `None` when nothing is in progress or no voiced
     /// frame came since `speech_end_ms` was not the last one.
@@ -809,19 +819,36 @@ mod tests {
         let mut ep = Endpointer::new(&cfg).unwrap();
         let mut utterances = Vec::new();
         let mut attached_at = Vec::new();
+        // The look attached earlier in the speech in progress, if any.
+        let mut open: Option<u64> = None;
+        let mut seen_again = 0;
         for c in two_phrases(400).chunks(1600) {
             for e in ep.push(c) {
                 match e {
                     VadEvent::Pause(p) => {
+                        // A second pause of one utterance sees its first look.
+                        assert_eq!(
+                            ep.looked().is_some(),
+                            open.is_some_and(|at| at >= p.speech_start_ms),
+                            "{}",
+                            p.speech_end_ms
+                        );
+                        seen_again += usize::from(ep.looked().is_some());
                         // The listener looks at every pause.
                         attached_at.push(p.speech_end_ms);
                         ep.attach(p.speech_end_ms, Speculation(std::sync::Arc::new(1u8)));
+                        open = Some(p.speech_end_ms);
                     }
-                    VadEvent::Utterance(u) => utterances.push(u),
+                    VadEvent::Utterance(u) => {
+                        utterances.push(u);
+                        open = None;
+                        assert!(ep.looked().is_none(), "an ended utterance's look");
+                    }
                     _ => {}
                 }
             }
         }
+        assert!(seen_again > 0, "no utterance had two pauses");
         assert_eq!(
             utterances.len(),
             apart - 1,

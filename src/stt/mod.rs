@@ -436,15 +436,17 @@ pub trait Transcriber: Send + Sync {
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError>;
     /// Like [`transcribe`], telling `draft` a first reading of the words
     /// when one is known well before the final transcript: whisper's
-    /// greedy trial that it found unsure, while the beams decode the same
+    /// greedy trial that it found unsure, before the beams decode the same
     /// audio again. A caller may begin work on the draft that the final
-    /// words then confirm or replace. Default: no draft.
+    /// words then confirm or replace, or return `true` to take the draft
+    /// as the transcript (it agrees with what the caller heard another
+    /// way). Default: no draft.
     ///
     /// [`transcribe`]: Transcriber::transcribe
     fn transcribe_drafting(
         &self,
         audio: &[f32],
-        draft: &mut dyn FnMut(&str),
+        draft: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Transcript, SttError> {
         let _ = draft;
         self.transcribe(audio)
@@ -580,7 +582,7 @@ impl Stt {
     /// Transcribe 16 kHz mono audio with the first engine that works.
     /// Audio without speech comes back as `no_speech` without a model run.
     pub fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
-        self.transcribe_drafting(audio, &mut |_| {})
+        self.transcribe_drafting(audio, &mut |_| false)
     }
 
     /// [`Stt::transcribe`], with a first reading of the words given to
@@ -589,7 +591,7 @@ impl Stt {
     pub fn transcribe_drafting(
         &self,
         audio: &[f32],
-        draft: &mut dyn FnMut(&str),
+        draft: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Transcript, SttError> {
         let started = Instant::now();
         let audio_ms = audio.len() as u64 * 1000 / u64::from(crate::audio::SAMPLE_RATE);

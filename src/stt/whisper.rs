@@ -807,13 +807,13 @@ impl Transcriber for WhisperStt {
     }
 
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
-        self.transcribe_drafting(audio, &mut |_| {})
+        self.transcribe_drafting(audio, &mut |_| false)
     }
 
     fn transcribe_drafting(
         &self,
         audio: &[f32],
-        draft: &mut dyn FnMut(&str),
+        draft: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Transcript, SttError> {
         // Background jobs wait while this runs (crate::cpu).
         let _live = crate::cpu::LiveWork::begin();
@@ -834,18 +834,26 @@ impl Transcriber for WhisperStt {
                     && !d.aborted
                     && d.avg_logprob < self.cfg.fast.greedy_min_avg_logprob
                 {
-                    tracing::debug!(
-                        avg_logprob = d.avg_logprob,
-                        greedy_text = %d.text,
-                        "greedy trial pass unsure; the beams decode it"
-                    );
-                    let greedy_took = d.elapsed;
                     // Most unsure trials read the same words as the
-                    // beams: work on them may begin now.
-                    draft(&d.text);
-                    plan.greedy = false;
-                    (d, trimmed) = self.pass(audio, &plan)?;
-                    d.elapsed += greedy_took;
+                    // beams: work on them may begin now, and a caller
+                    // that heard these very words another way keeps them.
+                    if draft(&d.text) {
+                        tracing::debug!(
+                            avg_logprob = d.avg_logprob,
+                            greedy_text = %d.text,
+                            "greedy trial pass unsure, but its words are confirmed; kept"
+                        );
+                    } else {
+                        tracing::debug!(
+                            avg_logprob = d.avg_logprob,
+                            greedy_text = %d.text,
+                            "greedy trial pass unsure; the beams decode it"
+                        );
+                        let greedy_took = d.elapsed;
+                        plan.greedy = false;
+                        (d, trimmed) = self.pass(audio, &plan)?;
+                        d.elapsed += greedy_took;
+                    }
                 }
                 timings.fast_ms = Some(d.elapsed.as_millis() as u64);
                 match self.suspicious(&d, &plan, audio_ms, self.cfg.fast.min_avg_logprob) {

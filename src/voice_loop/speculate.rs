@@ -393,9 +393,22 @@ impl super::VoiceLoop {
         if (audio.len() as u64) < tail {
             audio.resize(tail as usize, 0.0);
         }
-        let transcribed = self
-            .stt
-            .transcribe_drafting(&audio, &mut |words| self.on_draft(conversation, words));
+        // What the last look at this utterance heard: a second look whose
+        // unsure first reading is the same words (a breath or a click
+        // after a finished sentence broke its pause) keeps that reading
+        // instead of decoding again with the beams.
+        let heard_before = self
+            .endpointer
+            .looked()
+            .and_then(|s| s.0.downcast_ref::<Transcript>())
+            .map(|t| t.text.trim().to_string());
+        let transcribed = self.stt.transcribe_drafting(&audio, &mut |words| {
+            if heard_before.as_deref() == Some(words.trim()) {
+                return true;
+            }
+            self.on_draft(conversation, words);
+            false
+        });
         let transcript = match transcribed {
             Ok(t) => t,
             Err(e) => {
