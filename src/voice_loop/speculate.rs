@@ -486,13 +486,6 @@ impl super::VoiceLoop {
         }
     }
 
-    /// A finished sentence (or an unmarked question, [`may_ask_for_an_answer`])
-    /// that is not a device command keeps the long
-    /// hang-over (it may go on), but the language-model request its turn
-    /// will send can start now ([`crate::agent::predict::begin_llm_answer`]),
-    /// and the first sentence of the answer be synthesised as it arrives.
-    /// If the speech goes on, the turn sends its own request and the early
-    /// one is cancelled; nothing is said or done before the turn.
     /// Heard words as the turn will see them: without the wake word.
     fn request_words(&self, heard: &str) -> String {
         match self.wake.as_ref() {
@@ -531,6 +524,13 @@ impl super::VoiceLoop {
         self.prepare_llm_answer(conversation, request);
     }
 
+    /// A finished sentence (or an unmarked question, [`may_ask_for_an_answer`])
+    /// that is not a device command keeps the long
+    /// hang-over (it may go on), but the language-model request its turn
+    /// will send can start now ([`crate::agent::predict::begin_llm_answer`]),
+    /// and the first sentence of the answer be synthesised as it arrives.
+    /// If the speech goes on, the turn sends its own request and the early
+    /// one is cancelled; nothing is said or done before the turn.
     fn prepare_llm_answer(&self, conversation: Option<i64>, request: String) {
         let services = self.services.clone();
         let speaker = self.speaker.clone();
