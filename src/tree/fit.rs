@@ -323,7 +323,13 @@ fn quoted(t: &str) -> Option<(String, String)> {
 /// "add", a sentence that opens so and adds to something ("… to my/the
 /// …") is read with its verb; nothing else opens a sentence so.
 pub fn lost_add(intent: &str, t: String) -> String {
-    if matches!(intent, "todo_add" | "timer_extend")
+    let adds_to = match intent {
+        "todo_add" => true,
+        // "at five minutes to the hour" is a time, not a timer's.
+        "timer_extend" => rx!(r"(?i)\b(?:timer|alarm|reminder)\b").is_match(&t),
+        _ => false,
+    };
+    if adds_to
         && rx!(r"(?i)^(?:at|ad)\s+\S.*\s(?:to|onto|on to)\s+(?:my|the|your|our)\s").is_match(&t)
     {
         return format!("add{}", &t[2..]);
@@ -980,6 +986,8 @@ mod tests {
         assert!(fit("timer_extend", "At 5 more minutes to the timer.").is_strong());
         // Only where "add" fits: not before another verb's words.
         assert!(!fit("timer_extend", "At 5 I go to the gym").fits());
+        assert!(!fit("timer_extend", "At 5 minutes to the hour").fits());
+        assert!(!fit("timer_extend", "At 5 minutes to the rice").fits());
         assert!(!fit("todo_add", "That's batteries on my shopping list").is_strong());
         // Without a verb, words about what the list holds add nothing.
         for said in [
