@@ -243,7 +243,10 @@ fn name_or_none(l: Option<&str>) -> String {
 }
 
 fn timer_set(s: &Said) -> Result<TimeFrame, &'static str> {
-    let p = s.ph.as_str();
+    // Whisper writes the article before a length as "at" ("Start at 10
+    // minute timer for the eggs."); no timer is set "at" a length.
+    let p = rx!(r"\bat (QDUR|QDELAY) (timer|countdown|count down)\b").replace(&s.ph, "a $1 $2");
+    let p = p.as_ref();
     if rx!(r"\b(?:on|in) (?:my|the|your) (?:phone|oven|microwave|watch|cooker|tablet|computer|laptop)\b").is_match(p) {
         return Err("another device's timer");
     }
@@ -280,6 +283,11 @@ fn timer_set(s: &Said) -> Result<TimeFrame, &'static str> {
         c.name("l1").map_or("", |m| m.as_str()),
         l2.unwrap_or("")
     );
+    // A time or length where the name goes was read in a way the frame
+    // does not know; it must never be said back as a name ("at QDUR").
+    if rx!(r"\b(?:QDUR|QDELAY|QTIME|QDAY)\b").is_match(&label_words) {
+        return Err("a time where a timer's name goes");
+    }
     if rx!(r"\b(?:is|are|was|were|broke|broken|works?|working|went|goes|useful|thing)\b")
         .is_match(&label_words)
     {
@@ -786,6 +794,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fr.duration, Some(Err(WhenError::Negative)));
+        // Whisper's "at" for the article before a length.
+        let fr = f("timer_set", "start at 10 minute timer for the eggs").unwrap();
+        assert_eq!(fr.strength, Strength::Strong);
+        assert_eq!(fr.duration, Some(Ok(Duration::from_secs(600))));
+        assert_eq!(fr.label, "eggs");
         let fr = f("timer_set", "set a timer").unwrap();
         assert_eq!(fr.strength, Strength::Weak);
         assert_eq!(fr.duration, None);
