@@ -552,11 +552,48 @@ fn is_question_or_short(t: &str) -> bool {
     is_question(t) || t.split_whitespace().count() <= 5
 }
 
+/// The one day other than today that a question about the date asks
+/// for ("what's the date tomorrow", "what day is the 25th", "what was
+/// the date yesterday"), read from the tidied `t` as of `today`; `None`
+/// when it asks about today, names no single day, or is about something
+/// on that day (an event, a holiday, an appointment) rather than its date.
+pub fn asked_day(t: &str, today: chrono::NaiveDate) -> Option<chrono::NaiveDate> {
+    let t = t.to_lowercase();
+    let t = t.trim_end_matches(['?', '.', '!']).trim();
+    if !rx!(r"^(?:(?:what'?s|what is|whats|what was|what will be|tell me|give me|do you know|can you tell me)\s+)?(?:the\s+)?(?:what\s+)?(?:date|day(?: of the week)?)\b|^(?:what|which) (?:date|day(?: of the week)?) (?:is|was|will be|'s|falls on|is it)\b|^what'?s the date\b").is_match(t)
+        || rx!(r"\b(?:birthday|anniversary|christmas|easter|holiday|weekend|until|till|since|ago|how many|how long|date of|dates|date night|dating|deadline|due|calendar|appointment|meeting|event|party|free|busy|open|closed?|moon|bins?|trash|garbage|every|each)\b").is_match(t)
+    {
+        return None;
+    }
+    // The time parser reads days ahead (for alarms and reminders), so
+    // "yesterday" is read here.
+    let (day, span) = match crate::nlu::when::day_in(t, today).ok().flatten() {
+        Some(said) => match said.value.day {
+            crate::nlu::when::DayRef::Date(d) => (d, said.span),
+            crate::nlu::when::DayRef::Repeat(_) => return None,
+        },
+        None => {
+            let at = rx!(r"\byesterday\b").find(t)?;
+            (today.pred_opt()?, at.range())
+        }
+    };
+    // The day must be all the question names beyond asking: "what day is
+    // the 25th", not "what day is the dentist on the 25th".
+    let rest = format!("{} {}", &t[..span.start], &t[span.end..]);
+    if !rx!(r"^(?:(?:what'?s|what is|whats|what was|what will be|tell me|give me|do you know|can you tell me|what|which|the|date|day|of|week|is|was|will|be|it|'s|on|falls|going to|gonna|for|please)\s*)*$").is_match(rest.trim()) {
+        return None;
+    }
+    (day != today).then_some(day)
+}
+
 fn date_today(t: &str) -> Fit {
+    if asked_day(t, chrono::Local::now().date_naive()).is_some() {
+        return Fit::strong(None);
+    }
     if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me)\s+)?(?:the\s+)?(?:date|today'?s date|date today|day today|day of the week|day it is)(?:\s+(?:today|is it|please|is it today))?$|^(?:what|which) (?:day|date) is (?:it|today)(?: today)?$|^what'?s today$|^what is today$|^what day of the (?:week|month) is it(?: today)?$|^(?:what'?s|what is) the date today$|^(?:do you know|can you tell me|tell me) (?:what day|the date|what the date is|what day it is)(?: today)?$|^what'?s today'?s date$|^which day is it$|^what month is it$|^what year is it$").is_match(t) {
         return Fit::strong(None);
     }
-    if rx!(r"\b(?:when|birthday|anniversary|christmas|easter|holiday|weekend|tomorrow|yesterday|next|last|ago|until|till|since|date of|dates|day after|day before|how many|how long|date night|dating|deadline|due|calendar|appointment|meeting|free)\b").is_match(t)
+    if rx!(r"\b(?:when|birthday|anniversary|christmas|easter|holiday|weekend|tomorrow|yesterday|next|last|ago|until|till|since|date of|dates|day after|day before|how many|how long|date night|dating|deadline|due|calendar|appointment|meeting|free|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|june|july|august|september|october|november|december|\d+(?:st|nd|rd|th)|in (?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|\d+) (?:days?|weeks?|months?|years?))\b").is_match(t)
         || rx!(r"\bwhat (?:date|day) (?:is|was|will be|falls on) (\w+)")
             .captures(t)
             .is_some_and(|c| !matches!(&c[1], "it" | "today"))
@@ -1047,6 +1084,50 @@ mod tests {
         assert!(fit("time_now", "what's the time").is_strong());
         assert!(!fit("resume", "get me up at six").fits());
         assert!(!fit("date_today", "when is easter").fits());
+        // Another single day's date is answered; an event on it is not.
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 12, 6).unwrap();
+        let day = |t: &str| asked_day(&tidy(t), today).map(|d| d.to_string());
+        assert_eq!(
+            day("What's the date tomorrow?").as_deref(),
+            Some("2026-12-07")
+        );
+        assert_eq!(
+            day("what day is it tomorrow").as_deref(),
+            Some("2026-12-07")
+        );
+        assert_eq!(
+            day("What's the date on Friday?").as_deref(),
+            Some("2026-12-11")
+        );
+        assert_eq!(
+            day("what was the date yesterday").as_deref(),
+            Some("2026-12-05")
+        );
+        assert_eq!(
+            day("what day is the 25th of December").as_deref(),
+            Some("2026-12-25")
+        );
+        assert!(!fit("date_today", "what day is the 25th").fits());
+        for not_a_day in [
+            "what's the date",
+            "what day is it today",
+            "what day is the dentist on the 25th",
+            "what date is easter this year",
+            "is tomorrow a bank holiday",
+            "i have a date on friday",
+            "what's the weather tomorrow",
+            "how many days until friday",
+            "what day is the meeting tomorrow",
+        ] {
+            assert_eq!(day(not_a_day), None, "{not_a_day}");
+        }
+        // A day the question names but that is not read is never
+        // answered with today's date.
+        for other in ["what's the date in two weeks", "what day is christmas on"] {
+            assert!(!fit("date_today", other).fits(), "{other}");
+        }
+        assert!(fit("date_today", "What's the date tomorrow?").is_strong());
+        assert!(fit("date_today", "What's the date on Friday?").is_strong());
     }
 
     #[test]

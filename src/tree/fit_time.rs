@@ -520,6 +520,14 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
         rx!(
             r"^how long (?:has|does|is) (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer) (?:got(?: left)?|left)$"
         ),
+        // "how many minutes are left", "how many seconds to go on the
+        // pasta timer": the unit the speaker counts in.
+        rx!(
+            r"^how many (?:more )?(?:minutes|mins|seconds|secs|hours)(?: (?:are|is|have i got|do i have|have we got|do we have|does it have|has it got))? (?:left|remaining|to go)(?: (?:on|for|in) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder))?$"
+        ),
+        rx!(
+            r"^how many (?:more )?(?:minutes|mins|seconds|secs|hours) (?:until|till|til|before|'til)(?: the| my)? (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder) (?:is done|goes off|rings|finishes|is up|ends|beeps|goes|is finished)$"
+        ),
         // "how much longer on the laundry timer", "how much longer"; without
         // "timer" a name could be anything ("how much longer on the bus").
         rx!(
@@ -894,6 +902,18 @@ mod tests {
         assert_eq!(fr.label, "laundry");
         assert!(fits("timer_remaining", "how much longer"));
         assert!(!fits("timer_remaining", "how much longer is this movie"));
+        assert!(fits("timer_remaining", "how many minutes are left"));
+        let fr = f(
+            "timer_remaining",
+            "how many seconds to go on the pasta timer",
+        )
+        .unwrap();
+        assert_eq!(fr.label, "pasta");
+        assert!(!fits("timer_remaining", "how many minutes are in an hour"));
+        assert!(!fits(
+            "timer_remaining",
+            "how many minutes are left in the game"
+        ));
         assert!(!fits("timer_remaining", "how much longer on the bus"));
         assert!(!fits(
             "timer_remaining",

@@ -101,13 +101,26 @@ pub fn ending(text: &str) -> Ending {
         .unwrap_or("")
         .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
         .to_lowercase();
-    if last.is_empty() || (DANGLING.contains(&last.as_str()) && !ends_a_clause(t)) {
+    if last.is_empty()
+        || (DANGLING.contains(&last.as_str()) && !ends_a_clause(t) && !says_which_way(&last, t))
+    {
         Ending::Open
     } else if t.ends_with(['.', '?', '!']) {
         Ending::Finished
     } else {
         Ending::Unmarked
     }
+}
+
+/// Whether a sentence ending on "volume" already said which way: "lower
+/// the volume", "turn up the volume" are whole; "turn the volume" waits
+/// for its "up" or "down".
+fn says_which_way(last: &str, text: &str) -> bool {
+    const WAYS: &[&str] = &[
+        "up", "down", "lower", "raise", "increase", "decrease", "reduce", "boost", "drop", "mute",
+        "unmute", "max", "maximum", "minimum",
+    ];
+    last == "volume" && words(text).iter().any(|w| WAYS.contains(&w.as_str()))
 }
 
 /// Whether a sentence's last word, a form of "be", closes a question
@@ -642,8 +655,17 @@ mod tests {
             "Set a timer for five minutes.",
             "Add batteries to my shopping list.",
             "Stop!",
+            "Lower the volume.",
+            "Turn up the volume.",
         ] {
             assert!(reads_finished(finished), "{finished:?}");
+        }
+        for half in [
+            "Turn the volume.",
+            "Set the volume.",
+            "Can you make the volume.",
+        ] {
+            assert!(!reads_finished(half), "{half:?}");
         }
     }
 
