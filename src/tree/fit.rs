@@ -590,6 +590,10 @@ fn date_today(t: &str) -> Fit {
     if asked_day(t, chrono::Local::now().date_naive()).is_some() {
         return Fit::strong(None);
     }
+    // "is it Monday today?", "is today Friday": today's date answers it.
+    if rx!(r"^(?:is it|is today|it's|today is|is this) (?:a )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|september|october|november|december)(?: today| already| yet)?$").is_match(t) {
+        return Fit::strong(None);
+    }
     if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me)\s+)?(?:the\s+)?(?:date|today'?s date|date today|day today|day of the week|day it is)(?:\s+(?:today|is it|please|is it today))?$|^(?:what|which) (?:day|date) is (?:it|today)(?: today)?$|^what'?s today$|^what is today$|^what day of the (?:week|month) is it(?: today)?$|^(?:what'?s|what is) the date today$|^(?:do you know|can you tell me|tell me) (?:what day|the date|what the date is|what day it is)(?: today)?$|^what'?s today'?s date$|^which day is it$|^what month is it$|^what year is it$").is_match(t) {
         return Fit::strong(None);
     }
@@ -611,6 +615,17 @@ fn todo_list(t: &str) -> Fit {
         format!(r"\b{POSSESSIVE}\s+{LIST_NOUN}\b|\bmy (?:to[- ]?dos?|todos|tasks|chores|jobs)\b");
     if rx_dyn(&format!(r"^(?:(?:what'?s|what is|whats|what are|what'?s left|what is left|anything|is there anything|is anything|what else is|what have i got|what do i have|what have we got)\s+)?(?:still\s+)?(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:today|now|for today|at the moment|so far))?$|^(?:read|show|tell|give|list|check|go through|run through|read out|read back|open)(?: me| us)?(?: out)?\s+(?:what'?s on\s+)?{POSSESSIVE}\s+{LIST_NOUN}(?: out)?$|^(?:my|the|our)\s+{LIST_NOUN}$|^what (?:do|have|must|should) (?:i|we) (?:have|got|need|gotta) to do(?: today| now)?$|^what'?s on my (?:plate|agenda)(?: today)?$|^what are my (?:tasks|todos|to-dos|to dos|chores|jobs)(?: today| for today)?$")).is_match(t) {
         return Fit::strong(None);
+    }
+    // "is bread on my list?": the item asked about is the argument.
+    if let Some(c) = rx_dyn(&format!(
+        r"^(?:is|are) (?:there )?(?:any )?(?:some )?(?P<item>.+?) (?:already |still )?(?:on|in) {POSSESSIVE} {LIST_NOUN}(?: already| still| yet| at the moment| now)?$"
+    ))
+    .captures(t)
+    {
+        let item = c.name("item").map_or("", |m| m.as_str()).trim();
+        if !is_empty_arg(item) && !rx!(r"^(?:it|that|this|everything|anything|something|nothing)\b").is_match(item) {
+            return Fit::strong(Some(item.to_string()));
+        }
     }
     if rx!(r"\b(?:list of|list the|list all|a list|guest list|playlist|wish ?list|waiting list|bucket list|reading list|watch ?list|mailing list|list price|top \d+|how (?:do|can|to))\b").is_match(t) {
         return Fit::Unfit("about another list");
@@ -1127,6 +1142,8 @@ mod tests {
             assert!(!fit("date_today", other).fits(), "{other}");
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
+        assert!(fit("date_today", "Is it Monday today?").is_strong());
+        assert!(!fit("date_today", "is it monday tomorrow").fits());
         assert!(fit("date_today", "What's the date on Friday?").is_strong());
     }
 

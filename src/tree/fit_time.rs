@@ -477,6 +477,9 @@ fn timer_list(s: &Said) -> Result<TimeFrame, &'static str> {
             r"^(?:are|is) there any (?:timers?|alarms?|reminders?)(?: (?:set|running|on|going|pending|for QDAY|QDAY))?$"
         ),
         rx!(r"^any (?:timers?|alarms?|reminders?)(?: (?:set|running|on|going))?$"),
+        rx!(
+            r"^(?:what|which) (?:are|is|were) (?:my|the|all my|all the|any)(?: current| upcoming| active| pending)? (?:timers?|alarms?|reminders?)(?:(?: and| &) (?:my |the )?(?:timers?|alarms?|reminders?))?(?: (?:set|running|pending|for QDAY|QDAY))?$"
+        ),
         rx!(r"^(?:my|the) (?:timers|alarms|reminders)$"),
         rx!(
             r"^(?:what time is|when is|when's|what time's|whens) my (?:next )?(?:alarm|reminder)(?: set)?(?: for)?(?: QDAY)?$"

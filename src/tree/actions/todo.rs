@@ -109,7 +109,24 @@ impl Action for TodoList {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
+        // "Is bread on my list?" is answered yes or no, not with the list.
+        if let Some(asked) = crate::tree::fit::todo_item("todo_list", &call.text) {
+            return match backend(env).find(&asked) {
+                Ok(item) => Ok(ActionOutput::said(format!(
+                    "Yes, \"{}\" is on your to-do list.",
+                    item.title
+                ))),
+                Err(TodoError::NotFound(q)) => Ok(ActionOutput::said(format!(
+                    "No, \"{q}\" isn't on your to-do list."
+                ))),
+                Err(TodoError::Ambiguous(titles)) => Ok(ActionOutput::said(format!(
+                    "Yes, several items match: {}.",
+                    titles.join("; ")
+                ))),
+                Err(e) => not_found_or_ambiguous(e),
+            };
+        }
         match backend(env).list(false) {
             Ok(items) => Ok(ActionOutput::said(describe_list(&items))),
             Err(e) => not_found_or_ambiguous(e),
@@ -282,5 +299,33 @@ mod tests {
             .run(&call("delete the eggs"), &env)
             .unwrap();
         assert!(!missing.ok && missing.say.contains("couldn't find"));
+    }
+
+    #[test]
+    fn whether_an_item_is_on_the_list_is_answered_yes_or_no() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        let call = |text: &str| ActionCall {
+            text: text.into(),
+            args: json!({}),
+            ..Default::default()
+        };
+        TodoAdd
+            .run(&call("add bread to my shopping list"), &env)
+            .unwrap();
+        TodoAdd
+            .run(&call("add eggs to my shopping list"), &env)
+            .unwrap();
+        let yes = TodoList.run(&call("Is bread on my list?"), &env).unwrap();
+        assert_eq!(yes.say, "Yes, \"bread\" is on your to-do list.");
+        let no = TodoList
+            .run(&call("are bananas on the shopping list"), &env)
+            .unwrap();
+        assert!(no.say.starts_with("No,"), "{no:?}");
+        let all = TodoList.run(&call("What's on my list?"), &env).unwrap();
+        assert!(
+            all.say.contains("bread") && all.say.contains("eggs"),
+            "{all:?}"
+        );
     }
 }
