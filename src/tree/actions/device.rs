@@ -134,7 +134,19 @@ fn said_level(text: &str) -> Option<i64> {
                 return None;
             }
             let v = f.spoken.signed_f64();
-            (v.fract() == 0.0 && (0.0..=100.0).contains(&v)).then_some(v as i64)
+            if v.fract() != 0.0 || !(0.0..=100.0).contains(&v) {
+                return None;
+            }
+            // "volume to 5": one to ten is a step of a ten-step scale, as on
+            // other speakers (five percent would be barely audible); "5
+            // percent" is what it says.
+            let after = text[f.bytes.end..].trim_start().to_lowercase();
+            let percent = after.starts_with('%') || after.starts_with("percent");
+            Some(if (1.0..=10.0).contains(&v) && !percent {
+                v as i64 * 10
+            } else {
+                v as i64
+            })
         })
 }
 
@@ -238,13 +250,18 @@ mod tests {
         assert_eq!(changed(&out, keys::VOLUME).as_deref(), Some("10"));
         assert_eq!(out.say, "Volume is at its lowest, 10 percent.");
         // A level said below the floor stops there too.
-        for text in ["set the volume to 0", "volume to five"] {
+        for text in ["set the volume to 0", "volume to five percent"] {
             let out = down.run(&call(text), &env).unwrap();
             assert_eq!(changed(&out, keys::VOLUME).as_deref(), Some("10"), "{text}");
             assert!(out.say.contains("lowest"), "{text}: {}", out.say);
         }
         let out = down.run(&call("volume to 20"), &env).unwrap();
         assert_eq!(out.say, "Volume 20 percent.");
+        // One to ten is a ten-step scale.
+        let out = down.run(&call("volume to five"), &env).unwrap();
+        assert_eq!(out.say, "Volume 50 percent.");
+        let out = down.run(&call("set the volume to 10"), &env).unwrap();
+        assert_eq!(out.say, "Volume is at maximum.");
     }
 
     #[test]
