@@ -59,6 +59,22 @@ pub trait TodoBackend: Send + Sync {
     fn complete(&self, query: &str) -> Result<TodoItem, TodoError>;
     /// Remove the item matching `query` (open items are preferred).
     fn delete(&self, query: &str) -> Result<TodoItem, TodoError>;
+    /// Remove every open item ("clear my shopping list"), returning how
+    /// many went. The default removes them one by one by title, so a
+    /// failure part-way leaves the rest; a backend that can do it in one
+    /// transaction overrides it.
+    fn clear(&self) -> Result<usize, TodoError> {
+        let mut removed = 0;
+        for item in self.list(false)? {
+            match self.delete(&item.title) {
+                Ok(_) => removed += 1,
+                // Two items of the same title: the other goes next round.
+                Err(TodoError::Ambiguous(_)) | Err(TodoError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
+    }
     /// The item `delete(query)` would remove, without removing it (for a
     /// yes/no confirmation first).
     fn find(&self, query: &str) -> Result<TodoItem, TodoError> {

@@ -134,6 +134,19 @@ impl TodoBackend for LocalTodos {
             |tx, id| tx.execute("DELETE FROM todos WHERE id = ?1", [id]),
         )
     }
+
+    /// Every open item in one statement: all or nothing.
+    fn clear(&self) -> Result<usize, TodoError> {
+        let user_id = self.user_id.clone();
+        self.store
+            .with_tx(|tx| {
+                tx.execute(
+                    "DELETE FROM todos WHERE user_id = ?1 AND done = 0",
+                    [user_id],
+                )
+            })
+            .map_err(store_error)
+    }
 }
 
 #[cfg(test)]

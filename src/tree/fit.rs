@@ -859,6 +859,9 @@ fn todo_complete(t: &str) -> Fit {
     }
 }
 
+/// The argument of a to-do deletion that names the whole list.
+pub const WHOLE_LIST: &str = "everything";
+
 fn todo_delete(t: &str) -> Fit {
     if is_question(t) {
         return Fit::Unfit("a question, not a request");
@@ -867,6 +870,15 @@ fn todo_delete(t: &str) -> Fit {
         return Fit::Unfit("negated");
     }
     let verbs = r"delete|remove|erase|drop|get rid of|scrap|bin|take|cut|ditch|lose|clear";
+    // The whole list: "clear my shopping list", "delete everything from
+    // my list". The action asks before it deletes.
+    if rx_dyn(&format!(
+        r"^(?:(?:clear|empty|wipe|reset|clean)(?: out| off)?\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+out)?|(?:{verbs}|clear)\s+(?:everything|all(?: the)?(?: items)?|every item|all of it|it all)\s+(?:from|off|on|in|out of)\s+{POSSESSIVE}\s+{LIST_NOUN})(?:\s+(?:entirely|completely|altogether))?$"
+    ))
+    .is_match(t)
+    {
+        return Fit::strong(Some(WHOLE_LIST.to_string()));
+    }
     let strong = rx_dyn(&format!(
         r"^(?:{verbs})\s+(?P<item>.+?)\s+(?:from|off|out of|off of)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:entirely|completely|altogether))?$"
     ));
@@ -1143,6 +1155,18 @@ mod tests {
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
         assert!(fit("date_today", "Is it Monday today?").is_strong());
+        for whole in [
+            "Clear my shopping list.",
+            "empty the list",
+            "delete everything from my to do list",
+        ] {
+            assert_eq!(
+                todo_item("todo_delete", whole).as_deref(),
+                Some(WHOLE_LIST),
+                "{whole}"
+            );
+        }
+        assert!(!fit("todo_delete", "delete everything").fits());
         assert!(!fit("date_today", "is it monday tomorrow").fits());
         assert!(fit("date_today", "What's the date on Friday?").is_strong());
     }

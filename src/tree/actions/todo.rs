@@ -13,6 +13,10 @@ use serde_json::{json, Value};
 use super::{Action, ActionCall, ActionEnv, ActionError, ActionOutput};
 use crate::tools::todos::{clean_title, describe_list, TodoBackend, TodoError};
 
+/// The pending title of a deletion of the whole list (the state's `all`
+/// flag is what decides).
+const WHOLE_LIST_TITLE: &str = "every item on the list";
+
 /// The phase a deletion waits in for the user's yes/no.
 pub const CONFIRM_PHASE: &str = "confirm_delete";
 /// State key holding the item awaiting confirmation.
@@ -172,6 +176,25 @@ impl Action for TodoDeleteRequest {
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let query = item_arg_or(call, item_to_delete);
+        if query == crate::tree::fit::WHOLE_LIST {
+            let n = match backend(env).list(false) {
+                Ok(items) => items.len(),
+                Err(e) => return not_found_or_ambiguous(e),
+            };
+            if n == 0 {
+                return Ok(ActionOutput::said("Your to-do list is already empty."));
+            }
+            let what = if n == 1 {
+                "the 1 item".to_string()
+            } else {
+                format!("all {n} items")
+            };
+            return Ok(ActionOutput::said(format!(
+                "Delete {what} on your to-do list? Say yes or no."
+            ))
+            .with_state(PENDING_KEY, json!({"all": true, "title": WHOLE_LIST_TITLE}))
+            .with_phase(CONFIRM_PHASE));
+        }
         match backend(env).find(&query) {
             Ok(item) => Ok(ActionOutput::said(format!(
                 "Delete \"{}\" from your to-do list? Say yes or no.",
@@ -203,6 +226,24 @@ impl Action for TodoDeleteConfirm {
             );
         };
         let done = |out: ActionOutput| out.with_state(PENDING_KEY, Value::Null).with_phase("idle");
+        let all = call
+            .state
+            .get(PENDING_KEY)
+            .and_then(|p| p.get("all"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if all {
+            return match backend(env).clear() {
+                Ok(0) => Ok(done(ActionOutput::said(
+                    "Your to-do list was already empty.",
+                ))),
+                Ok(1) => Ok(done(ActionOutput::said("Deleted the 1 item on your list."))),
+                Ok(n) => Ok(done(ActionOutput::said(format!(
+                    "Deleted all {n} items on your list."
+                )))),
+                Err(e) => not_found_or_ambiguous(e).map(done),
+            };
+        }
         match backend(env).delete(title) {
             Ok(item) => Ok(done(ActionOutput::said(format!(
                 "Deleted \"{}\".",
@@ -299,6 +340,40 @@ mod tests {
             .run(&call("delete the eggs"), &env)
             .unwrap();
         assert!(!missing.ok && missing.say.contains("couldn't find"));
+    }
+
+    #[test]
+    fn clearing_the_list_asks_first_then_deletes_every_open_item() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        let call = |text: &str| ActionCall {
+            text: text.into(),
+            args: json!({}),
+            ..Default::default()
+        };
+        for item in ["bread", "eggs", "bread"] {
+            TodoAdd
+                .run(&call(&format!("add {item} to my shopping list")), &env)
+                .unwrap();
+        }
+        let ask = TodoDeleteRequest
+            .run(&call("Clear my shopping list."), &env)
+            .unwrap();
+        assert_eq!(
+            ask.say,
+            "Delete all 3 items on your to-do list? Say yes or no."
+        );
+        assert_eq!(backend(&env).list(true).unwrap().len(), 3, "nothing yet");
+        let mut confirm = call("yes");
+        confirm.state = ask.set_state.clone();
+        let done = TodoDeleteConfirm.run(&confirm, &env).unwrap();
+        assert_eq!(done.say, "Deleted all 3 items on your list.");
+        assert!(backend(&env).list(true).unwrap().is_empty());
+        let empty = TodoDeleteRequest
+            .run(&call("delete everything from my list"), &env)
+            .unwrap();
+        assert_eq!(empty.say, "Your to-do list is already empty.");
+        assert!(empty.phase.is_none());
     }
 
     #[test]
