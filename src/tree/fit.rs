@@ -470,12 +470,52 @@ fn resume(t: &str) -> Fit {
 
 const AUDIO: &str = r"(?:it|that|this|you|yourself|the volume|volume|the sound|sound|the music|the audio|audio|the speaker|your voice|things)";
 
+/// "max volume", "volume to maximum", "turn it all the way up": `Some(true)`
+/// for the top of the scale, `Some(false)` for the bottom ("minimum
+/// volume"), `None` for anything else.
+pub fn volume_extreme(t: &str) -> Option<bool> {
+    let t = t.to_lowercase();
+    let t = t.trim_end_matches(['.', '!', '?']).trim();
+    let top = r"max|maximum|full|the max|the maximum|full blast|top|the top|highest|the highest";
+    let bottom = r"min|minimum|the min|the minimum|lowest|the lowest|the bottom";
+    let said = |ends: &str| {
+        rx_dyn(&format!(
+            r"^(?:(?:{ends}) (?:volume|sound)|(?:set |turn |put |crank |make )?(?:the )?(?:volume|sound|it)(?: up| down| all the way up| all the way down)? (?:to |at |on )?(?:{ends})|volume (?:{ends}))$"
+        ))
+        .is_match(t)
+    };
+    if said(top) || rx!(r"^(?:turn|crank) (?:it|the volume|the sound) all the way up$").is_match(t)
+    {
+        Some(true)
+    } else if said(bottom)
+        || rx!(r"^(?:turn|bring) (?:it|the volume|the sound) all the way down$").is_match(t)
+    {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 fn volume(t: &str, up: bool) -> Fit {
     // A level said: either direction's action sets it.
     if rx!(r"^(?:set |change |put |turn |make )?(?:the )?(?:volume|sound)(?: level)? (?:to|at|on) (?:level )?\S+(?: percent| per cent|%)?$|^volume (?:\d+|[a-z]+(?: [a-z]+)?)(?: percent)?$").is_match(t)
         && crate::nlu::numbers::find_numbers(t).len() == 1
     {
         return Fit::strong(None);
+    }
+    // "turn it up to 80", "bring the volume down to 3".
+    if rx!(r"^(?:turn|crank|bump|bring|push|knock|take|put|set) (?:it|that|the volume|the sound|you) (?:up|down) to (?:level )?\S+(?: percent| per cent|%)?$").is_match(t)
+        && crate::nlu::numbers::find_numbers(t).len() == 1
+    {
+        return Fit::strong(None);
+    }
+    // The ends of the scale go one way only.
+    if let Some(top) = volume_extreme(t) {
+        return if top == up {
+            Fit::strong(None)
+        } else {
+            Fit::Unfit("the volume's other end")
+        };
     }
     let (strong, weak, other) = if up {
         (
@@ -1155,6 +1195,20 @@ mod tests {
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
         assert!(fit("date_today", "Is it Monday today?").is_strong());
+        for top in [
+            "Max volume.",
+            "volume to maximum",
+            "turn it all the way up",
+            "set the volume to max",
+        ] {
+            assert_eq!(volume_extreme(&tidy(top)), Some(true), "{top}");
+            assert!(fit("volume_up", top).is_strong(), "{top}");
+            assert!(!fit("volume_down", top).fits(), "{top}");
+        }
+        assert_eq!(volume_extreme("minimum volume"), Some(false));
+        assert_eq!(volume_extreme("max is my cat"), None);
+        assert!(fit("volume_up", "Turn it up to 80.").is_strong());
+        assert!(fit("volume_down", "bring the volume down to 3").is_strong());
         for whole in [
             "Clear my shopping list.",
             "empty the list",

@@ -523,6 +523,10 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
         rx!(
             r"^how long (?:has|does|is) (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer) (?:got(?: left)?|left)$"
         ),
+        // "is the pasta timer still running?": how long is left answers it.
+        rx!(
+            r"^(?:is|are) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer) (?:still )?(?:running|going|ticking|counting(?: down)?|still on)(?: still)?$"
+        ),
         // "how many minutes are left", "how many seconds to go on the
         // pasta timer": the unit the speaker counts in.
         rx!(
@@ -906,6 +910,8 @@ mod tests {
         assert!(fits("timer_remaining", "how much longer"));
         assert!(!fits("timer_remaining", "how much longer is this movie"));
         assert!(fits("timer_remaining", "how many minutes are left"));
+        let fr = f("timer_remaining", "is the pasta timer still running").unwrap();
+        assert_eq!(fr.label, "pasta");
         let fr = f(
             "timer_remaining",
             "how many seconds to go on the pasta timer",

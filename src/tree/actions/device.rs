@@ -175,7 +175,10 @@ impl Action for Volume {
             .map_err(store_err)?
             .and_then(|v| v.trim().parse::<i64>().ok())
             .unwrap_or(DEFAULT_VOLUME);
-        let level = said_level(&call.text)
+        let extreme = crate::tree::fit::volume_extreme(&crate::tree::fit::tidy(&call.text))
+            .map(|top| if top { 100 } else { MIN_VOLUME });
+        let level = extreme
+            .or_else(|| said_level(&call.text))
             .unwrap_or(current + self.step)
             .clamp(MIN_VOLUME, 100);
         Ok(ActionOutput::said(match level {
@@ -262,6 +265,14 @@ mod tests {
         assert_eq!(out.say, "Volume 50 percent.");
         let out = down.run(&call("set the volume to 10"), &env).unwrap();
         assert_eq!(out.say, "Volume is at maximum.");
+        let out = Volume { step: 10 }.run(&call("Max volume."), &env).unwrap();
+        assert_eq!(out.say, "Volume is at maximum.");
+        let out = down.run(&call("minimum volume"), &env).unwrap();
+        assert!(out.say.contains("lowest"), "{}", out.say);
+        let out = Volume { step: 10 }
+            .run(&call("Turn it up to 80."), &env)
+            .unwrap();
+        assert_eq!(out.say, "Volume 80 percent.");
     }
 
     #[test]
