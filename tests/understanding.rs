@@ -321,8 +321,12 @@ fn judge(
             if !changed {
                 return Verdict::NotUnderstood(what);
             }
-            return if added.len() == 1
-                && normal(added[0]) == normal(arg)
+            // Several items are written "a|b|c" ("bread, milk and eggs").
+            let mut wanted: Vec<String> = arg.split('|').map(normal).collect();
+            let mut got: Vec<String> = added.iter().map(|a| normal(a)).collect();
+            wanted.sort();
+            got.sort();
+            return if got == wanted
                 && after.done == before.done
                 && after.memories == before.memories
             {

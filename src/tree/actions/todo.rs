@@ -79,10 +79,28 @@ impl Action for TodoAdd {
         if item.is_empty() {
             return Ok(ActionOutput::failed(ASK_ITEM));
         }
-        match backend(env).add(&item) {
-            Ok(added) => Ok(added_reply(&added.title)),
-            Err(e) => not_found_or_ambiguous(e),
+        let items = list_items(&item);
+        // Every title is checked before any is added, so a bad one adds
+        // nothing.
+        if let Some(Err(e)) = items.iter().map(|i| clean_title(i)).find(Result::is_err) {
+            return not_found_or_ambiguous(e);
         }
+        let mut added = Vec::new();
+        for one in &items {
+            match backend(env).add(one) {
+                Ok(item) => added.push(item.title),
+                Err(e) if added.is_empty() => return not_found_or_ambiguous(e),
+                Err(e) => {
+                    let failed = not_found_or_ambiguous(e)?;
+                    return Ok(ActionOutput::failed(format!(
+                        "I added {} but not the rest: {}",
+                        quoted_list(&added),
+                        failed.say
+                    )));
+                }
+            }
+        }
+        Ok(added_reply(&added))
     }
     fn preview(
         &self,
@@ -95,15 +113,66 @@ impl Action for TodoAdd {
         }
         // The title every backend stores; a backend that then fails
         // answers differently, and the prepared words go unused.
-        clean_title(&item).ok().map(|title| Ok(added_reply(&title)))
+        list_items(&item)
+            .iter()
+            .map(|i| clean_title(i).ok())
+            .collect::<Option<Vec<_>>>()
+            .map(|titles| Ok(added_reply(&titles)))
+    }
+}
+
+/// The items of a list said with commas: "bread, milk and eggs" is three
+/// items, as a person writing it down would take it. Without a comma the
+/// words are one item ("salt and pepper", "mac and cheese").
+pub fn list_items(item: &str) -> Vec<String> {
+    if !item.contains(',') {
+        return vec![item.trim().to_string()];
+    }
+    let mut parts: Vec<String> = item
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    // The last one carries the "and": "milk and eggs", ", and eggs".
+    if let Some(last) = parts.pop() {
+        let last = last
+            .strip_prefix("and ")
+            .or_else(|| last.strip_prefix("or "))
+            .unwrap_or(&last)
+            .to_string();
+        match last
+            .rsplit_once(" and ")
+            .or_else(|| last.rsplit_once(" or "))
+        {
+            Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+                parts.push(a.trim().to_string());
+                parts.push(b.trim().to_string());
+            }
+            _ => parts.push(last),
+        }
+    }
+    if parts.is_empty() {
+        vec![item.trim().to_string()]
+    } else {
+        parts
+    }
+}
+
+/// "\"bread\"", "\"bread\" and \"milk\"", "\"bread\", \"milk\" and \"eggs\"".
+fn quoted_list(titles: &[String]) -> String {
+    let quoted: Vec<String> = titles.iter().map(|t| format!("\"{t}\"")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
     }
 }
 
 /// What `todo_add` asks when it heard no item.
 const ASK_ITEM: &str = "What should I add to your list?";
 
-fn added_reply(title: &str) -> ActionOutput {
-    ActionOutput::said(format!("Added \"{title}\" to your to-do list."))
+fn added_reply(titles: &[String]) -> ActionOutput {
+    ActionOutput::said(format!("Added {} to your to-do list.", quoted_list(titles)))
 }
 
 impl Action for TodoList {
@@ -374,6 +443,44 @@ mod tests {
             .unwrap();
         assert_eq!(empty.say, "Your to-do list is already empty.");
         assert!(empty.phase.is_none());
+    }
+
+    #[test]
+    fn a_list_said_with_commas_adds_each_item() {
+        assert_eq!(
+            list_items("bread, milk and eggs"),
+            ["bread", "milk", "eggs"]
+        );
+        assert_eq!(
+            list_items("bread, milk, and eggs"),
+            ["bread", "milk", "eggs"]
+        );
+        assert_eq!(list_items("salt and pepper"), ["salt and pepper"]);
+        assert_eq!(
+            list_items("tea, salt and pepper"),
+            ["tea", "salt", "pepper"]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        let call = ActionCall {
+            text: "Add bread, milk and eggs to the list.".into(),
+            args: json!({}),
+            ..Default::default()
+        };
+        let preview = TodoAdd.preview(&call, &env).unwrap().unwrap();
+        let out = TodoAdd.run(&call, &env).unwrap();
+        assert_eq!(
+            out.say,
+            "Added \"bread\", \"milk\" and \"eggs\" to your to-do list."
+        );
+        assert_eq!(preview.say, out.say);
+        let titles: Vec<String> = backend(&env)
+            .list(false)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.title)
+            .collect();
+        assert_eq!(titles, ["bread", "milk", "eggs"]);
     }
 
     #[test]
