@@ -162,6 +162,17 @@ pub fn run(
                 ..Default::default()
             });
         }
+        if let Some(text) = fixed_answer(&ctx.text) {
+            ctx.record
+                .note("answered with a fixed sentence; no tool-capable model is usable");
+            sink.emit(&Event::Content { data: text.into() });
+            return Ok(NodeAnswer {
+                text: text.into(),
+                model: "none".into(),
+                route: route.as_str().into(),
+                ..Default::default()
+            });
+        }
         if needs_live_lookup(&ctx.text) {
             ctx.record
                 .note("needs a live tool (web search); no tool-capable model is usable");
@@ -208,11 +219,36 @@ pub const LIVE_LOOKUP_ANSWER: &str = "I can't look that up right now: live infor
 pub fn needs_live_lookup(text: &str) -> bool {
     static LIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
-            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic)\b",
+            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:the|today'?s|tomorrow'?s)\s+weather$|(?:will|is)\s+it\s+(?:going\s+to\s+|gonna\s+)?(?:rain|snow|be\s+(?:sunny|cold|hot|warm|windy|wet))|temperature\s+(?:outside|today|tomorrow|tonight)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic)\b",
         )
         .expect("static regex")
     });
-    LIVE.is_match(text)
+    LIVE.is_match(text.trim().trim_end_matches(['?', '.', '!']))
+}
+
+/// What to say, without a model, to "what can you do?" and "thank you":
+/// the on-device model invents capabilities and rambles on thanks, and
+/// these have one right answer.
+pub fn fixed_answer(text: &str) -> Option<&'static str> {
+    static HELP: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:so\s+)?(?:what\s+(?:else\s+)?(?:things\s+)?(?:can|could)\s+you\s+do|what\s+are\s+you\s+able\s+to\s+do|what\s+do\s+you\s+do|how\s+can\s+you\s+help(?:\s+me)?|what\s+can\s+i\s+(?:ask|say\s+to)\s+you|help(?:\s+me)?|what\s+are\s+your\s+(?:skills|features|abilities))(?:\s+(?:for\s+me|here|earshot))?\s*[?.!]*\s*$",
+        )
+        .expect("static regex")
+    });
+    static THANKS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)^\s*(?:ok(?:ay)?[,\s]+|great[,\s]+|perfect[,\s]+)?(?:thank\s+you|thanks|thank\s+u|cheers|many\s+thanks)(?:\s+(?:very|so)\s+much|\s+a\s+lot|\s+a\s+bunch)?(?:[,\s]+earshot)?\s*[.!]*\s*$",
+        )
+        .expect("static regex")
+    });
+    if HELP.is_match(text) {
+        Some(prompts::DEVICE_CAN)
+    } else if THANKS.is_match(text) {
+        Some("You're welcome.")
+    } else {
+        None
+    }
 }
 
 /// Added to the persona prompt for a model that cannot act.
@@ -241,6 +277,37 @@ fn sentence(record: &mut crate::telemetry::TurnRecord, e: LlmError) -> DispatchE
 #[cfg(test)]
 mod tests {
     use super::looks_like_device_command as cmd;
+
+    #[test]
+    fn help_and_thanks_have_fixed_answers_and_other_speech_does_not() {
+        use super::fixed_answer;
+        for help in [
+            "What can you do?",
+            "what else can you do",
+            "Help.",
+            "how can you help me",
+        ] {
+            assert_eq!(
+                fixed_answer(help),
+                Some(super::prompts::DEVICE_CAN),
+                "{help}"
+            );
+        }
+        for thanks in ["Thank you.", "thanks a lot", "OK, thank you very much!"] {
+            assert_eq!(fixed_answer(thanks), Some("You're welcome."), "{thanks}");
+        }
+        for other in [
+            "what can you do about the noise",
+            "help me write a poem",
+            "thank you for the music is a song",
+            "what can dogs do",
+        ] {
+            assert_eq!(fixed_answer(other), None, "{other}");
+        }
+        assert!(super::needs_live_lookup("What's the weather?"));
+        assert!(super::needs_live_lookup("is it going to rain"));
+        assert!(!super::needs_live_lookup("how does the weather work"));
+    }
 
     #[test]
     fn device_commands_are_told_apart_from_open_questions() {

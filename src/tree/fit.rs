@@ -966,9 +966,37 @@ fn memory_list(t: &str) -> Fit {
     Fit::Unfit("does not ask what I remember")
 }
 
+/// The name a speaker gives themself: "my name is Alex", "I'm called Sam
+/// Lee", "call me Jo" (the name as whisper writes one, capitalised, so
+/// "call me back" and "call me a taxi" are not names).
+fn introduced_name(t: &str) -> Option<String> {
+    let c = rx!(r"^(?:(?:my name is|my name's|i'm called|i am called|you can call me|i go by)\s+(?P<any>[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*)?)|call me\s+(?P<cap>\p{Lu}[\p{L}'-]*))$")
+        .captures(t)?;
+    let name = c.name("any").or(c.name("cap"))?.as_str();
+    let lower = name.to_lowercase();
+    if rx!(r"^(?:a|an|the|not|no|back|later|soon|now|tonight|tomorrow|when|if|at|on|maybe|please|anything|whatever|anytime|sometime|up|it|that|this|what|nothing|something|unknown|secret)\b").is_match(&lower) {
+        return None;
+    }
+    // Said back as a name: each word capitalised.
+    Some(
+        name.split_whitespace()
+            .map(|w| {
+                let mut cs = w.chars();
+                cs.next()
+                    .map(|f| f.to_uppercase().chain(cs).collect::<String>())
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
 fn memory_remember(t: &str) -> Fit {
     if is_question(t) {
         return Fit::Unfit("a question, not a request");
+    }
+    if let Some(name) = introduced_name(t) {
+        return Fit::strong(Some(format!("my name is {name}")));
     }
     let lead = rx!(
         r"^(?:please\s+)?(?:remember|don'?t forget|do not forget|keep in mind|bear in mind|make a note|take note|note|for (?:future reference|the record)|just so you know|fyi|for your information|i want you to know|you should know|store this|save this)(?:\s+that|\s+this)?[\s,:-]+(?P<fact>.+)$"
@@ -1195,6 +1223,23 @@ mod tests {
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
         assert!(fit("date_today", "Is it Monday today?").is_strong());
+        assert_eq!(
+            memory_fact("My name is Alex.").as_deref(),
+            Some("my name is Alex")
+        );
+        assert_eq!(memory_fact("Call me Jo.").as_deref(), Some("my name is Jo"));
+        assert_eq!(
+            memory_fact("i'm called sam lee").as_deref(),
+            Some("my name is Sam Lee")
+        );
+        for not_a_name in [
+            "call me back",
+            "call me a taxi",
+            "Call me later.",
+            "my name is not important",
+        ] {
+            assert_eq!(memory_fact(not_a_name), None, "{not_a_name}");
+        }
         for top in [
             "Max volume.",
             "volume to maximum",
