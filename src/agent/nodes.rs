@@ -261,7 +261,7 @@ pub fn looks_like_device_command(text: &str) -> bool {
     static COMMAND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
             r"(?ix)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:please\s+|can\s+you\s+|could\s+you\s+|would\s+you\s+|i\s+want\s+you\s+to\s+|go\s+ahead\s+and\s+)?
-            (?:turn\s+(?:on|off|up|down)|switch\s+(?:on|off)|set\s+(?:a|an|the|my|up)?\b|remind\s+me|add\b|put\b.*\bon\s+my|call\b|phone\b|text\b|send\b|email\b|message\b|play\b|pause\b|resume\b|skip\b|open\b|close\b|lock\b|unlock\b|dim\b|brighten\b|start\s+(?:a|the|my)\b|stop\s+(?:the|my)\b|book\b|order\b|buy\b|schedule\b|cancel\b|delete\b|remove\b|create\b|wake\s+me|navigate\b|record\b|mute\b|unmute\b|volume\b|increase\b|decrease\b|raise\b|lower\b|water\s+the|feed\s+the)",
+            (?:turn\s+(?:on|off|up|down)|switch\s+(?:on|off)|set\s+(?:a|an|the|my|up)?\b|remind\s+me|add\b|put\b.*\bon\s+my|call\b|phone\b|text\b|send\b|email\b|message\b|play\b|pause\b|resume\b|skip\b|open\b|close\b|lock\b|unlock\b|dim\b|brighten\b|start\s+(?:a|the|my)\b|stop\s+(?:the|my)\b|book\b|order\b|buy\b|schedule\b|reschedule\b|change\s+(?:my|the)\s+(?:alarm|timer|reminder|appointment|meeting)|move\s+my\b|cancel\b|delete\b|remove\b|create\b|wake\s+me|navigate\b|record\b|mute\b|unmute\b|volume\b|increase\b|decrease\b|raise\b|lower\b|water\s+the|feed\s+the)",
         )
         .expect("static regex")
     });

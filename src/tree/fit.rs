@@ -653,7 +653,7 @@ fn date_today(t: &str) -> Fit {
 fn todo_list(t: &str) -> Fit {
     let possessed =
         format!(r"\b{POSSESSIVE}\s+{LIST_NOUN}\b|\bmy (?:to[- ]?dos?|todos|tasks|chores|jobs)\b");
-    if rx_dyn(&format!(r"^(?:(?:what'?s|what is|whats|what are|what'?s left|what is left|anything|is there anything|is anything|what else is|what have i got|what do i have|what have we got)\s+)?(?:still\s+)?(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:today|now|for today|at the moment|so far))?$|^(?:read|show|tell|give|list|check|go through|run through|read out|read back|open)(?: me| us)?(?: out)?\s+(?:what'?s on\s+)?{POSSESSIVE}\s+{LIST_NOUN}(?: out)?$|^(?:my|the|our)\s+{LIST_NOUN}$|^what (?:do|have|must|should) (?:i|we) (?:have|got|need|gotta) to do(?: today| now)?$|^what'?s on my (?:plate|agenda)(?: today)?$|^what are my (?:tasks|todos|to-dos|to dos|chores|jobs)(?: today| for today)?$")).is_match(t) {
+    if rx_dyn(&format!(r"^(?:(?:what'?s|what is|whats|what are|what'?s left|what is left|anything|is there anything|is anything|what else is|what have i got|what do i have|what have we got)\s+)?(?:still\s+)?(?:on|in)\s+{POSSESSIVE}\s+{LIST_NOUN}(?:\s+(?:today|now|for today|at the moment|so far))?$|^(?:read|show|tell|give|list|check|go through|run through|read out|read back|open)(?: me| us)?(?: out)?\s+(?:what'?s on\s+)?{POSSESSIVE}\s+{LIST_NOUN}(?: out)?$|^(?:my|the|our)\s+{LIST_NOUN}$|^what (?:do|have|must|should) (?:i|we) (?:have|got|need|gotta) to do(?: today| now)?$|^(?:do|have) (?:i|we) (?:have|got) (?:anything|something|much|stuff|things) (?:left )?to do(?: today| now)?$|^what'?s on my (?:plate|agenda)(?: today)?$|^what are my (?:tasks|todos|to-dos|to dos|chores|jobs)(?: today| for today)?$")).is_match(t) {
         return Fit::strong(None);
     }
     // "is bread on my list?": the item asked about is the argument.
@@ -1223,6 +1223,7 @@ mod tests {
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
         assert!(fit("date_today", "Is it Monday today?").is_strong());
+        assert!(fit("todo_list", "Do I have anything to do today?").is_strong());
         assert_eq!(
             memory_fact("My name is Alex.").as_deref(),
             Some("my name is Alex")
