@@ -226,7 +226,11 @@ pub fn needs_live_lookup(text: &str) -> bool {
     LIVE.is_match(text.trim().trim_end_matches(['?', '.', '!']))
 }
 
-/// What to say, without a model, to "what can you do?" and "thank you":
+/// Said to "who are you?" without a model.
+const WHO_I_AM: &str = "I'm earshot, a voice assistant that runs here on this device.";
+
+/// What to say, without a model, to "what can you do?", "who are you?"
+/// and "thank you":
 /// the on-device model invents capabilities and rambles on thanks, and
 /// these have one right answer.
 pub fn fixed_answer(text: &str) -> Option<&'static str> {
@@ -242,7 +246,15 @@ pub fn fixed_answer(text: &str) -> Option<&'static str> {
         )
         .expect("static regex")
     });
-    if HELP.is_match(text) {
+    static WHO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:who\s+are\s+you|what\s+are\s+you|what'?s\s+your\s+name|what\s+is\s+your\s+name|who\s+am\s+i\s+talking\s+to)\s*[?.!]*\s*$",
+        )
+        .expect("static regex")
+    });
+    if WHO.is_match(text) {
+        Some(WHO_I_AM)
+    } else if HELP.is_match(text) {
         Some(prompts::DEVICE_CAN)
     } else if THANKS.is_match(text) {
         Some("You're welcome.")
@@ -293,6 +305,8 @@ mod tests {
                 "{help}"
             );
         }
+        assert_eq!(fixed_answer("Who are you?"), Some(super::WHO_I_AM));
+        assert_eq!(fixed_answer("who are you voting for"), None);
         for thanks in ["Thank you.", "thanks a lot", "OK, thank you very much!"] {
             assert_eq!(fixed_answer(thanks), Some("You're welcome."), "{thanks}");
         }

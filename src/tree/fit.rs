@@ -630,6 +630,12 @@ fn date_today(t: &str) -> Fit {
     if asked_day(t, chrono::Local::now().date_naive()).is_some() {
         return Fit::strong(None);
     }
+    // "is it the 6th today?": today's date answers it too.
+    if rx!(r"^(?:is it|is today|it's|today is) the \d{1,2}(?:st|nd|rd|th)(?: of \w+)?(?: today)?$")
+        .is_match(t)
+    {
+        return Fit::strong(None);
+    }
     // "is it Monday today?", "is today Friday": today's date answers it.
     if rx!(r"^(?:is it|is today|it's|today is|is this) (?:a )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|september|october|november|december)(?: today| already| yet)?$").is_match(t) {
         return Fit::strong(None);
@@ -1223,6 +1229,7 @@ mod tests {
         }
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());
         assert!(fit("date_today", "Is it Monday today?").is_strong());
+        assert!(fit("date_today", "Is it the 6th today?").is_strong());
         assert!(fit("todo_list", "Do I have anything to do today?").is_strong());
         assert_eq!(
             memory_fact("My name is Alex.").as_deref(),

@@ -79,6 +79,11 @@ pub struct TimeFrame {
     /// A date said inside the label ("cancel saturday's alarm", "the alarm
     /// for tomorrow").
     pub on: Option<NaiveDate>,
+    /// The day an alarm was asked for without a clock time ("tomorrow
+    /// morning"): its `due` is left empty so the action asks "What time
+    /// tomorrow morning?" instead of guessing, and the answer is read
+    /// with these words.
+    pub day_words: String,
 }
 
 impl TimeFrame {
@@ -97,6 +102,7 @@ impl TimeFrame {
             at: None,
             subtract: false,
             on: None,
+            day_words: String::new(),
         }
     }
 }
@@ -392,6 +398,16 @@ fn alarm_set(s: &Said, now: NaiveDateTime) -> Result<TimeFrame, &'static str> {
     f.due = if s.delay.is_none() && s.time.is_none() && p.contains("QDUR") {
         // "set an alarm for 20 minutes": a delay.
         s.duration.clone().map(|d| d.map(Due::In))
+    } else if s.delay.is_none() && s.time.is_none() && s.day.as_ref().is_some_and(Result::is_ok) {
+        // "an alarm for tomorrow morning": a day, no time. An alarm at a
+        // guessed hour is a wrong one; the action asks.
+        f.day_words = when::day_in(&s.lower, now.date())
+            .ok()
+            .flatten()
+            .and_then(|d| s.lower.get(d.span))
+            .unwrap_or_default()
+            .to_string();
+        None
     } else {
         due_of(s, now, prefer)
     };

@@ -318,6 +318,17 @@ fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
     let due = match &f.due {
         Some(Ok(d)) => d.clone(),
         Some(Err(e)) => return Ok(ActionOutput::failed(e.to_string())),
+        None if kind == Kind::Alarm && !f.day_words.is_empty() => {
+            return Ok(ask(
+                &format!("What time {}?", f.day_words),
+                "alarm_set",
+                &f.label,
+            )
+            .with_state(
+                PENDING_TIME,
+                json!({"intent": "alarm_set", "label": f.label, "day": f.day_words}),
+            ))
+        }
         None if kind == Kind::Alarm => return Ok(ask("For what time?", "alarm_set", &f.label)),
         None => return Ok(ActionOutput::failed("For what time?")),
     };
@@ -785,10 +796,28 @@ impl Action for TimeAnswer {
                 Ok(None) => Ok(ActionOutput::failed("")),
             },
             Some("alarm_set") => {
+                // "What time tomorrow morning?" "Seven." is read as "seven
+                // tomorrow morning", unless the answer names its own day.
+                let day = pending.get("day").and_then(Value::as_str).unwrap_or("");
+                // A bare "seven" is a clock time here, as "at seven".
+                let text =
+                    if crate::nlu::when::time_in(&text.to_lowercase()).is_ok_and(|t| t.is_none()) {
+                        format!("at {text}")
+                    } else {
+                        text
+                    };
+                let said = if day.is_empty()
+                    || crate::nlu::when::day_in(&text.to_lowercase(), now().date())
+                        .is_ok_and(|d| d.is_some())
+                {
+                    text.clone()
+                } else {
+                    format!("{text} {day}")
+                };
                 let f = TimeFrame {
                     kind: Some("alarm"),
                     label,
-                    due: crate::tree::fit_time::due_in(&text, now()),
+                    due: crate::tree::fit_time::due_in(&said, now()),
                     ..crate::tree::fit_time::TimeFrame::empty()
                 };
                 match f.due {
@@ -845,6 +874,31 @@ mod tests {
         );
         assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
         assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn an_alarm_for_a_day_without_a_time_asks_the_time_and_keeps_the_day() {
+        let (_dir, env, timers) = env();
+        let out = run(&AlarmSet, "set an alarm for tomorrow morning", &env);
+        assert_eq!(out.say, "What time tomorrow morning?");
+        assert_eq!(out.phase.as_deref(), Some(ASK_PHASE));
+        assert!(timers.list(None).unwrap().is_empty(), "no alarm guessed");
+        let answer = ActionCall {
+            text: "seven".into(),
+            state: out.set_state.clone(),
+            ..Default::default()
+        };
+        let set = TimeAnswer.run(&answer, &env).unwrap();
+        let tomorrow = (now().date() + chrono::Days::new(1))
+            .format("%A")
+            .to_string();
+        assert!(set.say.starts_with("Alarm set for 7:00 AM"), "{}", set.say);
+        assert!(
+            set.say.contains("tomorrow") || set.say.contains(&tomorrow),
+            "{}",
+            set.say
+        );
+        assert_eq!(timers.list(None).unwrap().len(), 1);
     }
 
     #[test]
