@@ -7,11 +7,13 @@
 #                   as PDF; dpkg's triggers.txt as an enscript → ghostscript PDF; dpkg's rootless-builds.txt
 #   D (test, 5 Dec): markdown / plain-text READMEs with underlined headings: apt, kmod, espeak-ng,
 #                   bash's README.Debian, base-files' README.FHS
+#   E (validation, 6 Dec): find, du, tail man pages; ssh (gropdf) and sort (groff → ps2pdf) as PDF;
+#                   groff's own shipped PDF "Using Automake in the Groff project" (a real PDF, prose)
 # Needs man-db, groff, enscript, ghostscript (scripts/knowledge-tools.sh).
-# Usage: scripts/knowledge-corpora.sh OUT_DIR   → OUT_DIR/{A,B,C,D}
+# Usage: scripts/knowledge-corpora.sh OUT_DIR   → OUT_DIR/{A,B,C,D,E}
 set -euo pipefail
 out=${1:?out dir}
-mkdir -p "$out/A" "$out/B" "$out/C" "$out/D"
+mkdir -p "$out/A" "$out/B" "$out/C" "$out/D" "$out/E"
 page() { MANWIDTH=80 man -P cat "$1" 2>/dev/null | col -bx; }
 for m in ls sed kill zstd; do page "$m" > "$out/A/$m.txt"; done
 zcat /usr/share/doc/systemd/README.Debian.gz > "$out/B/systemd-README.Debian.txt"
@@ -28,4 +30,8 @@ cp /usr/share/doc/kmod/README.md "$out/D/kmod-README.md"
 zcat /usr/share/doc/espeak-ng/README.md.gz > "$out/D/espeak-README.md"
 zcat /usr/share/doc/bash/README.Debian.gz > "$out/D/bash-README.Debian.txt"
 cp /usr/share/doc/base-files/README.FHS "$out/D/FHS.txt"
+for m in find du tail; do page "$m" > "$out/E/$m.txt"; done
+zcat "$(man -w ssh)" | groff -man -Tpdf > "$out/E/ssh.pdf" 2>/dev/null
+zcat "$(man -w sort)" | groff -man -Tps 2>/dev/null | ps2pdf - "$out/E/sort.pdf"
+zcat /usr/share/doc/groff-base/pdf/automake.pdf.gz > "$out/E/groff-automake.pdf"
 ls -l "$out"/*

@@ -63,7 +63,9 @@ def main():
             if dump:
                 dump.write(json.dumps({'q': q['q'], 'rank': rank, 'chunk_id': c['chunk_id'],
                     'vector': c['vector'], 'bm25': c['bm25'], 'coverage': c.get('coverage'),
-                    'rerank': c['rerank'], 'relevance': c.get('relevance'), 'score': c.get('score'), 'relevant': rel, 'right_doc': right_doc(c), 'document_id': c['document_id']}) + '\n')
+                    'rerank': c['rerank'], 'relevance': c.get('relevance'), 'score': c.get('score'), 'relevant': rel, 'right_doc': right_doc(c), 'document_id': c['document_id'],
+                    'paragraph': c.get('paragraph'), 'ordinal': c.get('ordinal'), 'section': c.get('section'),
+                    'path': c.get('path')}) + '\n')
         if any(labels) and not got:
             if not any(l and c['rerank'] >= a.min_score for l, c in zip(labels, cands)):
                 dropped += 1  # every answering candidate fell under the cut

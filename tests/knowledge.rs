@@ -359,6 +359,7 @@ fn a_question_cites_the_chunk_that_holds_the_answer_with_every_step_traced() {
             "vector_search",
             "keyword_search",
             "rerank",
+            "short_chunks",
             "paragraphs",
             "drop_below",
             "boost_tier1",

@@ -19,6 +19,7 @@
 
 pub mod analysis;
 pub mod bm25;
+pub mod brevity;
 pub mod context;
 pub mod eval;
 pub mod ingest;

@@ -10,6 +10,9 @@
 //! 4. [`vector_search`] — top 30 within the filters, plus
 //!    [`keyword_search`] — up to 10 BM25 hits it missed;
 //! 5. [`rerank`] — cross-encoder or calibrated fusion, scores in [0, 1];
+//!    with the fusion, [`brevity`] lowers chunks of a few words (titles,
+//!    NAME lines, page headers) in the order and [`paragraph`] orders the
+//!    first three again by their best paragraph;
 //! 6. [`drop_below`] 0.3, [`boost_tier1`], [`cap_per_source`] (2), then
 //!    [`take_top`] 7 — the cap comes before the cut so the 7 stay diverse;
 //! 7. [`merge_adjacent`] — neighbouring chunks of one document become one
@@ -25,6 +28,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::bm25;
+use super::brevity;
 use super::context::{self, Context as Built};
 use super::paragraph;
 use super::rerank::RerankInput;
@@ -288,6 +292,20 @@ pub fn search(
         t.step("rerank", s, scored.len(), None);
         (scored, false)
     };
+    if !exact_hit && kb.reranker.orders_by_fusion() {
+        let s = Instant::now();
+        let n = brevity::discount_short(&mut candidates);
+        t.step(
+            "short_chunks",
+            s,
+            n,
+            Some(format!(
+                "under {} characters: -{} on the order",
+                brevity::SHORT_CHARS,
+                brevity::DISCOUNT
+            )),
+        );
+    }
     candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     if !exact_hit && cfg.paragraph_top_k > 0 && kb.reranker.orders_by_fusion() {
         let s = Instant::now();

@@ -8,6 +8,7 @@
 //! headings (essays, notes without structure). A paragraph longer than
 //! 1.5× the target is cut at sentence ends.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -108,7 +109,12 @@ fn all_caps(line: &str) -> bool {
 /// `Section` from two up).
 pub fn count_headings(text: &str) -> usize {
     let lines: Vec<&str> = text.lines().collect();
-    let listed = not_headings(&lines);
+    let running = running_lines(&lines);
+    let listed: Vec<bool> = not_headings(&lines)
+        .into_iter()
+        .zip(running)
+        .map(|(a, b)| a || b)
+        .collect();
     lines
         .iter()
         .zip(listed)
@@ -193,6 +199,74 @@ fn not_headings(lines: &[&str]) -> Vec<bool> {
         }
     }
     listed
+}
+
+/// Lines read at a page's top or bottom: a running header or footer
+/// sits among the first or last [`EDGE_LINES`] lines of a page.
+const EDGE_LINES: usize = 4;
+
+/// Which lines are a PDF's running headers and footers: a line (digits
+/// ignored, so "-2-" and "-3-" are one) standing at the top or bottom of
+/// at least three pages and of half of them, wherever it stands (once
+/// known, a footer is a footer mid-page too). Such a line is not a heading
+/// even when it is ALL-CAPS: groff's man pages end every page on "BSD",
+/// groff's manuals start every page on "USING AUTOMAKE IN THE GROFF
+/// PROJECT", and read as headings they made the section of every chunk
+/// after a page break ("ssh.pdf, BSD" for 53 of ssh(1)'s 96 chunks). The
+/// words stay in the text (every word is kept); only the section path
+/// ignores them. A text without page breaks has none.
+fn running_lines(lines: &[&str]) -> Vec<bool> {
+    let mut out = vec![false; lines.len()];
+    let key = |l: &str| -> String {
+        l.trim()
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Each page's edge lines: indices of its first and last non-empty ones.
+    let mut pages: Vec<Vec<usize>> = Vec::new();
+    let mut page: Vec<usize> = Vec::new();
+    let close = |page: &mut Vec<usize>, pages: &mut Vec<Vec<usize>>| {
+        let mut edge: Vec<usize> = page.iter().take(EDGE_LINES).copied().collect();
+        edge.extend(page.iter().rev().take(EDGE_LINES));
+        edge.sort_unstable();
+        edge.dedup();
+        pages.push(edge);
+        page.clear();
+    };
+    for (i, line) in lines.iter().enumerate() {
+        if *line == super::loader::PAGE_BREAK {
+            close(&mut page, &mut pages);
+        } else if !line.trim().is_empty() {
+            page.push(i);
+        }
+    }
+    close(&mut page, &mut pages);
+    if pages.len() < 3 {
+        return out;
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for edge in &pages {
+        let mut keys: Vec<String> = edge.iter().map(|&i| key(lines[i])).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys.into_iter().filter(|k| !k.is_empty()) {
+            *seen.entry(k).or_insert(0) += 1;
+        }
+    }
+    let enough = |n: usize| n >= 3 && n * 2 >= pages.len();
+    // Every line with that text, at a page's edge or not: poppler's
+    // reading order can put a footer's first word mid-page (ssh(1)'s
+    // "BSD" on its first page, between two options).
+    for (i, line) in lines.iter().enumerate() {
+        if seen.get(&key(line)).is_some_and(|&n| enough(n)) {
+            out[i] = true;
+        }
+    }
+    out
 }
 
 /// What an underline makes of a line (markdown's setext headings,
@@ -297,7 +371,11 @@ fn paragraphs(text: &str) -> Vec<Para> {
     // heading that wrapped onto a second line is read as one.
     let mut wrapped_heading: Option<(usize, String)> = None;
     let lines: Vec<&str> = text.lines().collect();
-    let listed = not_headings(&lines);
+    let running = running_lines(&lines);
+    let listed = not_headings(&lines)
+        .into_iter()
+        .zip(running)
+        .map(|(a, b)| a || b);
     let under = underlines(&lines);
     for ((line, listed), under) in lines.iter().copied().zip(listed).zip(under) {
         if line == super::loader::PAGE_BREAK {
@@ -618,6 +696,46 @@ mod tests {
         // "2 Care" has nothing of its own: its line opens its first
         // subsection's text.
         assert!(pieces[2].text.starts_with("2 Care\n2.1 Filters\n"));
+    }
+
+    #[test]
+    fn a_running_header_or_footer_is_not_a_heading() {
+        // groff's ssh(1) as PDF: "SSH (1) … SSH (1)" over every page, "BSD"
+        // and the date under it; one real section runs across the pages
+        // (the first page's header, before NAME, has no section).
+        let body = "-p port\nPort to connect to on the remote host.\n\n".repeat(3);
+        let page = |n: usize, first: &str| {
+            format!("SSH (1)\nBSD General Commands Manual\nSSH (1)\n{first}{body}BSD\nNovember 28, 2022\n{n}\n")
+        };
+        let text = [
+            page(
+                1,
+                "NAME\nssh - remote login\nDESCRIPTION\n-C\n\nBSD\n\nRequests compression.\n",
+            ),
+            page(2, ""),
+            page(3, ""),
+            page(4, "ENVIRONMENT\n"),
+        ]
+        .join("\u{c}\n");
+        let sections: Vec<String> = split(&text, Strategy::Section, 200)
+            .iter()
+            .map(|p| p.section.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            sections
+                .iter()
+                .all(|s| ["", "NAME", "DESCRIPTION", "ENVIRONMENT"].contains(&s.as_str())),
+            "{sections:?}"
+        );
+        assert!(sections.iter().filter(|s| *s == "DESCRIPTION").count() >= 3);
+        assert_eq!(count_headings(&text), 3);
+        // Its words stay.
+        assert!(split(&text, Strategy::Section, 200)
+            .iter()
+            .any(|p| p.text.contains("BSD")));
+        // Without pages (or with two) an ALL-CAPS line is a heading again.
+        let plain = "BSD\nsome text\n\nBSD\nmore text\n";
+        assert_eq!(count_headings(plain), 2);
     }
 
     #[test]
