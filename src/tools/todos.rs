@@ -68,7 +68,8 @@ pub trait TodoBackend: Send + Sync {
         for item in self.list(false)? {
             match self.delete(&item.title) {
                 Ok(_) => removed += 1,
-                // Two items of the same title: the other goes next round.
+                // Gone meanwhile, or a title several items share: left
+                // out of the count, the rest still go.
                 Err(TodoError::Ambiguous(_)) | Err(TodoError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }

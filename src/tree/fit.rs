@@ -476,11 +476,12 @@ const AUDIO: &str = r"(?:it|that|this|you|yourself|the volume|volume|the sound|s
 pub fn volume_extreme(t: &str) -> Option<bool> {
     let t = t.to_lowercase();
     let t = t.trim_end_matches(['.', '!', '?']).trim();
-    let top = r"max|maximum|full|the max|the maximum|full blast|top|the top|highest|the highest";
+    let top = r"max|maximum|full|the max|the maximum|full blast|the top|highest|the highest";
     let bottom = r"min|minimum|the min|the minimum|lowest|the lowest|the bottom";
+    // "it" only with "to": "put it on top" is not about the volume.
     let said = |ends: &str| {
         rx_dyn(&format!(
-            r"^(?:(?:{ends}) (?:volume|sound)|(?:set |turn |put |crank |make )?(?:the )?(?:volume|sound|it)(?: up| down| all the way up| all the way down)? (?:to |at |on )?(?:{ends})|volume (?:{ends}))$"
+            r"^(?:(?:{ends}) (?:volume|sound)|(?:set |turn |put |crank |make )?(?:the )?(?:volume|sound)(?: up| down)? (?:to |at |on )?(?:{ends})|volume (?:{ends})|(?:turn|crank|put|set) it (?:up |down )?to (?:{ends}))$"
         ))
         .is_match(t)
     };
@@ -593,8 +594,8 @@ fn is_question_or_short(t: &str) -> bool {
 }
 
 /// The one day other than today that a question about the date asks
-/// for ("what's the date tomorrow", "what day is the 25th", "what was
-/// the date yesterday"), read from the tidied `t` as of `today`; `None`
+/// for ("what's the date tomorrow", "what day is it on the 25th", "what
+/// was the date yesterday"), read from the tidied `t` as of `today`; `None`
 /// when it asks about today, names no single day, or is about something
 /// on that day (an event, a holiday, an appointment) rather than its date.
 pub fn asked_day(t: &str, today: chrono::NaiveDate) -> Option<chrono::NaiveDate> {
@@ -1260,6 +1261,9 @@ mod tests {
         }
         assert_eq!(volume_extreme("minimum volume"), Some(false));
         assert_eq!(volume_extreme("max is my cat"), None);
+        assert_eq!(volume_extreme("put it on top"), None);
+        assert_eq!(volume_extreme("make it full"), None);
+        assert_eq!(volume_extreme("turn it up to max"), Some(true));
         assert!(fit("volume_up", "Turn it up to 80.").is_strong());
         assert!(fit("volume_down", "bring the volume down to 3").is_strong());
         for whole in [

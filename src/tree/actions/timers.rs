@@ -319,15 +319,12 @@ fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
         Some(Ok(d)) => d.clone(),
         Some(Err(e)) => return Ok(ActionOutput::failed(e.to_string())),
         None if kind == Kind::Alarm && !f.day_words.is_empty() => {
-            return Ok(ask(
-                &format!("What time {}?", f.day_words),
-                "alarm_set",
-                &f.label,
-            )
-            .with_state(
-                PENDING_TIME,
-                json!({"intent": "alarm_set", "label": f.label, "day": f.day_words}),
-            ))
+            return Ok(ActionOutput::failed(format!("What time {}?", f.day_words))
+                .with_phase(ASK_PHASE)
+                .with_state(
+                    PENDING_TIME,
+                    json!({"intent": "alarm_set", "label": f.label, "day": f.day_words}),
+                ))
         }
         None if kind == Kind::Alarm => return Ok(ask("For what time?", "alarm_set", &f.label)),
         None => return Ok(ActionOutput::failed("For what time?")),
@@ -799,13 +796,19 @@ impl Action for TimeAnswer {
                 // "What time tomorrow morning?" "Seven." is read as "seven
                 // tomorrow morning", unless the answer names its own day.
                 let day = pending.get("day").and_then(Value::as_str).unwrap_or("");
-                // A bare "seven" is a clock time here, as "at seven".
-                let text =
-                    if crate::nlu::when::time_in(&text.to_lowercase()).is_ok_and(|t| t.is_none()) {
-                        format!("at {text}")
-                    } else {
-                        text
-                    };
+                // A bare "seven" is a clock time here, as "at seven"; "in
+                // ten minutes" keeps its own reading.
+                let lower = text.to_lowercase();
+                let bare = [
+                    crate::nlu::when::time_in(&lower).is_ok_and(|t| t.is_none()),
+                    crate::nlu::when::delay_in(&lower).is_ok_and(|t| t.is_none()),
+                    crate::nlu::when::duration_in(&lower).is_ok_and(|t| t.is_none()),
+                ];
+                let text = if bare.iter().all(|b| *b) {
+                    format!("at {text}")
+                } else {
+                    text
+                };
                 let said = if day.is_empty()
                     || crate::nlu::when::day_in(&text.to_lowercase(), now().date())
                         .is_ok_and(|d| d.is_some())
@@ -899,6 +902,16 @@ mod tests {
             set.say
         );
         assert_eq!(timers.list(None).unwrap().len(), 1);
+        // "For what time?" answered with a delay keeps the delay.
+        let out = run(&AlarmSet, "set an alarm", &env);
+        assert_eq!(out.say, "For what time?");
+        let answer = ActionCall {
+            text: "in ten minutes".into(),
+            state: out.set_state.clone(),
+            ..Default::default()
+        };
+        let set = TimeAnswer.run(&answer, &env).unwrap();
+        assert!(set.say.contains("in 10 minutes"), "{}", set.say);
     }
 
     #[test]
