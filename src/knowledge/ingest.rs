@@ -346,7 +346,16 @@ impl Ingest<'_> {
             return FileReport::failed(path, "the on-device embedder is not available", started);
         };
         let body = analysis::strip_front_matter(&loaded.text);
-        let pieces = splitter::split(body, analysis.strategy, self.knowledge.chunk_chars);
+        let headings = match loaded.kind {
+            loader::Kind::Pdf => splitter::Headings::of_pdf(body),
+            _ => splitter::Headings::Any,
+        };
+        let pieces = splitter::split_as(
+            body,
+            analysis.strategy,
+            self.knowledge.chunk_chars,
+            headings,
+        );
         if pieces.is_empty() {
             return FileReport::failed(path, "no text to index after splitting", started);
         }

@@ -125,6 +125,7 @@ pub fn pages(path: &Path, limits: &PdfLimits) -> Result<Vec<String>, LoadError> 
     if pages.len() > 1 && pages.last().is_some_and(|p| p.trim().is_empty()) {
         pages.pop();
     }
+    super::pdf_headings::literal_marks_as_text(&mut pages);
     // Font sizes, from a second bounded run: any failure leaves the text
     // as it is (headings are a help to citations, not a condition).
     match run_bounded(limits, &["-bbox-layout"], path, BBOX_MAX_BYTES) {

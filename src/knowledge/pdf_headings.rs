@@ -79,6 +79,32 @@ pub fn find(xhtml: &str) -> Vec<SizedHeading> {
         .collect()
 }
 
+/// How far a PDF's own `#` line is moved in: past a markdown heading's
+/// three columns (CommonMark), so the splitter reads it as text.
+const LITERAL_INDENT: &str = "    ";
+
+/// Make the PDF's own lines that begin with `#` plain text before
+/// [`mark`] adds the real headings' marks. Shell comments and root
+/// prompts in a manual's examples ("# and then in another shell, run:"
+/// in Valgrind's, "# ssh-keygen -M generate …" in ssh-keygen(1)) would
+/// otherwise read as markdown headings. Only white space is added; every
+/// word stays.
+pub fn literal_marks_as_text(pages: &mut [String]) {
+    for page in pages.iter_mut() {
+        if !page.lines().any(|l| l.trim_start().starts_with('#')) {
+            continue;
+        }
+        let mut out = String::with_capacity(page.len() + 64);
+        for line in page.split_inclusive('\n') {
+            if line.trim_start().starts_with('#') {
+                out.push_str(LITERAL_INDENT);
+            }
+            out.push_str(line);
+        }
+        *page = out;
+    }
+}
+
 /// Mark the `headings` in the plain text of `pages` (one string per page,
 /// as `pdftotext` wrote them): each line whose words are a heading's on
 /// the same page becomes `#… text`, in order, once per heading.
@@ -334,6 +360,42 @@ mod tests {
         xhtml.push_str("</page>\n</doc>\n");
         let found: Vec<String> = find(&xhtml).into_iter().map(|h| h.text).collect();
         assert_eq!(found, vec!["EXAMPLES".to_string()]);
+    }
+
+    #[test]
+    fn a_pdf_s_own_hash_lines_stay_text() {
+        // Valgrind's manual: a shell comment in an example, and a size-
+        // marked heading on the same page.
+        let xhtml = doc(&[[(15.0, "Connecting GDB")]
+            .into_iter()
+            .chain([(11.0, BODY); 8])
+            .collect()]);
+        let mut pages = vec![format!(
+            "Connecting GDB\n{BODY}\n\nvalgrind --vgdb=yes prog\n# and then in another shell, run:\nvgdb --port=1234\n\n{BODY}\n"
+        )];
+        literal_marks_as_text(&mut pages);
+        mark(&mut pages, &find(&xhtml));
+        assert!(pages[0].starts_with("# Connecting GDB\n"), "{}", pages[0]);
+        assert!(
+            pages[0].contains("\n    # and then in another shell, run:\n"),
+            "{}",
+            pages[0]
+        );
+        let pieces = crate::knowledge::splitter::split(
+            &pages[0],
+            crate::knowledge::splitter::Strategy::Section,
+            200,
+        );
+        assert!(
+            pieces
+                .iter()
+                .all(|p| p.section.as_deref() == Some("Connecting GDB")),
+            "{:?}",
+            pieces.iter().map(|p| &p.section).collect::<Vec<_>>()
+        );
+        assert!(pieces
+            .iter()
+            .any(|p| p.text.contains("# and then in another shell, run:")));
     }
 
     #[test]

@@ -59,8 +59,53 @@ static NAMED: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
+/// Which kinds of line may head a section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Headings {
+    /// Every kind: markdown marks, underlined titles, numbered and named
+    /// lines, ALL-CAPS lines (man pages, plain-text manuals, and PDFs
+    /// whose headings are bold at body size, as groff sets a man page).
+    #[default]
+    Any,
+    /// A PDF whose headings were found by type size
+    /// ([`super::pdf_headings`]): its ALL-CAPS lines at body size are the
+    /// words of its code and tables — `BZ_OK`, `CARD32 N_ALIASES`,
+    /// `LEAK SUMMARY:` in bzip2's, shared-mime-info's and Valgrind's
+    /// DocBook manuals — not sections, and read as sections they cut its
+    /// numbered chapters ("BZ_OK > 3.3.2. BZ2_bzCompress").
+    Typeset,
+}
+
+/// Size-marked headings a PDF needs before its ALL-CAPS lines stop being
+/// read as headings ([`Headings::Typeset`]).
+const TYPESET_MIN: usize = 3;
+
+impl Headings {
+    /// For a PDF's text (the size pass has marked its headings with `#`
+    /// at the margin, and its own `#` lines are indented out of reach,
+    /// [`super::pdf_headings::literal_marks_as_text`]): `Typeset` when
+    /// [`TYPESET_MIN`] or more were marked.
+    pub fn of_pdf(text: &str) -> Headings {
+        let marked = text
+            .lines()
+            .filter(|l| MD_HEADING.is_match(l) && indent_of(l) == 0)
+            .take(TYPESET_MIN)
+            .count();
+        if marked >= TYPESET_MIN {
+            Headings::Typeset
+        } else {
+            Headings::Any
+        }
+    }
+}
+
 /// A heading line: its depth (1 = top) and its text, if the line is one.
 pub fn heading(line: &str) -> Option<(usize, String)> {
+    heading_as(line, Headings::Any)
+}
+
+/// [`heading`], with only the kinds of line `style` allows.
+fn heading_as(line: &str, style: Headings) -> Option<(usize, String)> {
     let line = line.trim();
     if line.is_empty() || line.len() > 100 {
         return None;
@@ -79,7 +124,7 @@ pub fn heading(line: &str) -> Option<(usize, String)> {
     if let Some(c) = NUMBERED.captures(line) {
         return Some((1 + c[1].matches('.').count(), line.to_string()));
     }
-    if all_caps(line) {
+    if style == Headings::Any && all_caps(line) {
         return Some((1, line.trim_end_matches(':').to_string()));
     }
     None
@@ -332,7 +377,7 @@ struct Para {
     starts_section: bool,
 }
 
-fn paragraphs(text: &str) -> Vec<Para> {
+fn paragraphs(text: &str, style: Headings) -> Vec<Para> {
     let mut out = Vec::new();
     let mut path: Vec<(usize, String)> = Vec::new();
     let mut current = String::new();
@@ -395,7 +440,7 @@ fn paragraphs(text: &str) -> Vec<Para> {
         }
         let found = match under {
             Underline::Title(depth) => Some((depth, line.trim().to_string())),
-            _ => heading(line).filter(|_| !listed),
+            _ => heading_as(line, style).filter(|_| !listed),
         };
         if let Some((depth, title)) = found {
             let shown = line.trim().trim_start_matches('#').trim();
@@ -479,10 +524,15 @@ fn cut_long(text: &str, target: usize) -> Vec<String> {
 
 /// Split a document's text into chunks of about `target` characters.
 pub fn split(text: &str, strategy: Strategy, target: usize) -> Vec<Piece> {
+    split_as(text, strategy, target, Headings::Any)
+}
+
+/// [`split`], reading as headings only the kinds of line `style` allows.
+pub fn split_as(text: &str, strategy: Strategy, target: usize, style: Headings) -> Vec<Piece> {
     let target = target.max(200);
     let mut pieces: Vec<Piece> = Vec::new();
     let mut current: Option<Piece> = None;
-    for para in paragraphs(text) {
+    for para in paragraphs(text, style) {
         for part in cut_long(&para.text, target) {
             let boundary = strategy == Strategy::Section && para.starts_section;
             let fits = current
@@ -696,6 +746,49 @@ mod tests {
         // "2 Care" has nothing of its own: its line opens its first
         // subsection's text.
         assert!(pieces[2].text.starts_with("2 Care\n2.1 Filters\n"));
+    }
+
+    #[test]
+    fn a_typeset_pdf_s_all_caps_lines_are_text() {
+        // bzip2's DocBook manual: numbered headings marked by size, its
+        // return codes in capitals at body size.
+        let doc = "# 3. Programming with libbzip2\n\nThe library.\n\n## 3.2. Error handling\n\nThe return codes are:\n\nBZ_OK\n\nThe request succeeded.\n\nBZ_PARAM_ERROR\n\nA parameter was wrong.\n\n## 3.3. Low-level interface\n\nCompress a buffer.\n";
+        assert_eq!(Headings::of_pdf(doc), Headings::Typeset);
+        let sections = |style| -> Vec<String> {
+            split_as(doc, Strategy::Section, 200, style)
+                .into_iter()
+                .filter_map(|p| p.section)
+                .collect()
+        };
+        let typeset = sections(Headings::Typeset);
+        assert!(
+            typeset
+                .iter()
+                .all(|s| s.starts_with("3. Programming with libbzip2") && !s.contains("BZ_")),
+            "{typeset:?}"
+        );
+        assert!(typeset
+            .iter()
+            .any(|s| s == "3. Programming with libbzip2 > 3.3. Low-level interface"));
+        let all: String = split_as(doc, Strategy::Section, 200, Headings::Typeset)
+            .into_iter()
+            .map(|p| p.text)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            all.contains("BZ_OK") && all.contains("BZ_PARAM_ERROR"),
+            "{all}"
+        );
+        // Read as any text, the capitals are sections and cut the chapter.
+        assert!(sections(Headings::Any).iter().any(|s| s == "BZ_OK"));
+        // Two size marks are not enough to say the PDF is typeset: a man
+        // page set by groff has its sections in bold capitals at body size.
+        let man =
+            "# ssh-keygen\n\nNAME\n\nssh-keygen - key tool\n\nDESCRIPTION\n\nIt makes keys.\n";
+        assert_eq!(Headings::of_pdf(man), Headings::Any);
+        // Indented `#` lines (a PDF's own, moved in) are not counted.
+        let comments = "    # one\n    # two\n    # three\nOPTIONS\n";
+        assert_eq!(Headings::of_pdf(comments), Headings::Any);
     }
 
     #[test]
