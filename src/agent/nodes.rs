@@ -219,7 +219,7 @@ pub const LIVE_LOOKUP_ANSWER: &str = "I can't look that up right now: live infor
 pub fn needs_live_lookup(text: &str) -> bool {
     static LIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(
-            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:the|today'?s|tomorrow'?s)\s+weather$|(?:will|is)\s+it\s+(?:going\s+to\s+|gonna\s+)?(?:rain|snow|be\s+(?:sunny|cold|hot|warm|windy|wet))|temperature\s+(?:outside|today|tomorrow|tonight)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic)\b",
+            r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:the|today'?s|tomorrow'?s)\s+weather$|(?:will|is)\s+it\s+(?:going\s+to\s+|gonna\s+)?(?:rain|snow|be\s+(?:sunny|cold|hot|warm|windy|wet))|temperature\s+(?:outside|today|tomorrow|tonight)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic|sun\s*(?:set|rise)|(?:does|will)\s+the\s+sun\s+(?:set|rise|come\s+up|go\s+down)|do\s+i\s+need\s+(?:an?\s+|my\s+)?(?:umbrella|coat|jacket|raincoat|brolly|sunscreen|sun\s*cream|gloves|scarf|sunglasses)|(?:dollars?|euros?|pounds?|yen|yuan|rupees?|pesos?|francs?|kronor|krona|won|rubles?|bucks|quid)\s+(?:in|to|into)\s+(?:dollars?|euros?|pounds?|yen|yuan|rupees?|pesos?|francs?|kronor|krona|won|rubles?|bucks|quid|us\s+dollars|sterling))\b",
         )
         .expect("static regex")
     });
@@ -252,7 +252,15 @@ pub fn fixed_answer(text: &str) -> Option<&'static str> {
         )
         .expect("static regex")
     });
-    if WHO.is_match(text) {
+    static HERE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)^\s*(?:(?:hey|ok|okay|hello)\s+earshot[,\s]+)?(?:hello[,\s]+)?(?:are\s+you\s+(?:there|listening|awake|on|working)|can\s+you\s+hear\s+me|do\s+you\s+hear\s+me|is\s+this\s+(?:thing\s+)?(?:on|working)|you\s+there)\s*[?.!]*\s*$",
+        )
+        .expect("static regex")
+    });
+    if HERE.is_match(text) {
+        Some("Yes, I'm here.")
+    } else if WHO.is_match(text) {
         Some(WHO_I_AM)
     } else if HELP.is_match(text) {
         Some(prompts::DEVICE_CAN)
@@ -307,6 +315,9 @@ mod tests {
         }
         assert_eq!(fixed_answer("Who are you?"), Some(super::WHO_I_AM));
         assert_eq!(fixed_answer("who are you voting for"), None);
+        assert_eq!(fixed_answer("Are you there?"), Some("Yes, I'm here."));
+        assert_eq!(fixed_answer("can you hear me"), Some("Yes, I'm here."));
+        assert_eq!(fixed_answer("can you hear me sing"), None);
         for thanks in ["Thank you.", "thanks a lot", "OK, thank you very much!"] {
             assert_eq!(fixed_answer(thanks), Some("You're welcome."), "{thanks}");
         }
@@ -321,6 +332,27 @@ mod tests {
         assert!(super::needs_live_lookup("What's the weather?"));
         assert!(super::needs_live_lookup("is it going to rain"));
         assert!(!super::needs_live_lookup("how does the weather work"));
+        // The weather asked without the word, and prices of the day: the
+        // small model answered "No, you do not need an umbrella" and
+        // "20 dollars is equivalent to €1.20".
+        for live in [
+            "Do I need an umbrella today?",
+            "do i need a coat",
+            "how much is 20 dollars in euros",
+            "convert 50 pounds to dollars",
+            "what's a hundred yen in us dollars",
+            "what time does the sun set",
+            "when is sunrise tomorrow",
+        ] {
+            assert!(super::needs_live_lookup(live), "{live}");
+        }
+        for not_live in [
+            "do i need a passport for france",
+            "how many dollars are in a pound of gold",
+            "why is the dollar called a buck",
+        ] {
+            assert!(!super::needs_live_lookup(not_live), "{not_live}");
+        }
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub enum TodoError {
     Ambiguous(Vec<String>),
     #[error("\"{0}\" is already done")]
     AlreadyDone(String),
+    /// The words name one part of an item that joins several things
+    /// ("eggs" of "eggs and cheese"): marking the whole item done would
+    /// tick off what was not bought.
+    #[error("\"{0}\" is one item on the list; say all of it")]
+    PartOf(String),
     #[error("{0}")]
     Backend(String),
 }
@@ -197,7 +202,36 @@ pub fn pick_open<'a>(items: &'a [TodoItem], query: &str) -> Result<&'a TodoItem,
     if found.done {
         return Err(TodoError::AlreadyDone(found.title.clone()));
     }
+    if names_one_part(&found.title, query) {
+        return Err(TodoError::PartOf(found.title.clone()));
+    }
     Ok(found)
+}
+
+/// Whether `query` names only one of the things a `title` joins with
+/// "and", "&" or commas ("eggs" of "eggs and cheese", "milk" of "oat milk
+/// and bananas"): another part has none of the query's words ("milk and
+/// eggs" names both parts of "buy milk and eggs").
+fn names_one_part(title: &str, query: &str) -> bool {
+    let said: Vec<String> = words(query);
+    let joined = title
+        .to_lowercase()
+        .replace(" & ", ",")
+        .replace(" and ", ",");
+    let parts: Vec<Vec<String>> = joined
+        .split(',')
+        .map(words)
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.len() > 1
+        && parts.iter().any(|part| {
+            !part.iter().any(|w| {
+                !FILLER.contains(&w.as_str())
+                    && said.iter().any(|s| {
+                        s == w || s.strip_suffix('s') == Some(w) || w.strip_suffix('s') == Some(s)
+                    })
+            })
+        })
 }
 
 /// The list as one short sentence for the model or the speaker.
@@ -237,7 +271,7 @@ fn outcome(result: Result<String, TodoError>) -> Result<String, ToolError> {
             "Several to-dos match: {}. Ask the user which one they mean.",
             titles.join("; ")
         )),
-        Err(e @ (TodoError::NotFound(_) | TodoError::AlreadyDone(_))) => {
+        Err(e @ (TodoError::NotFound(_) | TodoError::AlreadyDone(_) | TodoError::PartOf(_))) => {
             let mut s = e.to_string();
             if let Some(first) = s.get(..1) {
                 s = first.to_uppercase() + &s[1..];
@@ -436,7 +470,29 @@ mod tests {
             pick_open(&items, "Buy milk").unwrap_err(),
             TodoError::AlreadyDone("buy milk".into())
         );
+        // One part of an item that joins two things is not the item:
+        // ticking "buy milk and eggs" off for "eggs" would tick the milk.
+        assert_eq!(
+            pick_open(&items, "eggs").unwrap_err(),
+            TodoError::PartOf("buy milk and eggs".into())
+        );
+        assert_eq!(pick_open(&items, "milk and eggs").unwrap().id, "2");
+        let items = vec![
+            item(1, "oat milk & bananas", false),
+            item(2, "free range eggs", false),
+            item(3, "bread, butter", false),
+        ];
+        assert_eq!(
+            pick_open(&items, "milk").unwrap_err(),
+            TodoError::PartOf("oat milk & bananas".into())
+        );
+        assert_eq!(
+            pick_open(&items, "butter").unwrap_err(),
+            TodoError::PartOf("bread, butter".into())
+        );
+        // A word of a single thing still finds it.
         assert_eq!(pick_open(&items, "eggs").unwrap().id, "2");
+        assert_eq!(pick_open(&items, "Oat milk & bananas").unwrap().id, "1");
     }
 
     #[test]

@@ -1141,7 +1141,7 @@ mod tests {
         let s = setup(&all_kinds(), false, 50);
         // Not one of the unambiguous frames, so only a classifier could
         // take it.
-        let (r, _, host) = go(&s, "what's the time in Paris", "idle", false);
+        let (r, _, host) = go(&s, "how long is the flight to Paris", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"]);
         assert!(
@@ -1245,7 +1245,7 @@ mod tests {
         assert_eq!(out.actions, ["time_now"]);
         assert_eq!(out.rule_intent.as_deref(), Some("time_now"));
         // ...anything else falls back with the reason.
-        let (r, _, host) = go(&s, "what's the time in Paris", "idle", false);
+        let (r, _, host) = go(&s, "how long is the flight to Paris", "idle", false);
         let out = r.unwrap();
         assert_eq!(host.prompts, ["router"], "the router graph answers");
         assert!(

@@ -59,6 +59,9 @@ fn not_found_or_ambiguous(e: TodoError) -> Result<ActionOutput, ActionError> {
             titles.join("; ")
         ))),
         TodoError::AlreadyDone(t) => Ok(ActionOutput::failed(format!("\"{t}\" is already done."))),
+        TodoError::PartOf(t) => Ok(ActionOutput::failed(format!(
+            "\"{t}\" is one item on your list, so I left it as it is. Say \"cross off {t}\" when all of it is done."
+        ))),
         TodoError::EmptyTitle => Ok(ActionOutput::failed("Which item do you mean?")),
         TodoError::TitleTooLong => Ok(ActionOutput::failed(
             "That's too long for a to-do item; say it in a few words.",
