@@ -501,7 +501,18 @@ pub fn volume_extreme(t: &str) -> Option<bool> {
     }
 }
 
+/// "What's the volume?": the level is said back, nothing changes.
+pub fn asks_volume(t: &str) -> bool {
+    rx!(r"^(?:(?:what'?s|what is|whats|tell me)\s+)?(?:the\s+)?(?:current\s+)?(?:volume|volume level|sound level)(?:\s+(?:set to|at|now|right now|level))?$|^how loud (?:are you|is it|is the volume)(?: set)?(?: now| right now)?$|^what volume (?:is it|are you|is this)(?: (?:set to|at|on))?(?: now)?$|^what (?:level|percent) is the volume(?: at| set to| on)?(?: now)?$")
+        .is_match(t)
+        && !rx!(r"^(?:the\s+)?volume$").is_match(t)
+}
+
 fn volume(t: &str, up: bool) -> Fit {
+    // Asked, not changed: either direction's action says the level.
+    if asks_volume(t) {
+        return Fit::strong(None);
+    }
     // A level said: either direction's action sets it.
     if rx!(r"^(?:set |change |put |turn |make )?(?:the )?(?:volume|sound)(?: level)? (?:to|at|on) (?:level )?\S+(?: percent| per cent|%)?$|^volume (?:\d+|[a-z]+(?: [a-z]+)?)(?: percent)?$").is_match(t)
         && crate::nlu::numbers::find_numbers(t).len() == 1

@@ -175,6 +175,11 @@ impl Action for Volume {
             .map_err(store_err)?
             .and_then(|v| v.trim().parse::<i64>().ok())
             .unwrap_or(DEFAULT_VOLUME);
+        if crate::tree::fit::asks_volume(&crate::tree::fit::tidy(&call.text)) {
+            return Ok(ActionOutput::said(format!(
+                "The volume is at {current} percent."
+            )));
+        }
         let extreme = crate::tree::fit::volume_extreme(&crate::tree::fit::tidy(&call.text))
             .map(|top| if top { 100 } else { MIN_VOLUME });
         let level = extreme
@@ -239,6 +244,27 @@ mod tests {
         );
         let set = up.run(&call("set the volume to 30"), &env).unwrap();
         assert_eq!(changed(&set, keys::VOLUME).as_deref(), Some("30"));
+    }
+
+    #[test]
+    fn the_volume_asked_is_said_and_not_changed() {
+        let (_d, env) = env();
+        let up = Volume { step: 10 };
+        let louder = up.run(&call("turn it up"), &env).unwrap();
+        for asked in [
+            "What's the volume?",
+            "how loud are you",
+            "what volume is it set to",
+        ] {
+            let out = up.run(&after(asked, &louder), &env).unwrap();
+            assert_eq!(changed(&out, keys::VOLUME), None, "{asked}");
+            assert_eq!(out.say, "The volume is at 60 percent.", "{asked}");
+        }
+        // A bare "volume" is not a question (it waits for "up" or "down").
+        assert!(!crate::tree::fit::asks_volume("volume"));
+        assert!(!crate::tree::fit::asks_volume(
+            "what's the volume of a sphere"
+        ));
     }
 
     #[test]
