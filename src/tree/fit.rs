@@ -389,7 +389,9 @@ pub fn memory_target(text: &str) -> Option<String> {
 }
 
 fn calculate(text: &str) -> Fit {
-    if crate::tree::spoken_math::to_expression(text).is_some() {
+    if crate::tree::spoken_math::to_expression(text).is_some()
+        || crate::tree::units::conversion(text).is_some()
+    {
         Fit::strong(None)
     } else {
         Fit::Unfit("not arithmetic")

@@ -27,6 +27,7 @@ pub mod model;
 pub mod spoken_math;
 pub mod state;
 pub mod tags;
+pub mod units;
 pub mod user_intents;
 pub mod validate;
 

@@ -17,6 +17,9 @@ impl Action for Calculate {
     }
     fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let spoken = call.arg_or_text("expression");
+        if let Some(conversion) = crate::tree::units::conversion(&spoken) {
+            return Ok(ActionOutput::said(conversion.say()));
+        }
         // Not arithmetic after all: say nothing, let on_fail decide.
         let Some(expr) = to_expression(&spoken) else {
             return Ok(ActionOutput::failed(""));
