@@ -578,11 +578,51 @@ impl Builder {
     }
 }
 
+/// "what is 10 percent off 50" as "what is 50 minus 10 percent of 50": the
+/// percentage and the amount are whole numbers as said (the longest run of
+/// at most four words before "percent off" that reads as one), a currency
+/// word after the amount is dropped.
+fn discount(text: &str) -> Option<String> {
+    let lower = text.trim().trim_end_matches(['?', '.', '!']).to_lowercase();
+    let (before, after) = [" percent off ", " per cent off ", "% off "]
+        .iter()
+        .find_map(|mark| lower.split_once(mark))?;
+    let after = after.trim();
+    let after = after.strip_prefix("of ").unwrap_or(after);
+    let amount = [
+        "dollars", "dollar", "euros", "euro", "pounds", "pound", "bucks", "quid",
+    ]
+    .iter()
+    .find_map(|w| after.strip_suffix(w))
+    .unwrap_or(after)
+    .trim();
+    // "a hundred" is a number; "the 80" is the number 80.
+    let amount = [amount, amount.strip_prefix("the ").unwrap_or(amount)]
+        .into_iter()
+        .find(|a| numbers::parse_number(a).is_some())?;
+    let words: Vec<&str> = before.split_whitespace().collect();
+    (1..=words.len().min(4)).rev().find_map(|n| {
+        let (lead, pct) = words.split_at(words.len() - n);
+        let pct = pct.join(" ");
+        numbers::parse_number(&pct)?;
+        let lead = lead.join(" ");
+        Some(
+            format!("{lead} {amount} minus {pct} percent of {amount}")
+                .trim()
+                .to_string(),
+        )
+    })
+}
+
 /// The calculator expression an utterance asks for, or `None` when it is
 /// not (only) arithmetic.
 pub fn to_expression(text: &str) -> Option<String> {
     if text.len() > MAX_TEXT_BYTES {
         return None;
+    }
+    // "10 percent off 50" is a discount: 50 less 10 percent of 50.
+    if let Some(rewritten) = discount(text) {
+        return to_expression(&rewritten);
     }
     // Commas, question marks and full stops are how speech-to-text writes
     // pauses: not part of the question.
@@ -685,6 +725,10 @@ mod tests {
             ("one and a half plus 1/2", "2"),
             ("0.1 plus 0.2", "0.3"),
             ("80 times 10 percent", "8"),
+            ("what's 10 percent off 50", "45"),
+            ("twenty percent off of 80 dollars", "64"),
+            ("what is 10 percent off 50", "45"),
+            ("what is twenty five percent off a hundred", "75"),
             ("10 plus 15 percent of 80", "22"),
             ("50% of 50% of 80", "20"),
             ("1.5 thousand plus one", "1501"),

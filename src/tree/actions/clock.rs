@@ -64,7 +64,10 @@ impl Action for TimeNow {
                 format!("{place} has more than one time zone. Ask me for a city there.")
             }
             Zone::Unknown => {
-                format!("I don't know the time zone of {place}. Ask me for a big city near it.")
+                format!(
+                    "I don't know the time zone of {}. Ask me for a big city near it.",
+                    capitalised(&place)
+                )
             }
         }))
     }
