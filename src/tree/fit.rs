@@ -594,7 +594,7 @@ pub fn asked_place(t: &str) -> Option<String> {
     let place = c.name("p").or(c.name("q")).or(c.name("r"))?.as_str().trim();
     // "the time in ten minutes", "in the morning": not a place.
     if place.is_empty()
-        || rx!(r"^(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|the morning|the evening|the afternoon|the night|here|this room|this house)\b").is_match(place)
+        || rx!(r"^(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|half|quarter|a few|the morning|the evening|the afternoon|the night|here|this room|this house)\b").is_match(place)
     {
         return None;
     }

@@ -575,6 +575,7 @@ mod tests {
             Some("London")
         );
         assert_eq!(place("what's the time in ten minutes"), None);
+        assert_eq!(place("what time is it in half an hour"), None);
         assert_eq!(place("what time is it"), None);
         assert_eq!(place("what time is the match in paris"), None);
     }
