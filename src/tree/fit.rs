@@ -515,6 +515,13 @@ fn volume(t: &str, up: bool) -> Fit {
     if asks_volume(t) {
         return Fit::strong(None);
     }
+    // "the volume is fine", "that volume is perfect": the level is right
+    // as it is (the classifier heard "volume" and said up).
+    if rx!(r"\b(?:is|'s|are|seems|sounds|looks)\s+(?:fine|good|ok|okay|alright|all right|perfect|right|great|just right|nice|better|spot on)\b").is_match(t)
+        && !rx!(r"\b(?:too|not|enough|more|bit|little|up|down|louder|quieter)\b").is_match(t)
+    {
+        return Fit::Unfit("says the level is right");
+    }
     // A level said: either direction's action sets it.
     if rx!(r"^(?:set |change |put |turn |make )?(?:the )?(?:volume|sound)(?: level)? (?:to|at|on) (?:level )?\S+(?: percent| per cent|%)?$|^volume (?:\d+|[a-z]+(?: [a-z]+)?)(?: percent)?$").is_match(t)
         && crate::nlu::numbers::find_numbers(t).len() == 1
@@ -680,6 +687,15 @@ pub fn counted_day(
     let said = said.strip_prefix("it's ").unwrap_or(said);
     if let Some(found) = holiday(said, today) {
         return Some(found);
+    }
+    // "the weekend": the next Saturday (today on a weekend day).
+    if rx!(r"^(?:the |this |next )?weekend$").is_match(said) {
+        use chrono::Datelike;
+        let days = match today.weekday() {
+            chrono::Weekday::Sun => 0,
+            d => (5 - i64::from(d.num_days_from_monday())).max(0),
+        };
+        return Some((today + chrono::Duration::days(days), Some("the weekend")));
     }
     // A date or a weekday, and nothing else: "the 25th", "Friday",
     // "March 3rd" (not "my birthday on Friday").

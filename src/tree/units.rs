@@ -236,9 +236,11 @@ fn shapes() -> &'static [Regex] {
     SHAPES.get_or_init(|| {
         [
             // "convert 5 miles to kilometers", "what's 20 celsius in fahrenheit"
-            r"^(?:convert |change |turn )?(?:what'?s |what is |how much is |how many is |how far is |how heavy is |how long is )?(?P<n>[\w.,' -]+?) (?P<from>[a-z' ]+?) (?:in|to|into|in to|as) (?P<to>[a-z' ]+?)$",
+            r"^(?:convert |change |turn )?(?:what'?s |what is |how much is |how many is |how far is |how heavy is |how long is |how tall is |how big is |how hot is |how cold is |how warm is )?(?P<n>[\w.,' -]+?) (?P<from>[a-z' ]+?) (?:in|to|into|in to|as) (?P<to>[a-z' ]+?)$",
             // "how many ounces in a pound", "how many feet are in 3 miles"
             r"^how many (?P<to>[a-z' ]+?) (?:are |is )?(?:in|make|to) (?:a |an |one )?(?P<n>[\w.,' -]+? )?(?P<from>[a-z' ]+?)$",
+            // "how many inches is a foot", "how many pounds is 5 kilos"
+            r"^how many (?P<to>[a-z' ]+?) (?:is|are|make|makes) (?:a |an |one )?(?P<n>[\w.,' -]+? )?(?P<from>[a-z' ]+?)$",
         ]
         .iter()
         .map(|p| Regex::new(&format!("(?i){p}")).expect("static regex"))
@@ -380,6 +382,22 @@ mod tests {
         assert_eq!(
             said("2.5 inches to centimeters").as_deref(),
             Some("2.5 inches is 6.35 centimeters.")
+        );
+    }
+
+    #[test]
+    fn other_shapes_of_the_question() {
+        assert_eq!(
+            said("how many inches is a foot").as_deref(),
+            Some("1 foot is 12 inches.")
+        );
+        assert_eq!(
+            said("how many pounds is 5 kilos").as_deref(),
+            Some("5 kilograms is 11.02 pounds.")
+        );
+        assert_eq!(
+            said("how tall is 6 feet in centimeters").as_deref(),
+            Some("6 feet is 182.9 centimeters.")
         );
     }
 

@@ -319,11 +319,7 @@ impl Action for DateToday {
             return Ok(ActionOutput::said(say_days_until(today, day, name, weeks)));
         }
         if let Some((day, name)) = crate::tree::fit::asked_holiday(&tidy, today) {
-            let verb = if day == today { "is today," } else { "is on" };
-            return Ok(ActionOutput::said(format!(
-                "{name} {verb} {}.",
-                day.format("%A, %B %-d")
-            )));
+            return Ok(ActionOutput::said(say_holiday(today, day, name)));
         }
         if crate::tree::fit::asks_weekday(&tidy) {
             return Ok(ActionOutput::said(say_weekday_or_weekend(&tidy, today)));
@@ -341,6 +337,23 @@ impl Action for DateToday {
             Some(day) => say_other_date(today, day),
             None => say_date(&now),
         }))
+    }
+}
+
+/// "Christmas is on Friday, December 25.", with the year when it is not
+/// this year's ("Halloween is on Sunday, October 31, 2027." asked in
+/// December), "… is today, …" on the day.
+pub fn say_holiday(today: NaiveDate, day: NaiveDate, name: &str) -> String {
+    use chrono::Datelike;
+    let date = if day.year() == today.year() {
+        day.format("%A, %B %-d").to_string()
+    } else {
+        day.format("%A, %B %-d, %Y").to_string()
+    };
+    if day == today {
+        format!("{name} is today, {date}.")
+    } else {
+        format!("{name} is on {date}.")
     }
 }
 
@@ -377,6 +390,7 @@ pub fn say_days_until(today: NaiveDate, day: NaiveDate, name: Option<&str>, week
     let plural = |n: i64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
     match n {
         i64::MIN..=-1 => format!("{} was {} ago.", capital(&named), plural(-n, "day")),
+        0 if name == Some("the weekend") => "It's the weekend.".to_string(),
         0 => format!("{} is today.", capital(&named)),
         1 => format!("{} is tomorrow.", capital(&named)),
         _ if weeks && n >= 7 => {
@@ -476,6 +490,18 @@ mod tests {
             count("how many days until friday").as_deref(),
             Some("There are 5 days until Friday, December 11.")
         );
+        // The weekend: Saturday, or now.
+        assert_eq!(
+            count("how many days until the weekend").as_deref(),
+            Some("It's the weekend.")
+        );
+        let wednesday = NaiveDate::from_ymd_opt(2026, 12, 9).unwrap();
+        let (day, name) =
+            crate::tree::fit::counted_day("how long until the weekend", wednesday).unwrap();
+        assert_eq!(
+            say_days_until(wednesday, day, name, false),
+            "There are 3 days until the weekend."
+        );
         // Not a day: left to the model.
         for other in [
             "how many days until my flight",
@@ -526,6 +552,16 @@ mod tests {
         assert_eq!(
             holiday("when is halloween"),
             Some(("2027-10-31".into(), "Halloween"))
+        );
+        let halloween = NaiveDate::from_ymd_opt(2027, 10, 31).unwrap();
+        assert_eq!(
+            say_holiday(sunday, halloween, "Halloween"),
+            "Halloween is on Sunday, October 31, 2027."
+        );
+        let christmas = NaiveDate::from_ymd_opt(2026, 12, 25).unwrap();
+        assert_eq!(
+            say_holiday(sunday, christmas, "Christmas"),
+            "Christmas is on Friday, December 25."
         );
         assert_eq!(holiday("when is the dentist"), None);
         assert_eq!(holiday("what day is it"), None);
