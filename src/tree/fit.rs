@@ -522,6 +522,13 @@ fn volume(t: &str, up: bool) -> Fit {
     {
         return Fit::Unfit("says the level is right");
     }
+    // "i love this volume", "the kids turned the volume up": a liking or
+    // what someone did, not a request.
+    if rx!(r"^(?:i|we)\s+(?:love|like|prefer|enjoy|hate)\s+(?:this|the|that|my|your)\s+(?:volume|sound|level)\b").is_match(t)
+        || rx!(r"^(?:the|my|our|his|her|their|someone|somebody|he|she|they|we|i|you)\b.*\b(?:turned|put|set|made|changed|cranked|pushed|left)\b.*\b(?:volume|sound|it)\b").is_match(t)
+    {
+        return Fit::Unfit("a statement, not a request");
+    }
     // A level said: either direction's action sets it.
     if rx!(r"^(?:set |change |put |turn |make )?(?:the )?(?:volume|sound)(?: level)? (?:to|at|on) (?:level )?\S+(?: percent| per cent|%)?$|^volume (?:\d+|[a-z]+(?: [a-z]+)?)(?: percent)?$").is_match(t)
         && crate::nlu::numbers::find_numbers(t).len() == 1
