@@ -657,7 +657,7 @@ fn without_onnx_runtime_classify_falls_back_and_says_why() {
     // ...anything else falls back to the graph, which needs an LLM.
     let mut cmd = earshot(d);
     no_ort(&mut cmd);
-    let o = run(cmd.args(["chat", "what's the time in Paris", "--json"]));
+    let o = run(cmd.args(["chat", "how long is the flight to Paris", "--json"]));
     assert!(
         !o.status.success(),
         "falls back to the graph, which needs an LLM"
