@@ -9,8 +9,12 @@
 //! fragment that ends early is a sentence cut in two when the speaker
 //! pauses there, which can act on half a request. Traps (the same words,
 //! not a command) must never end early. The bounds sit just under / over
-//! what the rules do today (notes/latency.md, stop 48), so a change that
+//! what the rules do today (notes/latency.md, stops 48 and 53: 418/465
+//! whole commands and 259/1905 fragments once words that one frame fits
+//! strongly may end early whatever the classifier says), so a change that
 //! ends fewer whole commands or more fragments early fails here.
+//! `EARSHOT_SHOW_EARLY=1 cargo test --test endpointing -- --nocapture`
+//! prints the fragments that end early.
 
 mod common;
 
@@ -61,6 +65,9 @@ fn whole_commands_mostly_end_early_and_their_fragments_rarely_do() {
                 (false, false) => {
                     fragments += 1;
                     fragments_early += usize::from(early);
+                    if early && std::env::var_os("EARSHOT_SHOW_EARLY").is_some() {
+                        println!("fragment ends early: {text}");
+                    }
                 }
             }
         }
@@ -74,7 +81,7 @@ fn whole_commands_mostly_end_early_and_their_fragments_rarely_do() {
     assert!(whole > 300 && fragments > 1000, "the set shrank");
     assert!(traps_early.is_empty(), "traps end early: {traps_early:?}");
     assert!(
-        whole_share >= 0.77,
+        whole_share >= 0.89,
         "{whole_early}/{whole} whole commands end early"
     );
     assert!(

@@ -77,6 +77,8 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
     // The open question's first audio is the stub's answer: after its delay.
     let open = &utterances[2];
     assert_eq!(open["kind"], "open", "{open}");
+    // Answered in words: no action, whatever the router labelled it.
+    assert_eq!(open["actions"], serde_json::json!([]), "{open}");
     assert!(open["first_audio_ms"].as_f64().unwrap() >= 300.0, "{open}");
     // Its request may have been begun at the pause (the look read a
     // finished question); then the stub's answer was on its way before

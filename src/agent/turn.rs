@@ -93,6 +93,10 @@ pub struct TurnOutcome {
     pub ok: bool,
     pub route: Option<String>,
     pub intent: Option<String>,
+    /// What the answer did (the tree's actions, e.g. `timer_set`); empty
+    /// for words only. The intent alone is the router's label, which an
+    /// answer by the language model carries too.
+    pub actions: Vec<String>,
 }
 
 /// Stored messages as the LLM sees them (the turn's history).
@@ -163,6 +167,7 @@ pub fn run_turn(
             ok: false,
             route: record.route.clone(),
             intent: record.intent.clone(),
+            actions: Vec::new(),
         }
     };
     if text.is_empty() {
@@ -326,6 +331,7 @@ pub fn run_turn(
         ok: true,
         route: record.route,
         intent: record.intent,
+        actions: answer.actions,
     }
 }
 

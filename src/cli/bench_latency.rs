@@ -585,10 +585,16 @@ fn measure(
     };
     let plus = |v: Option<f64>| endpoint_ms.zip(v).map(|(a, b)| a + b);
     let route = turn["route"].as_str().unwrap_or("");
-    let mut actions = Vec::new();
-    if let Some(intent) = turn["intent"].as_str() {
-        actions.push(intent.to_string());
-    }
+    // What the turn did, not the router's label: "Did I put eggs on the
+    // list?" is labelled todo_add and answered in words, adding nothing.
+    let actions: Vec<String> = turn["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Measured {
         text: text.to_string(),
         kind: if route == "tree" { "command" } else { "open" },

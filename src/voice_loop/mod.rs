@@ -1024,6 +1024,7 @@ impl VoiceLoop {
             "turn_id": outcome.turn_id,
             "route": outcome.route,
             "intent": outcome.intent,
+            "actions": outcome.actions,
             "barge_in": barge.map(Barge::label),
             // How the request's end was found (speculate.rs).
             "endpoint": endpoint,
@@ -1316,6 +1317,7 @@ fn failed_outcome(message: &str) -> TurnOutcome {
         ok: false,
         route: None,
         intent: None,
+        actions: Vec::new(),
     }
 }
 

@@ -225,23 +225,53 @@ fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
     }
     let (intent, confidence) = classified?;
     let confidence = *confidence;
-    if intent.is_empty()
-        || intent == "other"
-        || intent == "none"
-        || confidence < LONGER_PAUSE_MIN_CONFIDENCE
-    {
-        return None;
+    let unfinished = usize::from(how != Ending::Finished);
+    let sure = !intent.is_empty()
+        && intent != "other"
+        && intent != "none"
+        && confidence >= LONGER_PAUSE_MIN_CONFIDENCE;
+    if sure {
+        let fit = crate::tree::fit::fit(intent, text);
+        if fit.fits() && (fit.is_strong() || !may_go_on(intent, text)) {
+            return Some(
+                unfinished
+                    + usize::from(confidence < EARLY_MIN_CONFIDENCE)
+                    + usize::from(!fit.is_strong()),
+            );
+        }
     }
-    let fit = crate::tree::fit::fit(intent, text);
-    if !fit.fits() || (!fit.is_strong() && may_go_on(intent, text)) {
-        return None;
-    }
-    Some(
-        usize::from(how != Ending::Finished)
-            + usize::from(confidence < EARLY_MIN_CONFIDENCE)
-            + usize::from(!fit.is_strong()),
-    )
+    by_frame_alone(text).map(|()| unfinished + 1)
 }
+
+/// Whether the words alone make a whole device command when the
+/// classifier is unsure of them, calls them other speech, or names an
+/// intent they do not fit: exactly one intent's frame fits them strongly
+/// (`tree::fit::strong_rule`, what the tree's gate then takes: "What's
+/// the time in Tokyo?", time_now at 0.50; "How many days until
+/// Christmas?", other at 0.84; "Cross apples off my shopping list.",
+/// todo_complete at 0.34). A command that takes more at its end (a
+/// reminder's time, a list, what to remember) must also not read as the
+/// head of a longer one ([`may_go_on`]: "Remind me to call." fits
+/// strongly, and so does "… at five pm"); a question of the time, the
+/// date, a sum or the volume does not go on that way. The classifier's
+/// doubt counts as one of [`early_end`]'s doubts, so such a command ends
+/// after the longer pause at the earliest.
+fn by_frame_alone(text: &str) -> Option<()> {
+    let intent = crate::tree::fit::strong_rule(text, &|_| true)?;
+    let grows = GROWS_AT_THE_END.contains(&intent.as_str());
+    (!(grows && may_go_on(&intent, text))).then_some(())
+}
+
+/// Device intents whose command often goes on past a strong fit.
+const GROWS_AT_THE_END: &[&str] = &[
+    "todo_add",
+    "memory_remember",
+    "memory_forget",
+    "timer_set",
+    "timer_extend",
+    "alarm_set",
+    "reminder_set",
+];
 
 /// Whether a finished sentence that is not a device command may end
 /// before the full hang-over: a request for words — a question (a
@@ -871,7 +901,9 @@ mod tests {
             ("Set a timer", "timer_set", 0.9, false),
             ("Put batteries on my", "todo_add", 0.9, false),
             ("who wrote the odyssey", "other", 0.99, false),
-            ("Read me my shopping list", "todo_list", 0.7, false),
+            // Too unsure for the classifier alone, but the words fit the
+            // frame strongly: two doubts (no stop, the classifier's).
+            ("Read me my shopping list", "todo_list", 0.7, true),
         ] {
             let classified = (intent.to_string(), confidence);
             assert_eq!(
@@ -922,7 +954,14 @@ mod tests {
                 0.8,
                 AfterLongerPause,
             ),
-            ("Read me my shopping list.", "todo_list", 0.7, Never),
+            // Below it the words alone decide: they fit the frame strongly.
+            (
+                "Read me my shopping list.",
+                "todo_list",
+                0.7,
+                AfterLongerPause,
+            ),
+            ("Read me my shopping list", "todo_list", 0.7, Never),
             // Less sure and one more doubt: the hang-over.
             ("Read me my shopping list", "todo_list", 0.8, Never),
             ("Batteries on my shopping list.", "todo_add", 0.8, Never),
@@ -933,5 +972,56 @@ mod tests {
                 "{text:?} {intent} {confidence}"
             );
         }
+    }
+
+    #[test]
+    fn words_that_one_frame_fits_strongly_end_after_the_longer_pause_whatever_the_classifier_says()
+    {
+        use EarlyEnd::{AfterLongerPause, Never};
+        for (text, intent, confidence, expected) in [
+            // Unsure, other speech, or an intent the words do not fit:
+            // the tree's gate takes the one strong frame, so the look may.
+            (
+                "What's the time in Tokyo?",
+                "time_now",
+                0.5,
+                AfterLongerPause,
+            ),
+            (
+                "How many days until Christmas?",
+                "other",
+                0.84,
+                AfterLongerPause,
+            ),
+            (
+                "Convert 10 miles to kilometers.",
+                "other",
+                0.54,
+                AfterLongerPause,
+            ),
+            (
+                "Take eggs off the shopping list.",
+                "todo_complete",
+                0.3,
+                AfterLongerPause,
+            ),
+            ("Set the volume to 5.", "volume_up", 0.6, AfterLongerPause),
+            // The classifier's doubt and a missing stop: the hang-over.
+            ("What's the time in Tokyo", "time_now", 0.5, Never),
+            // No strong frame, or the head of a longer command: never.
+            ("Remind me.", "reminder_set", 0.5, Never),
+            ("Set a timer.", "other", 0.5, Never),
+            ("Put batteries.", "other", 0.5, Never),
+            ("I love this song.", "other", 0.99, Never),
+            ("The volume is fine.", "volume_up", 0.6, Never),
+        ] {
+            assert_eq!(
+                early_end(text, Some((intent.to_string(), confidence))),
+                expected,
+                "{text:?} {intent} {confidence}"
+            );
+        }
+        // No classifier answer at all: nothing ends early.
+        assert_eq!(early_end("What's the time in Tokyo?", None), Never);
     }
 }
