@@ -321,7 +321,8 @@ fn quoted(t: &str) -> Option<(String, String)> {
 /// pause or at the very start: "At oranges to the shopping list.", "At 5
 /// more minutes to the timer.". For the intents whose frames begin with
 /// "add", a sentence that opens so and adds to something ("… to my/the
-/// …") is read with its verb; nothing else opens a sentence so.
+/// …") is read with its verb; nothing else opens a sentence so. Likewise
+/// "Put" heard as "But" at the start of a verbless "… on my/the … list".
 pub fn lost_add(intent: &str, t: String) -> String {
     let adds_to = match intent {
         "todo_add" => true,
@@ -333,6 +334,18 @@ pub fn lost_add(intent: &str, t: String) -> String {
         && rx!(r"(?i)^(?:at|ad)\s+\S.*\s(?:to|onto|on to)\s+(?:my|the|your|our)\s").is_match(&t)
     {
         return format!("add{}", &t[2..]);
+    }
+    // "Put" heard as "But" before what goes on a list: "But milk and
+    // bread on the grocery list." A sentence that says something of the
+    // list ("but milk is on the list already") has a verb of its own.
+    if intent == "todo_add"
+        && rx!(&format!(
+            r"(?i)^but\s+\S.*\s(?:on|onto|on to)\s+{POSSESSIVE}\s+(?:\S+\s+)?{LIST_NOUN}\W*$"
+        ))
+        .is_match(&t)
+        && !rx!(r"(?i)\b(?:is|are|was|were|be|been|isn't|aren't|wasn't|weren't|am|'s|'re|already|still|not|no|never|nothing|everything|it|that|this|they|he|she|we|i|you|have|has|had|do|does|did|got|think|guess|remember|forgot)\b").is_match(&t[3..])
+    {
+        return format!("put{}", &t[3..]);
     }
     t
 }
@@ -876,6 +889,10 @@ fn todo_list(t: &str) -> Fit {
         .is_match(t)
     {
         return Fit::Unfit("says what is on the list, not asking for it");
+    }
+    // "but not on my shopping list": said of something, not asked.
+    if !is_question(t) && is_negated(t) {
+        return Fit::Unfit("a negated statement, not a request for the list");
     }
     if rx_dyn(&possessed).is_match(t) {
         return Fit::weak(None);
