@@ -1103,10 +1103,31 @@ fn todo_complete(t: &str) -> Fit {
     if item.split_whitespace().count() > 10 {
         return Fit::Unfit("too long for a to-do item");
     }
+    // "We finished the bread", "the eggs are finished": a thing finished
+    // has run out, and ticking it off would drop what is needed. Only a
+    // task is finished by doing it ("I've finished the ironing").
+    if strength == Strength::Weak && rx!(r"\bfinish(?:ed)?\b").is_match(t) && !task_like(&item) {
+        return Fit::Unfit("a thing finished may have run out");
+    }
     Fit::Fits {
         strength,
         arg: Some(item),
     }
+}
+
+/// Whether a to-do item names something to do rather than something to
+/// get: it opens with a verb or is an "-ing" chore ("call mum", "the
+/// ironing", "pay the gas bill").
+fn task_like(item: &str) -> bool {
+    let lower = item.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let first = words
+        .iter()
+        .find(|w| !matches!(**w, "the" | "my" | "our" | "a" | "an" | "that" | "this"))
+        .copied()
+        .unwrap_or("");
+    first.len() > 4 && first.ends_with("ing")
+        || rx!(r"^(?:call|ring|phone|text|email|pay|book|water|feed|walk|fix|clean|wash|send|post|buy|pick|take|return|renew|write|read|do|make|cook|sort|tidy|mow|iron|hoover|vacuum|file|finish|check|cancel|order|print|sign|charge|change|put|get|bring|collect|drop|visit|see|meet|plan|prepare|pack|empty|clear|learn|practise|practice|study|submit|reply|answer|update|apply)\b").is_match(first)
 }
 
 /// The argument of a to-do deletion that names the whole list.
@@ -1279,6 +1300,35 @@ mod tests {
 
     fn arg(intent: &str, text: &str) -> Option<String> {
         fit(intent, text).arg().map(str::to_string)
+    }
+
+    #[test]
+    fn a_thing_finished_has_run_out_and_a_task_finished_is_done() {
+        for ran_out in [
+            "we finished the bread",
+            "the eggs are finished",
+            "i just finished the eggs",
+            "finished the milk",
+        ] {
+            assert!(!fit("todo_complete", ran_out).fits(), "{ran_out}");
+        }
+        assert_eq!(
+            arg("todo_complete", "i've finished the ironing").as_deref(),
+            Some("the ironing")
+        );
+        assert_eq!(
+            arg("todo_complete", "we finished call mum").as_deref(),
+            Some("call mum")
+        );
+        // Other words of doing keep their meaning for things.
+        assert_eq!(
+            arg("todo_complete", "the eggs are done").as_deref(),
+            Some("the eggs")
+        );
+        assert_eq!(
+            arg("todo_complete", "i got the bread").as_deref(),
+            Some("the bread")
+        );
     }
 
     #[test]
