@@ -527,6 +527,10 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
         rx!(
             r"^(?:time|how much time) (?:left|remaining)(?: on (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder))?$"
         ),
+        // "how long have I got on the oven timer?"
+        rx!(
+            r"^how (?:long|much time|much longer) (?:have i|have we|do i have|do we have|'ve i)(?: got)?(?: left)? (?:on|for|in) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder)$"
+        ),
         rx!(r"^(?:check|status of|check on)(?: on)? (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer)$"),
         rx!(r"^how'?s (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer)(?: doing| going| looking)?$"),
         rx!(r"^what'?s (?:left )?on (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer)$"),
