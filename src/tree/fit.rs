@@ -791,7 +791,45 @@ fn holiday(
             return Some((next, Some(name)));
         }
     }
+    // Easter and the days fixed by it (the Western churches' date).
+    const MOVABLE: &[(&str, i64, &str)] = &[
+        (r"^easter(?: sunday| day)?$", 0, "Easter"),
+        (r"^good friday$", -2, "Good Friday"),
+        (r"^easter monday$", 1, "Easter Monday"),
+    ];
+    for (pattern, offset, name) in MOVABLE {
+        if Regex::new(pattern).is_ok_and(|r| r.is_match(said)) {
+            let on = |year: i32| easter(year).map(|d| d + chrono::Duration::days(*offset));
+            let this_year = on(today.year())?;
+            let next = if this_year >= today {
+                this_year
+            } else {
+                on(today.year() + 1)?
+            };
+            return Some((next, Some(name)));
+        }
+    }
     None
+}
+
+/// Easter Sunday of `year` in the Gregorian calendar (the anonymous
+/// Gregorian algorithm, Meeus/Jones/Butcher).
+fn easter(year: i32) -> Option<chrono::NaiveDate> {
+    let a = year % 19;
+    let b = year / 100;
+    let c = year % 100;
+    let d = b / 4;
+    let e = b % 4;
+    let f = (b + 8) / 25;
+    let g = (b - f + 1) / 3;
+    let h = (19 * a + b - d - g + 15) % 30;
+    let i = c / 4;
+    let k = c % 4;
+    let l = (32 + 2 * e + 2 * i - h - k) % 7;
+    let m = (a + 11 * h + 22 * l) / 451;
+    let month = (h + l - 7 * m + 114) / 31;
+    let day = (h + l - 7 * m + 114) % 31 + 1;
+    chrono::NaiveDate::from_ymd_opt(year, u32::try_from(month).ok()?, u32::try_from(day).ok()?)
 }
 
 /// The holiday "what day is Christmas this year?" / "when is Halloween"
@@ -802,10 +840,18 @@ pub fn asked_holiday(
 ) -> Option<(chrono::NaiveDate, &'static str)> {
     let t = t.to_lowercase();
     let t = t.trim_end_matches(['?', '.', '!']).trim();
-    let c = rx!(r"^(?:what day|what date|which day|what day of the week|when) (?:is|does|will|'s) (?P<h>.+?)(?: fall| be| land)?(?: on)?(?: this year)?$|^when'?s (?P<i>.+?)(?: this year)?$")
+    let c = rx!(r"^(?:what day|what date|which day|what day of the week|when) (?:is|does|will|was|'s) (?P<h>.+?)(?: fall| be| land)?(?: on)?(?P<y> this year| next year)?$|^when'?s (?P<i>.+?)(?P<z> this year| next year)?$")
         .captures(t)?;
     let said = c.name("h").or(c.name("i"))?.as_str().trim();
-    let (day, name) = holiday(said, today)?;
+    // "this year" is this year's, though it is past ("what date was
+    // Easter this year?" in December); otherwise the next one.
+    use chrono::Datelike;
+    let from = match c.name("y").or(c.name("z")).map(|m| m.as_str().trim()) {
+        Some("this year") => chrono::NaiveDate::from_ymd_opt(today.year(), 1, 1)?,
+        Some(_) => chrono::NaiveDate::from_ymd_opt(today.year() + 1, 1, 1)?,
+        None => today,
+    };
+    let (day, name) = holiday(said, from)?;
     Some((day, name?))
 }
 
@@ -1127,6 +1173,7 @@ fn task_like(item: &str) -> bool {
         .copied()
         .unwrap_or("");
     first.len() > 4 && first.ends_with("ing")
+        || rx!(r"^(?:laundry|dishes|homework|housework|chores?|report|essay|taxes|tax|paperwork|assignment|project|presentation|emails?|errands?|accounts|forms?|application|lawn|garden|tidy|tidying|puzzle)\b").is_match(first)
         || rx!(r"^(?:call|ring|phone|text|email|pay|book|water|feed|walk|fix|clean|wash|send|post|buy|pick|take|return|renew|write|read|do|make|cook|sort|tidy|mow|iron|hoover|vacuum|file|finish|check|cancel|order|print|sign|charge|change|put|get|bring|collect|drop|visit|see|meet|plan|prepare|pack|empty|clear|learn|practise|practice|study|submit|reply|answer|update|apply)\b").is_match(first)
 }
 
@@ -1303,6 +1350,56 @@ mod tests {
     }
 
     #[test]
+    fn easter_and_the_days_it_fixes() {
+        let date = |y, m, d| chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        // Published dates of Western Easter.
+        for (year, month, day) in [
+            (2024, 3, 31),
+            (2025, 4, 20),
+            (2026, 4, 5),
+            (2027, 3, 28),
+            (2038, 4, 25),
+        ] {
+            assert_eq!(easter(year), Some(date(year, month, day)), "{year}");
+        }
+        let today = date(2026, 12, 6);
+        assert_eq!(
+            counted_day("how many weeks until easter", today),
+            Some((date(2027, 3, 28), Some("Easter")))
+        );
+        assert_eq!(
+            counted_day("how many days until good friday", today),
+            Some((date(2027, 3, 26), Some("Good Friday")))
+        );
+        assert_eq!(
+            counted_day("how long until easter monday", date(2027, 3, 1)),
+            Some((date(2027, 3, 29), Some("Easter Monday")))
+        );
+    }
+
+    #[test]
+    fn a_holiday_this_year_is_this_years_even_when_past() {
+        let date = |y, m, d| chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        let today = date(2026, 12, 6);
+        assert_eq!(
+            asked_holiday("what date is easter this year", today),
+            Some((date(2026, 4, 5), "Easter"))
+        );
+        assert_eq!(
+            asked_holiday("when is easter", today),
+            Some((date(2027, 3, 28), "Easter"))
+        );
+        assert_eq!(
+            asked_holiday("what day is christmas next year", today),
+            Some((date(2027, 12, 25), "Christmas"))
+        );
+        assert_eq!(
+            asked_holiday("what day was halloween this year", today),
+            Some((date(2026, 10, 31), "Halloween"))
+        );
+    }
+
+    #[test]
     fn a_thing_finished_has_run_out_and_a_task_finished_is_done() {
         for ran_out in [
             "we finished the bread",
@@ -1315,6 +1412,10 @@ mod tests {
         assert_eq!(
             arg("todo_complete", "i've finished the ironing").as_deref(),
             Some("the ironing")
+        );
+        assert_eq!(
+            arg("todo_complete", "I finished the laundry").as_deref(),
+            Some("the laundry")
         );
         assert_eq!(
             arg("todo_complete", "we finished call mum").as_deref(),
@@ -1438,7 +1539,7 @@ mod tests {
         assert!(!fit("time_now", "what time does the match start tonight").fits());
         assert!(fit("time_now", "what's the time").is_strong());
         assert!(!fit("resume", "get me up at six").fits());
-        assert!(!fit("date_today", "when is easter").fits());
+        assert!(!fit("date_today", "when is diwali").fits());
         // Another single day's date is answered; an event on it is not.
         let today = chrono::NaiveDate::from_ymd_opt(2026, 12, 6).unwrap();
         let day = |t: &str| asked_day(&tidy(t), today).map(|d| d.to_string());

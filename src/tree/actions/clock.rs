@@ -352,6 +352,8 @@ pub fn say_holiday(today: NaiveDate, day: NaiveDate, name: &str) -> String {
     };
     if day == today {
         format!("{name} is today, {date}.")
+    } else if day < today {
+        format!("{name} was on {date}.")
     } else {
         format!("{name} is on {date}.")
     }
