@@ -936,6 +936,15 @@ fn todo_list(t: &str) -> Fit {
     {
         return Fit::Unfit("says what is on the list, not asking for it");
     }
+    // "the list is getting long": something said of the list.
+    if rx_dyn(&format!(
+        r"^(?:my|the|our|this|that) {LIST_NOUN} (?:is|'s|are|was|has|have|keeps|looks|seems|gets|got|getting|needs|takes)\b"
+    ))
+    .is_match(t)
+        && !is_question(t)
+    {
+        return Fit::Unfit("says something of the list, not asking for it");
+    }
     // "but not on my shopping list": said of something, not asked.
     if !is_question(t) && is_negated(t) {
         return Fit::Unfit("a negated statement, not a request for the list");

@@ -487,10 +487,10 @@ fn timer_list(s: &Said) -> Result<TimeFrame, &'static str> {
             r"^(?:list|show|read|tell me|give me|read out|go through|check)(?: me| out)?(?: all)?(?: (?:of )?(?:my|the|all|all my|all the|any|current))? (?:timers?|alarms?|reminders?)(?:(?: and| &) (?:my |the )?(?:timers?|alarms?|reminders?))?(?: (?:set|running|pending|i have|i've got|i have set|for QDAY|QDAY))?$"
         ),
         rx!(
-            r"^(?:do|have) (?:i|we) (?:have|got|set) any (?:timers?|alarms?|reminders?)(?:(?: or| and) (?:timers?|alarms?|reminders?))?(?: (?:set|running|on|going|pending|for QDAY|QDAY))?$"
+            r"^(?:do|have) (?:i|we) (?:have|got|set) (?:any|an?) (?:timers?|alarms?|reminders?)(?:(?: or| and) (?:timers?|alarms?|reminders?))?(?: (?:set|running|on|going|pending|for QDAY|QDAY))?$"
         ),
         rx!(
-            r"^(?:are|is) there any (?:timers?|alarms?|reminders?)(?: (?:set|running|on|going|pending|for QDAY|QDAY))?$"
+            r"^(?:are|is) there (?:any|an?) (?:timers?|alarms?|reminders?)(?: (?:still )?(?:set|running|on|going|pending|ticking|for QDAY|QDAY))?$"
         ),
         rx!(r"^any (?:timers?|alarms?|reminders?)(?: (?:set|running|on|going))?$"),
         rx!(
@@ -522,7 +522,7 @@ fn timer_remaining(s: &Said) -> Result<TimeFrame, &'static str> {
             r"^how (?:much|long)(?: time)?(?: (?:is|has|does|do i have)| 's|'s)?(?: (?:it|that))?(?: got)? (?:left|remaining|to go)(?: (?:on|for|in) (?:the|my|that) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder))?$"
         ),
         rx!(
-            r"^how long(?: is it| is there)? (?:until|till|til|before|'til)(?: the| my)? (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder) (?:is done|goes off|rings|finishes|is up|ends|beeps|goes|is finished)$"
+            r"^how long(?: is it| is there)? (?:until|till|til|before|'til)(?: the| my)? (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder)(?: (?:is done|goes off|rings|finishes|is up|ends|beeps|goes|is finished))?$"
         ),
         rx!(
             r"^(?:time|how much time) (?:left|remaining)(?: on (?:the|my) (?P<l>[a-z' ]*?)\s*(?P<k>timer|alarm|reminder))?$"
