@@ -414,9 +414,12 @@ fn judge(
 
 /// Intents whose argument is words the answer must say: a result
 /// ("That's 12."), the place of a time ("… in Tokyo."), what days are
-/// counted to ("… until Christmas.").
+/// counted to ("… until Christmas."), the memory a question names.
 fn answers_with_arg(expect: &str) -> bool {
-    matches!(expect, "calculate" | "time_now" | "date_today")
+    matches!(
+        expect,
+        "calculate" | "time_now" | "date_today" | "memory_list"
+    )
 }
 
 /// One device for the whole run (models and classifiers built once), its

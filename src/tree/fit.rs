@@ -1240,7 +1240,30 @@ fn todo_delete(t: &str) -> Fit {
     }
 }
 
+/// What "what's my wifi password?" asks the memory for ("wifi
+/// password"), from the tidied words; `None` when they do not ask for
+/// something of the speaker's, or name what the device keeps elsewhere
+/// (lists, timers, the calendar, mail, the volume, the time).
+pub fn memory_subject(text: &str) -> Option<String> {
+    let t = tidy(text).to_lowercase();
+    let t = t.trim_end_matches(['?', '.', '!']).trim();
+    let c = rx!(r"^(?:what(?:'s| is| are| was| were|'re)|what do you (?:know|remember) about|do you (?:know|remember)(?: what)?|what did i (?:tell|say to) you about|remind me what) (?:my|our) (?P<s>[a-z0-9' -]+?)(?: (?:is|are|was|were|again))*$")
+        .captures(t)?;
+    let subject = c.name("s")?.as_str().trim();
+    if subject.is_empty()
+        || subject.split_whitespace().count() > 5
+        || rx!(r"\b(?:lists?|shopping|to do|todo|to-do|tasks?|timers?|alarms?|reminders?|calendar|diary|schedule|agenda|appointments?|meetings?|plans?|events?|volume|time|date|day|next|mail|emails?|messages?|inbox|location|weather|battery|memories|memory|balance)\b").is_match(subject)
+    {
+        return None;
+    }
+    Some(subject.to_string())
+}
+
 fn memory_list(t: &str) -> Fit {
+    // "what's my wifi password?": one memory looked up.
+    if let Some(subject) = memory_subject(t) {
+        return Fit::strong(Some(subject));
+    }
     if rx!(r"^(?:what (?:do|did) you (?:remember|know|recall)(?: about me| about myself| of me)?|what have i told you(?: about (?:me|myself))?|what do you know about me|what'?s in your memory|(?:list|read|show|tell me)(?: me)? (?:my |your |the )?memories|tell me what you (?:remember|know)(?: about me)?|what have you (?:remembered|stored|saved|learned)(?: about me)?|what (?:have|did) i (?:ask|asked|tell|told) you to (?:remember|keep|save|note)|what did you (?:save|store|note down|keep) (?:for me|about me)|what do you have on me|what'?s stored about me|what do you keep about me)$").is_match(t) {
         return Fit::strong(None);
     }
@@ -1406,6 +1429,31 @@ mod tests {
             asked_holiday("what day was halloween this year", today),
             Some((date(2026, 10, 31), "Halloween"))
         );
+    }
+
+    #[test]
+    fn a_question_about_something_of_mine_asks_the_memory() {
+        for (text, subject) in [
+            ("what's my wifi password", "wifi password"),
+            ("What is my locker code?", "locker code"),
+            ("do you remember my sister's name", "sister's name"),
+            ("what do you know about my car", "car"),
+            ("what was my parking spot again", "parking spot"),
+        ] {
+            assert_eq!(memory_subject(text).as_deref(), Some(subject), "{text}");
+            assert!(fit("memory_list", text).is_strong(), "{text}");
+        }
+        for not_memory in [
+            "what's on my list",
+            "what's my next appointment",
+            "what's my shopping list",
+            "what are my reminders",
+            "what's the wifi password",
+            "what's my alarm set for",
+            "my wifi password is blue42",
+        ] {
+            assert_eq!(memory_subject(not_memory), None, "{not_memory}");
+        }
     }
 
     #[test]

@@ -258,6 +258,11 @@ fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
 /// after the longer pause at the earliest.
 fn by_frame_alone(text: &str) -> Option<()> {
     let intent = crate::tree::fit::strong_rule(text, &|_| true)?;
+    // "What's my blood type?" fits the memory lookup strongly, but no
+    // memory may answer it, and then it is the language model's question.
+    if crate::tree::fit::memory_subject(text).is_some() {
+        return None;
+    }
     let grows = GROWS_AT_THE_END.contains(&intent.as_str());
     (!(grows && may_go_on(&intent, text))).then_some(())
 }

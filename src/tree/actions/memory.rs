@@ -53,11 +53,23 @@ impl Action for MemoryList {
     fn changes_state(&self) -> bool {
         false
     }
-    fn run(&self, _: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
+    fn run(&self, call: &ActionCall, env: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
         let items = memory.list(&env.user_id)?;
+        // "what's my wifi password?": the memory that names it, said back
+        // to the speaker; none fails, so the tree hands the question on.
+        if let Some(subject) = crate::tree::fit::memory_subject(&call.text) {
+            return Ok(match about(&items, &subject) {
+                Some(found) => ActionOutput::said(format!(
+                    "You told me {}.",
+                    to_the_listener(found.trim_end_matches('.'))
+                )),
+                // Silently: the language model answers it, with its own recall.
+                None => ActionOutput::failed(""),
+            });
+        }
         Ok(ActionOutput::said(match items.len() {
             0 => "I don't remember anything about you yet.".to_string(),
             n => {
@@ -135,6 +147,66 @@ impl Action for MemoryForget {
     }
 }
 
+/// The newest memory that holds every word of `subject` ("wifi
+/// password" in "my wifi password is blue42"; a name in "… is called
+/// Ana"), plurals and possessives aside.
+fn about<'a>(items: &'a [String], subject: &str) -> Option<&'a str> {
+    let stem = |w: &str| {
+        let w = w.trim_end_matches("'s").trim_end_matches('\'');
+        w.strip_suffix('s')
+            .filter(|s| s.len() > 2)
+            .unwrap_or(w)
+            .to_string()
+    };
+    let words_of = |s: &str| -> Vec<String> {
+        s.to_lowercase()
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .map(stem)
+            .collect()
+    };
+    let wanted: Vec<String> = words_of(subject)
+        .into_iter()
+        .filter(|w| !matches!(w.as_str(), "the" | "a" | "an" | "of" | "my" | "our"))
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    items.iter().map(String::as_str).find(|item| {
+        let have = words_of(item);
+        wanted.iter().all(|w| {
+            have.contains(w) || (w == "name" && have.iter().any(|h| h == "called" || h == "named"))
+        })
+    })
+}
+
+/// A memory as the listener hears it: "my wifi password is blue42" →
+/// "your wifi password is blue42", "I like jazz" → "you like jazz".
+fn to_the_listener(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut after_i = false;
+    for word in text.split(' ') {
+        let lower = word.to_lowercase();
+        let swapped = match lower.as_str() {
+            "my" => Some("your"),
+            "mine" => Some("yours"),
+            "me" => Some("you"),
+            "myself" => Some("yourself"),
+            "i" => Some("you"),
+            "i'm" => Some("you're"),
+            "i've" => Some("you've"),
+            "i'd" => Some("you'd"),
+            "i'll" => Some("you'll"),
+            "am" if after_i => Some("are"),
+            "was" if after_i => Some("were"),
+            _ => None,
+        };
+        after_i = lower == "i";
+        out.push(swapped.map_or_else(|| word.to_string(), str::to_string));
+    }
+    out.join(" ")
+}
+
 /// The device's memory module fills the seam (the tree sits above memory,
 /// so the implementation lives here and memory knows nothing of the tree).
 impl MemoryOps for crate::memory::Memory {
@@ -161,6 +233,38 @@ impl MemoryOps for crate::memory::Memory {
 mod tests {
     use super::*;
     use crate::store::Store;
+
+    #[test]
+    fn a_question_finds_the_memory_that_names_it() {
+        let items: Vec<String> = [
+            "I like jazz",
+            "my wifi password is blue42",
+            "my sister is called Ana",
+            "my car is a blue Golf",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            about(&items, "wifi password"),
+            Some("my wifi password is blue42")
+        );
+        assert_eq!(
+            about(&items, "sister's name"),
+            Some("my sister is called Ana")
+        );
+        assert_eq!(about(&items, "cars"), Some("my car is a blue Golf"));
+        assert_eq!(about(&items, "brother's name"), None);
+        assert_eq!(about(&items, "password for the bank"), None);
+        assert_eq!(
+            to_the_listener("my wifi password is blue42"),
+            "your wifi password is blue42"
+        );
+        assert_eq!(
+            to_the_listener("I am allergic to nuts and my son is too"),
+            "you are allergic to nuts and your son is too"
+        );
+    }
 
     #[test]
     fn phrases_and_unavailable() {
