@@ -535,6 +535,10 @@ fn volume(t: &str, up: bool) -> Fit {
     {
         return Fit::Unfit("says the level is right");
     }
+    // "the volume knob is broken": a fault told, not a level asked for.
+    if rx!(r"\b(?:broken|broke|stuck|jammed|faulty|busted|not working|doesn'?t work|does not work|stopped working|isn'?t working|dead)\b").is_match(t) {
+        return Fit::Unfit("tells of a fault, not a request");
+    }
     // "i love this volume", "the kids turned the volume up": a liking or
     // what someone did, not a request.
     if rx!(r"^(?:i|we)\s+(?:love|like|prefer|enjoy|hate)\s+(?:this|the|that|my|your)\s+(?:volume|sound|level)\b").is_match(t)
@@ -628,8 +632,22 @@ pub fn asked_place(t: &str) -> Option<String> {
     Some(place.to_string())
 }
 
+/// How far ahead "what time will it be in 20 minutes?" / "what's 5
+/// minutes from now?" looks, from the tidied `t` (tidying drops a last
+/// "now").
+pub fn asked_time_ahead(t: &str) -> Option<std::time::Duration> {
+    let t = t.to_lowercase();
+    let t = t.trim_end_matches(['?', '.', '!']).trim();
+    let c = rx!(r"^(?:what time will it be|what time is it going to be|what will the time be|what'?ll the time be|what time'?s it going to be) in (?P<a>.+)$|^(?:what(?:'s| is| will it be)|what time is it|what time will it be|what'?s the time) (?P<b>.+?) from(?: now)?$")
+        .captures(t)?;
+    let said = c.name("a").or(c.name("b"))?.as_str().trim();
+    let found = crate::nlu::when::duration_in(said).ok().flatten()?;
+    // The whole rest is the length ("in 20 minutes"), nothing after it.
+    (found.span.start == 0 && said[found.span.end..].trim().is_empty()).then_some(found.value)
+}
+
 fn time_now(t: &str) -> Fit {
-    if asked_place(t).is_some() {
+    if asked_place(t).is_some() || asked_time_ahead(t).is_some() {
         return Fit::strong(None);
     }
     if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me|got|have you got|do you have|do you know|you got|check|what'?s the current|current)\s+)?(?:the\s+)?(?:current\s+|exact\s+)?time(?:\s+(?:is it|now|right now|please|at the moment|currently))?$|^(?:what|which) (?:time|hour) is it(?: now| right now| at the moment| currently| here)?$|^what time (?:do you make it|have we got|is it now)$|^(?:do you know|can you tell me|could you tell me|tell me) what time it is(?: now| right now)?$|^time check$|^how late is it$|^is it late$|^what o'?clock is it$").is_match(t) {
@@ -798,7 +816,7 @@ fn holiday(
         (r"^easter monday$", 1, "Easter Monday"),
     ];
     for (pattern, offset, name) in MOVABLE {
-        if Regex::new(pattern).is_ok_and(|r| r.is_match(said)) {
+        if rx_dyn(pattern).is_match(said) {
             let on = |year: i32| easter(year).map(|d| d + chrono::Duration::days(*offset));
             let this_year = on(today.year())?;
             let next = if this_year >= today {
@@ -1454,6 +1472,17 @@ mod tests {
         ] {
             assert_eq!(memory_subject(not_memory), None, "{not_memory}");
         }
+    }
+
+    #[test]
+    fn the_time_a_while_from_now_is_the_time_now_plus_the_while() {
+        let ahead = |t: &str| asked_time_ahead(&tidy(t)).map(|d| d.as_secs());
+        assert_eq!(ahead("what time will it be in 20 minutes"), Some(1200));
+        assert_eq!(ahead("What's five minutes from now?"), Some(300));
+        assert_eq!(ahead("what time is it two hours from now"), Some(7200));
+        assert_eq!(ahead("what time will it be in Tokyo"), None);
+        assert_eq!(ahead("what time will it be in 20 minutes in Tokyo"), None);
+        assert!(fit("time_now", "what time will it be in an hour and a half").is_strong());
     }
 
     #[test]

@@ -240,7 +240,7 @@ fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
             );
         }
     }
-    by_frame_alone(text).map(|()| unfinished + 1)
+    whole_by_frame_alone(text).then_some(unfinished + 1)
 }
 
 /// Whether the words alone make a whole device command when the
@@ -256,15 +256,16 @@ fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
 /// date, a sum or the volume does not go on that way. The classifier's
 /// doubt counts as one of [`early_end`]'s doubts, so such a command ends
 /// after the longer pause at the earliest.
-fn by_frame_alone(text: &str) -> Option<()> {
-    let intent = crate::tree::fit::strong_rule(text, &|_| true)?;
+fn whole_by_frame_alone(text: &str) -> bool {
+    let Some(intent) = crate::tree::fit::strong_rule(text, &|_| true) else {
+        return false;
+    };
     // "What's my blood type?" fits the memory lookup strongly, but no
     // memory may answer it, and then it is the language model's question.
     if crate::tree::fit::memory_subject(text).is_some() {
-        return None;
+        return false;
     }
-    let grows = GROWS_AT_THE_END.contains(&intent.as_str());
-    (!(grows && may_go_on(&intent, text))).then_some(())
+    !(GROWS_AT_THE_END.contains(&intent.as_str()) && may_go_on(&intent, text))
 }
 
 /// Device intents whose command often goes on past a strong fit.

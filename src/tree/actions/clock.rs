@@ -51,7 +51,20 @@ impl Action for TimeNow {
     }
     fn run(&self, call: &ActionCall, _: &ActionEnv) -> Result<ActionOutput, ActionError> {
         let now = device_now();
-        let Some(place) = crate::tree::fit::asked_place(&crate::tree::fit::tidy(&call.text)) else {
+        let tidy = crate::tree::fit::tidy(&call.text);
+        if let Some(ahead) = crate::tree::fit::asked_time_ahead(&tidy) {
+            let then = chrono::Duration::from_std(ahead)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d));
+            if let Some(then) = then {
+                return Ok(ActionOutput::said(format!(
+                    "In {} it'll be {}.",
+                    crate::nlu::when::say_duration(ahead),
+                    then.format("%-I:%M %p")
+                )));
+            }
+        }
+        let Some(place) = crate::tree::fit::asked_place(&tidy) else {
             return Ok(ActionOutput::said(say_time(&now)));
         };
         Ok(ActionOutput::said(match zone_of(&place) {
