@@ -172,10 +172,15 @@ fn about<'a>(items: &'a [String], subject: &str) -> Option<&'a str> {
     if wanted.is_empty() {
         return None;
     }
+    // "called" names someone only with the someone asked about: "what's
+    // my sister's name" finds "my sister is called Ana"; "what's my name"
+    // must not.
+    let by_called = wanted.len() > 1;
     items.iter().map(String::as_str).find(|item| {
         let have = words_of(item);
         wanted.iter().all(|w| {
-            have.contains(w) || (w == "name" && have.iter().any(|h| h == "called" || h == "named"))
+            have.contains(w)
+                || (by_called && w == "name" && have.iter().any(|h| h == "called" || h == "named"))
         })
     })
 }
@@ -255,6 +260,7 @@ mod tests {
         );
         assert_eq!(about(&items, "cars"), Some("my car is a blue Golf"));
         assert_eq!(about(&items, "brother's name"), None);
+        assert_eq!(about(&items, "name"), None);
         assert_eq!(about(&items, "password for the bank"), None);
         assert_eq!(
             to_the_listener("my wifi password is blue42"),
