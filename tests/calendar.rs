@@ -698,6 +698,11 @@ fn voice_sentences_change_the_calendar_with_no_llm() {
         .to_string();
     let start = chrono::DateTime::parse_from_rfc3339(&start).unwrap();
     assert_eq!(start.format("%A %H:%M").to_string(), format!("{day} 12:00"));
+    // Asked by what a calendar holds, with no calendar word.
+    let said = say(&format!("any appointments on {day}?"));
+    assert!(said.contains("Yes,") && said.contains("Haircut"), "{said}");
+    let said = say(&format!("what meetings do I have on {day}"));
+    assert!(said.contains("Haircut at 12:00 PM"), "{said}");
     dev.ok(&[
         "add",
         "Drinks with Sam",

@@ -64,6 +64,9 @@ impl CalendarFrame {
 
 const BOOK: &str = r"(?:diary|calendar|schedule|agenda|planner)";
 
+/// What a calendar holds, asked about as such ("any meetings tomorrow").
+const ENTRIES: &str = r"(?:meetings|appointments|appts|events|plans|engagements)";
+
 /// Words that make a title an event when no book is named.
 const EVENT: &str = r"(?:appointment|appt|meeting|call|lunch|dinner|breakfast|brunch|drinks|coffee|haircut|hair cut|dentist|doctor|doctor's|gp|vet|party|date|interview|class|lesson|practice|training|session|event|visit|catch ?up|catch-up|standup|stand-up|review|game|match|trip|flight|birthday|anniversary|wedding|concert|gig|show|rehearsal|workout|gym|yoga|massage|check ?up|check-up|consultation|conference|webinar|presentation|demo|playdate|sleepover|barbecue|bbq|picnic|service|meetup|meet-up|appraisal|exam|test|recital|tournament)";
 
@@ -198,9 +201,10 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
         }
     };
 
-    // Free: "am i free on monday afternoon".
+    // Free: "am i free on monday afternoon", "is there anything on my
+    // calendar on saturday", "any meetings tomorrow".
     if rx!(&format!(
-        r"^(?:am i (?:free|busy|available)|(?:do|have) i (?:have|got) (?:any )?(?:free time|time free|anything(?: on)?|plans|something(?: on)?)|is my {BOOK} (?:free|clear|empty))(?: (?:on|for|in))?(?: the)? QDAY$"
+        r"^(?:am i (?:free|busy|available)|(?:(?:do|have) i (?:have|got) |is there |are there |got )?(?:any )?(?:free time|time free|anything|plans|something|{ENTRIES})(?: (?:on|in) (?:my|the) {BOOK}| on)?|is my {BOOK} (?:free|clear|empty))(?: (?:on|for|in))?(?: the)? QDAY$"
     ))
     .is_match(&ph)
     {
@@ -213,9 +217,11 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
         });
     }
 
-    // Query: "what have i got on thursday", "what's on my calendar tomorrow".
+    // Query: "what have i got on thursday", "what's on my calendar
+    // tomorrow", "what meetings do i have on friday", "what's my schedule
+    // like today".
     let query = rx!(&format!(
-        r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|(?:check|open) my {BOOK})(?: (?:on|for|in))?(?: the)?(?: QDAY)?$"
+        r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|(?:check|open) my {BOOK}|what {ENTRIES} (?:do i have|have i got|are there|are on|is there)(?: (?:on|in) (?:my|the) {BOOK})?|(?:what'?s|what is|how'?s|how is) my {BOOK}(?: (?:like|look like|looking|looking like))?)(?: (?:on|for|in))?(?: the)?(?: QDAY)?$"
     ));
     if query.is_match(&ph) {
         let mentions_book = rx!(&format!(r"\b{BOOK}\b")).is_match(&ph);
@@ -383,11 +389,34 @@ mod tests {
             ("do i have anything on tomorrow", true),
             ("do i have plans on friday", true),
             ("do i have anything on friday", true),
+            ("is there anything on my calendar on saturday", true),
+            ("is there anything in my diary tomorrow", true),
+            ("any meetings tomorrow", true),
+            ("do i have any appointments on monday", true),
+            ("have i got any meetings on the 14th", true),
+            ("anything on my calendar on friday", true),
         ] {
             match frame(s, now()) {
                 Some(CalendarFrame::Free { asks_busy, .. }) => assert_eq!(asks_busy, busy, "{s}"),
                 other => panic!("{s}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn what_is_on_a_day_asked_by_its_entries_or_its_look() {
+        for (s, d) in [
+            ("what meetings do i have on friday", 4),
+            ("what appointments have i got tomorrow", 3),
+            ("what's my schedule like today", 2),
+            ("how's my calendar looking tomorrow", 3),
+            ("what is my diary like on friday", 4),
+        ] {
+            assert_eq!(
+                frame(s, now()),
+                Some(CalendarFrame::Query { day: Ok(date(d)) }),
+                "{s}"
+            );
         }
     }
 
@@ -401,6 +430,10 @@ mod tests {
             "what's the date today",
             "don't put the haircut in my diary",
             "remind me to call mum at 5",
+            "is there anything on tv tonight",
+            "any plans",
+            "what meetings",
+            "is there anything i can do on friday",
         ] {
             assert_eq!(frame(s, now()), None, "{s}");
         }

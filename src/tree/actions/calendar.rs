@@ -139,7 +139,7 @@ impl Action for CalendarRead {
                         let busy: Vec<Occurrence> = events.into_iter().filter(|o| !o.all_day).collect();
                         ActionOutput::said(match (busy.is_empty(), asks_busy) {
                             (true, false) => format!("Yes, you're free {when}."),
-                            (true, true) => format!("No, you have nothing on {when}."),
+                            (true, true) => format!("No, you have nothing {when}."),
                             (false, false) => format!("No, {when} you have {}.", listing(&busy)),
                             (false, true) => format!("Yes, {when} you have {}.", listing(&busy)),
                         })
