@@ -216,7 +216,10 @@ pub fn frame(intent: &str, t: &str, now: NaiveDateTime) -> Result<TimeFrame, &'s
     if is_question(t) && !matches!(intent, "timer_list" | "timer_remaining") {
         return Err("a question, not a request");
     }
-    if is_negated(t) {
+    // "don't let me forget to call mum at five" asks for a reminder.
+    let asks_not_to_forget = intent == "reminder_set"
+        && rx!(r"(?i)^(?:please )?(?:don'?t|do not) let me forget\b").is_match(t);
+    if is_negated(t) && !asks_not_to_forget {
         return Err("negated");
     }
     // "tomorrow's alarm", "saturday's alarm": the day, said as an owner.

@@ -117,13 +117,18 @@ pub fn ending(text: &str) -> Ending {
 
 /// Whether a sentence ending on "volume" already said which way: "lower
 /// the volume", "turn up the volume" are whole; "turn the volume" waits
-/// for its "up" or "down".
+/// for its "up" or "down". A question ("what's the volume") asks for the
+/// level and is whole too.
 fn says_which_way(last: &str, text: &str) -> bool {
     const WAYS: &[&str] = &[
         "up", "down", "lower", "raise", "increase", "decrease", "reduce", "boost", "drop", "mute",
         "unmute", "max", "maximum", "minimum",
     ];
-    last == "volume" && words(text).iter().any(|w| WAYS.contains(&w.as_str()))
+    let words = words(text);
+    let asks = words
+        .first()
+        .is_some_and(|w| QUESTION_WORDS.contains(&w.split('\'').next().unwrap_or("")));
+    last == "volume" && (asks || words.iter().any(|w| WAYS.contains(&w.as_str())))
 }
 
 /// Whether a sentence's last word, a form of "be", closes a question
@@ -276,6 +281,9 @@ fn doubts(text: &str, classified: Option<&(String, f32)>) -> Option<usize> {
     }
     let (intent, confidence) = classified?;
     let confidence = *confidence;
+    if becomes_a_reminder(text) {
+        return None;
+    }
     let unfinished = usize::from(how != Ending::Finished);
     let sure = !intent.is_empty()
         && intent != "other"
@@ -364,6 +372,20 @@ fn whole_by_frame_alone(text: &str) -> bool {
         return false;
     }
     !(GROWS_AT_THE_END.contains(&intent.as_str()) && may_go_on(&intent, text))
+}
+
+/// Whether `text` is a to-do said as a reminder with no time yet ("Remind
+/// me to buy stamps.", a whole to-do by its frame) that a time would make
+/// a reminder ("… at noon tomorrow"): cut at a pause, it added a to-do and
+/// lost the reminder the speaker was still saying. It waits the
+/// hang-over, as a head of a longer command does.
+fn becomes_a_reminder(text: &str) -> bool {
+    const TIMES: &[&str] = &[" at five pm", " tomorrow at nine", " in ten minutes"];
+    let head = text.trim().trim_end_matches(['.', '?', '!']);
+    crate::tree::fit::fit("todo_add", text).fits()
+        && TIMES
+            .iter()
+            .any(|rest| crate::tree::fit::fit("reminder_set", &format!("{head}{rest}")).is_strong())
 }
 
 /// Device intents whose command often goes on past a strong fit.
@@ -1131,6 +1153,10 @@ mod tests {
             ("Put batteries.", "other", 0.5, Never),
             ("I love this song.", "other", 0.99, Never),
             ("The volume is fine.", "volume_up", 0.6, Never),
+            // A to-do said as a reminder: a time may follow.
+            ("Remind me to buy stamps.", "todo_add", 0.99, Never),
+            ("Remind me to buy stamps.", "reminder_set", 0.9, Never),
+            ("Add stamps to my shopping list.", "todo_add", 0.99, AtPause),
         ] {
             assert_eq!(
                 early_end(text, Some((intent.to_string(), confidence))),
@@ -1174,6 +1200,7 @@ mod tests {
             "What do you know about me?",
             "Set a timer for me.",
             "Do I have any alarms set?",
+            "What's the volume?",
         ] {
             assert_eq!(ending(text), Ending::Finished, "{text}");
         }
