@@ -753,7 +753,13 @@ impl Cx<'_> {
         if let Some((mins, e)) = rel {
             if let Some(dir) = self
                 .w(e)
-                .filter(|w| matches!(*w, "past" | "after" | "to" | "before" | "til" | "till"))
+                // "pass": whisper writes "half past six" as "half-pass six".
+                .filter(|w| {
+                    matches!(
+                        *w,
+                        "past" | "pass" | "after" | "to" | "before" | "til" | "till"
+                    )
+                })
             {
                 let hour = match self.w(e + 1) {
                     Some("noon" | "midday") => Some((12, true, e + 2)),
@@ -761,7 +767,7 @@ impl Cx<'_> {
                     _ => self.hour_at(e + 1),
                 };
                 if let Some((h, exact, e2)) = hour {
-                    let past = matches!(dir, "past" | "after");
+                    let past = matches!(dir, "past" | "pass" | "after");
                     if !past && mins == 30 {
                         return Ok(None);
                     }
@@ -1563,6 +1569,8 @@ mod tests {
             ("quarter to seven", either(6, 45)),
             ("a quarter past six", either(6, 15)),
             ("ten past six", either(6, 10)),
+            ("half-pass six", either(6, 30)),
+            ("quarter pass seven", either(7, 15)),
             ("twenty five to eight", either(7, 35)),
             ("five to one", either(12, 55)),
             ("noon", at(12, 0)),

@@ -190,9 +190,60 @@ pub fn periodic_prefix(text: &str) -> Option<String> {
     None
 }
 
+/// When the text says something and then loops on its last words ("Set a
+/// timer for 20 minutes. 20 minutes. 20 minutes. 20 min…") — the same
+/// loop as [`periodic_prefix`]'s, begun after the first words instead of
+/// at the start — return the text up to the first repeat. The loop must
+/// be a phrase of two words or more said at least three times, so a
+/// speaker's own "no, no, no" or "very very" is kept.
+pub fn looping_tail(text: &str) -> Option<String> {
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let key: Vec<String> = raw
+        .iter()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase()
+        })
+        .collect();
+    let n = key.len();
+    for start in 1..n {
+        for p in 2..=(n - start) / 3 {
+            // The cap may cut the last word: a prefix of its twin counts.
+            let same =
+                |i: usize| key[i] == key[i - p] || (i == n - 1 && key[i - p].starts_with(&key[i]));
+            if (start + p..n).all(same) {
+                return Some(raw[..start + p].join(" "));
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trims_a_loop_on_the_last_words() {
+        assert_eq!(
+            looping_tail("Set a timer for 20 minutes. 20 minutes. 20 minutes. 20 minutes. 20")
+                .as_deref(),
+            Some("Set a timer for 20 minutes.")
+        );
+        // Said twice, or a word said three times: the speaker's own.
+        assert_eq!(
+            looping_tail("Set a timer for 20 minutes. 20 minutes."),
+            None
+        );
+        assert_eq!(looping_tail("I said no, no, no."), None);
+        assert_eq!(
+            looping_tail("ask not what your country can do for you"),
+            None
+        );
+        assert_eq!(looping_tail(""), None);
+    }
 
     #[test]
     fn cleans_annotations() {
