@@ -16,7 +16,9 @@
 //!   belonged to.
 //!
 //! A wrong action is worse than a slow one, so "complete" is strict: the
-//! device classifier is confident of a device intent, its frame fits the
+//! device classifier is confident of a device intent (or less sure, and
+//! the one frame the words fit strongly is that intent's or one it was
+//! never taught: [`frame_vouches`]), its frame fits the
 //! words strongly, and the sentence does not end the way a sentence
 //! stopped half-way does (a trailing ellipsis or comma, which whisper
 //! writes for speech that trails off, or a last word that needs a
