@@ -160,13 +160,12 @@ pub fn repetition(text: &str, times: u32) -> Option<String> {
     None
 }
 
-/// When the whole text is one phrase said again and again ("Go forward
-/// 10 meters. Go forward 10 meters. Go for…") — whisper's loop on a
-/// shrunken context after it has already said everything — return the
-/// phrase once. `None` when the text is not such a loop.
-pub fn periodic_prefix(text: &str) -> Option<String> {
+/// The words of `text` as written, and each one lower-case with only its
+/// letters and digits: what [`periodic_prefix`] and [`looping_tail`]
+/// compare ("Minutes." and "minutes" are the same word in a loop).
+fn loop_words(text: &str) -> (Vec<&str>, Vec<String>) {
     let raw: Vec<&str> = text.split_whitespace().collect();
-    let key: Vec<String> = raw
+    let key = raw
         .iter()
         .map(|w| {
             w.chars()
@@ -175,6 +174,15 @@ pub fn periodic_prefix(text: &str) -> Option<String> {
                 .to_lowercase()
         })
         .collect();
+    (raw, key)
+}
+
+/// When the whole text is one phrase said again and again ("Go forward
+/// 10 meters. Go forward 10 meters. Go for…") — whisper's loop on a
+/// shrunken context after it has already said everything — return the
+/// phrase once. `None` when the text is not such a loop.
+pub fn periodic_prefix(text: &str) -> Option<String> {
+    let (raw, key) = loop_words(text);
     let n = key.len();
     for p in 1..=n / 2 {
         if p == 1 && n < 3 {
@@ -197,16 +205,7 @@ pub fn periodic_prefix(text: &str) -> Option<String> {
 /// be a phrase of two words or more said at least three times, so a
 /// speaker's own "no, no, no" or "very very" is kept.
 pub fn looping_tail(text: &str) -> Option<String> {
-    let raw: Vec<&str> = text.split_whitespace().collect();
-    let key: Vec<String> = raw
-        .iter()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .collect::<String>()
-                .to_lowercase()
-        })
-        .collect();
+    let (raw, key) = loop_words(text);
     let n = key.len();
     for start in 1..n {
         for p in 2..=(n - start) / 3 {
