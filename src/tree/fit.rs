@@ -463,12 +463,28 @@ fn pause(t: &str) -> Fit {
     if is_question(t) {
         return Fit::Unfit("a question, not a command");
     }
-    if rx!(r"\b(?:pause|disturb|mute|sleep|break|listening|quiet for)\b").is_match(t)
-        && !rx!(r"\bpause (?:the|my|this|that) (?:music|video|film|movie|song|show|game|timer|podcast)\b").is_match(t)
-    {
+    if acts_on_something_else(t) {
+        return Fit::Unfit("pauses something other than me");
+    }
+    // "sleep" and "break" alone are everyday words ("sleep tight", "I
+    // can't sleep", "break the eggs"); only their do-not-disturb phrases
+    // count.
+    if rx!(r"\b(?:pause|disturb|mute|listening|quiet for|go (?:back )?to sleep|sleep mode|(?:take|have) a (?:break|rest|nap))\b").is_match(t) {
         return Fit::weak(None);
     }
     Fit::Unfit("no words of pausing")
+}
+
+/// "mute the TV", "pause my podcast", "resume the music", "unmute my
+/// phone": the pausing verb has an object, and it is not the device (its
+/// microphone, its listening, itself). Pausing or resuming *me* for them
+/// would be a wrong action.
+fn acts_on_something_else(t: &str) -> bool {
+    let Some(c) = rx!(r"\b(?:pause|un-?pause|mute|un-?mute|resume|silence|stop)\s+(?:(?:the|my|this|that|our|his|her|their|your|a|an|all)\s+)?(?P<obj>[a-z][a-z'-]*)").captures(t) else {
+        return false;
+    };
+    let obj = &c["obj"];
+    !rx!(r"^(?:mic|mics|microphone|microphones|yourself|you|listening|for|now|please|it|everything|again|right|a|an|the|here|there|then|so|and|mode|it's|do|dnd|disturb)$").is_match(obj)
 }
 
 fn resume(t: &str) -> Fit {
@@ -480,6 +496,9 @@ fn resume(t: &str) -> Fit {
     }
     if is_question(t) {
         return Fit::Unfit("a question, not a command");
+    }
+    if acts_on_something_else(t) {
+        return Fit::Unfit("resumes something other than me");
     }
     if rx!(r"\b(?:resume|unpause|un-pause|listening again|unmute|disturb)\b").is_match(t) {
         return Fit::weak(None);
@@ -1606,6 +1625,43 @@ mod tests {
         );
         assert!(!fit("todo_add", "how do i add things to my list").fits());
         assert!(!fit("todo_list", "list the planets").fits());
+    }
+
+    #[test]
+    fn pausing_something_else_does_not_pause_me() {
+        for text in [
+            "mute the tv",
+            "mute my phone",
+            "resume the music",
+            "resume my podcast",
+            "unpause the movie",
+            "pause spotify",
+            "sleep tight",
+            "sleep well",
+            "i can't sleep",
+            "break the eggs into a bowl",
+            "put the baby to sleep",
+        ] {
+            assert!(!fit("pause", text).fits(), "pause: {text}");
+            assert!(!fit("resume", text).fits(), "resume: {text}");
+        }
+        for text in [
+            "mute yourself",
+            "mute the microphone",
+            "pause for a minute",
+            "go to sleep",
+            "take a break",
+        ] {
+            assert!(fit("pause", text).fits(), "{text}");
+        }
+        for text in [
+            "resume",
+            "unmute the mic",
+            "resume listening please",
+            "stop do not disturb",
+        ] {
+            assert!(fit("resume", text).fits(), "{text}");
+        }
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub trait MemoryOps: Send + Sync {
     /// Delete the memory that best matches `query`; returns its text, or
     /// `None` when nothing matches (not an error: the action says so).
     fn forget(&self, user_id: &str, query: &str) -> Result<Option<String>, MemoryOpsError>;
+    /// The memories the language model would be given for `question`
+    /// (the memory's own recall rule). Empty means no memory is near it.
+    fn recall(&self, user_id: &str, question: &str) -> Result<Vec<String>, MemoryOpsError>;
 }
 
 /// Why a [`MemoryOps`] call failed: one variant per operation, so the
@@ -66,8 +69,21 @@ impl Action for MemoryList {
                     "You told me {}.",
                     to_the_listener(found.trim_end_matches('.'))
                 )),
-                // Silently: the language model answers it, with its own recall.
-                None => ActionOutput::failed(""),
+                // What an account, an app or a sensor holds ("my credit
+                // score", "my blood type", "my order"): not something the
+                // speaker tells me, so the language model and its tools
+                // answer it.
+                None if held_elsewhere(&subject) => ActionOutput::failed(""),
+                None => match memory.recall(&env.user_id, &call.text) {
+                    // Nothing near it by meaning either: the language
+                    // model would have only its guesses to go on, and a
+                    // made-up fact about the speaker is a wrong answer.
+                    Ok(near) if near.is_empty() => ActionOutput::said(not_told(&subject)),
+                    // A memory near it ("my partner is Sam" for "my
+                    // wife's name"), or no recall by meaning here: the
+                    // language model answers, with its own recall.
+                    _ => ActionOutput::failed(""),
+                },
             });
         }
         Ok(ActionOutput::said(match items.len() {
@@ -185,6 +201,31 @@ fn about<'a>(items: &'a [String], subject: &str) -> Option<&'a str> {
     })
 }
 
+/// A subject an account, an app or a measurement knows rather than the
+/// speaker's own word: banking, orders and travel, health readings,
+/// the network.
+fn held_elsewhere(subject: &str) -> bool {
+    static HELD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\b(?:credit|score|balance|account|bill|bills|order|orders|package|parcel|delivery|flight|booking|reservation|blood|heart|pulse|steps|weight|bmi|temperature|ip|data plan|subscription|points|rank|ranking|grade|grades|results?)\b")
+            .expect("a valid regex")
+    });
+    HELD.is_match(&subject.to_lowercase())
+}
+
+/// "You haven't told me your wifi password yet." for a question no memory
+/// is near; "what is my dog called" asks for "what your dog is called".
+fn not_told(subject: &str) -> String {
+    let subject = subject.trim();
+    let asked = match subject
+        .strip_suffix(" called")
+        .or_else(|| subject.strip_suffix(" named"))
+    {
+        Some(who) => format!("what your {} is called", who.trim()),
+        None => format!("your {subject}"),
+    };
+    format!("You haven't told me {asked} yet. Say \"remember that…\" and I'll keep it.")
+}
+
 /// A memory as the listener hears it: "my wifi password is blue42" →
 /// "your wifi password is blue42", "I like jazz" → "you like jazz".
 fn to_the_listener(text: &str) -> String {
@@ -232,6 +273,12 @@ impl MemoryOps for crate::memory::Memory {
             .map(|item| item.map(|m| m.text))
             .map_err(|e| MemoryOpsError::Forget(format!("{e:#}")))
     }
+
+    fn recall(&self, user_id: &str, question: &str) -> Result<Vec<String>, MemoryOpsError> {
+        crate::memory::Memory::recall(self, user_id, question)
+            .map(|kept| kept.into_iter().map(|s| s.item.text).collect())
+            .map_err(|e| MemoryOpsError::List(format!("{e:#}")))
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +317,72 @@ mod tests {
             to_the_listener("I am allergic to nuts and my son is too"),
             "you are allergic to nuts and your son is too"
         );
+    }
+
+    /// Memories in a list; recall returns those sharing a word with the
+    /// question (a stand-in for the memory's recall by meaning).
+    struct Listed(Vec<String>);
+    impl MemoryOps for Listed {
+        fn list(&self, _: &str) -> Result<Vec<String>, MemoryOpsError> {
+            Ok(self.0.clone())
+        }
+        fn remember(&self, _: &str, text: &str) -> Result<String, MemoryOpsError> {
+            Ok(text.to_string())
+        }
+        fn forget(&self, _: &str, _: &str) -> Result<Option<String>, MemoryOpsError> {
+            Ok(None)
+        }
+        fn recall(&self, _: &str, question: &str) -> Result<Vec<String>, MemoryOpsError> {
+            let q = question.to_lowercase();
+            Ok(self
+                .0
+                .iter()
+                .filter(|m| m.split(' ').any(|w| w.len() > 3 && q.contains(w)))
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn ask(memories: &[&str], question: &str) -> ActionOutput {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        env.memory = Some(std::sync::Arc::new(Listed(
+            memories.iter().map(|s| s.to_string()).collect(),
+        )));
+        let call = ActionCall {
+            text: question.to_string(),
+            ..ActionCall::default()
+        };
+        MemoryList.run(&call, &env).unwrap()
+    }
+
+    #[test]
+    fn a_question_nothing_in_memory_answers_is_not_guessed() {
+        let out = ask(&[], "What's my wife's name?");
+        assert!(out.ok);
+        assert_eq!(
+            out.say,
+            "You haven't told me your wife's name yet. Say \"remember that…\" and I'll keep it."
+        );
+        let out = ask(&["I like jazz"], "What is my dog called?");
+        assert!(
+            out.say
+                .starts_with("You haven't told me what your dog is called yet."),
+            "{}",
+            out.say
+        );
+        // The memory that names it is said back.
+        let out = ask(&["my dog is called Rex"], "What is my dog called?");
+        assert_eq!(out.say, "You told me your dog is called Rex.");
+        // What an account or a sensor holds: the language model answers.
+        assert!(!ask(&[], "what is my credit score").ok);
+        assert!(!ask(&[], "what's my blood type").ok);
+        // One near it by meaning: the language model answers.
+        let out = ask(
+            &["my partner Sam loves my wife's cooking"],
+            "What's my wife's maiden name?",
+        );
+        assert!(!out.ok);
     }
 
     #[test]
