@@ -959,7 +959,7 @@ fn todo_list(t: &str) -> Fit {
     if rx!(r"\b(?:list of|list the|list all|a list|guest list|playlist|wish ?list|waiting list|bucket list|reading list|watch ?list|mailing list|list price|top \d+|how (?:do|can|to))\b").is_match(t) {
         return Fit::Unfit("about another list");
     }
-    if has_removal(t) || rx!(r"\b(?:add|put|stick|remove|delete)\b").is_match(t) {
+    if has_removal(t) || rx!(r"\b(?:add|put|stick|remove|delete|clear|empty|wipe)\b").is_match(t) {
         return Fit::Unfit("changes the list rather than reading it");
     }
     // A statement of what the list holds, not a question about it:
@@ -1625,6 +1625,8 @@ mod tests {
         );
         assert!(!fit("todo_add", "how do i add things to my list").fits());
         assert!(!fit("todo_list", "list the planets").fits());
+        assert!(!fit("todo_list", "clear my list").fits());
+        assert!(fit("todo_delete", "clear my list").is_strong());
     }
 
     #[test]
