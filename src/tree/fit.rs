@@ -709,23 +709,48 @@ pub fn asked_day(t: &str, today: chrono::NaiveDate) -> Option<chrono::NaiveDate>
     }
     // The time parser reads days ahead (for alarms and reminders), so
     // "yesterday" is read here.
-    let (day, span) = match crate::nlu::when::day_in(t, today).ok().flatten() {
+    let said_day = crate::nlu::when::day_in(t, today)
+        .ok()
+        .flatten()
+        // "two weeks from today" counts from today; it does not ask it.
+        .filter(|_| !rx!(r"\bfrom today\b").is_match(t));
+    let (day, span) = match said_day {
         Some(said) => match said.value.day {
             crate::nlu::when::DayRef::Date(d) => (d, said.span),
             crate::nlu::when::DayRef::Repeat(_) => return None,
         },
-        None => {
-            let at = rx!(r"\byesterday\b").find(t)?;
-            (today.pred_opt()?, at.range())
-        }
+        None => match rx!(r"\byesterday\b").find(t) {
+            Some(at) => (today.pred_opt()?, at.range()),
+            None => days_ahead(t, today)?,
+        },
     };
     // The day must be all the question names beyond asking: "what day is
     // the 25th", not "what day is the dentist on the 25th".
     let rest = format!("{} {}", &t[..span.start], &t[span.end..]);
-    if !rx!(r"^(?:(?:what'?s|what is|whats|what was|what will be|tell me|give me|do you know|can you tell me|what|which|the|date|day|of|week|is|was|will|be|it|'s|on|falls|going to|gonna|for|please)\s*)*$").is_match(rest.trim()) {
+    if !rx!(r"^(?:(?:what'?s|what is|whats|what was|what will be|tell me|give me|do you know|can you tell me|what|which|the|date|day|of|week|is|was|will|be|it|'s|on|falls|going to|gonna|for|please|from|today|now)\s*)*$").is_match(rest.trim()) {
         return None;
     }
     (day != today).then_some(day)
+}
+
+/// The day a whole number of days or weeks ahead names: "what's the date
+/// in three weeks", "what day is it ten days from now" (the delay parser
+/// reads "in …" and "… from now"; "… from today" is left to the caller's
+/// check of the other words). A delay of hours is not a day.
+fn days_ahead(
+    t: &str,
+    today: chrono::NaiveDate,
+) -> Option<(chrono::NaiveDate, std::ops::Range<usize>)> {
+    let said = crate::nlu::when::delay_in(t)
+        .ok()
+        .flatten()
+        .or_else(|| crate::nlu::when::duration_in(t).ok().flatten())?;
+    let secs = said.value.as_secs();
+    if secs == 0 || secs % 86_400 != 0 {
+        return None;
+    }
+    let day = today.checked_add_days(chrono::Days::new(secs / 86_400))?;
+    Some((day, said.span))
 }
 
 /// What "how many days until Christmas?" counts to, from the tidied `t`
@@ -1695,6 +1720,21 @@ mod tests {
             day("what day is it tomorrow").as_deref(),
             Some("2026-12-07")
         );
+        // Whole days or weeks ahead.
+        assert_eq!(
+            day("What's the date in three weeks?").as_deref(),
+            Some("2026-12-27")
+        );
+        assert_eq!(
+            day("what day will it be ten days from now").as_deref(),
+            Some("2026-12-16")
+        );
+        assert_eq!(
+            day("what's the date two weeks from today").as_deref(),
+            Some("2026-12-20")
+        );
+        assert_eq!(day("what's the date in three hours"), None);
+        assert_eq!(day("what day is the party in two weeks"), None);
         assert_eq!(
             day("What's the date on Friday?").as_deref(),
             Some("2026-12-11")
@@ -1723,7 +1763,8 @@ mod tests {
         }
         // A day the question names but that is not read is never
         // answered with today's date.
-        assert!(!fit("date_today", "what's the date in two weeks").fits());
+        assert!(!fit("date_today", "what's the date in two months").fits());
+        assert!(fit("date_today", "what's the date in two weeks").is_strong());
         // A fixed holiday's date is known.
         assert!(fit("date_today", "what day is christmas on").is_strong());
         assert!(fit("date_today", "What's the date tomorrow?").is_strong());

@@ -2,10 +2,11 @@
 //! ounces in a pound", "what's 20 celsius in fahrenheit".
 //!
 //! The on-device model answers these with confident wrong numbers ("5
-//! miles is 2.22 kilometers"), and they have one right answer, so the
-//! calculator answers them. Only units of one kind convert (length, mass,
-//! volume, temperature); the factors are the exact definitions (the
-//! international yard and pound, US liquid measures).
+//! miles is 2.22 kilometers", "1 hour is 240 minutes"), and they have one
+//! right answer, so the calculator answers them. Only units of one kind
+//! convert (length, mass, volume, temperature, time); the factors are the
+//! exact definitions (the international yard and pound, US liquid
+//! measures). Time stops at the week: a month or a year has no one length.
 
 use std::sync::OnceLock;
 
@@ -18,10 +19,11 @@ enum Kind {
     Mass,
     Volume,
     Temperature,
+    Time,
 }
 
 /// A unit: its spoken names (singular and plural), its kind, and its size
-/// in the kind's base unit (metre, kilogram, litre; unused for
+/// in the kind's base unit (metre, kilogram, litre, second; unused for
 /// temperature).
 struct Unit {
     names: &'static [&'static str],
@@ -213,6 +215,42 @@ const UNITS: &[Unit] = &[
         base: 0.0,
         said: ("kelvin", "kelvins"),
     },
+    Unit {
+        names: &["millisecond", "milliseconds", "ms"],
+        kind: Kind::Time,
+        base: 0.001,
+        said: ("millisecond", "milliseconds"),
+    },
+    Unit {
+        names: &["second", "seconds", "sec", "secs"],
+        kind: Kind::Time,
+        base: 1.0,
+        said: ("second", "seconds"),
+    },
+    Unit {
+        names: &["minute", "minutes", "min", "mins"],
+        kind: Kind::Time,
+        base: 60.0,
+        said: ("minute", "minutes"),
+    },
+    Unit {
+        names: &["hour", "hours", "hr", "hrs"],
+        kind: Kind::Time,
+        base: 3_600.0,
+        said: ("hour", "hours"),
+    },
+    Unit {
+        names: &["day", "days"],
+        kind: Kind::Time,
+        base: 86_400.0,
+        said: ("day", "days"),
+    },
+    Unit {
+        names: &["week", "weeks"],
+        kind: Kind::Time,
+        base: 604_800.0,
+        said: ("week", "weeks"),
+    },
 ];
 
 fn unit(name: &str) -> Option<&'static Unit> {
@@ -402,11 +440,35 @@ mod tests {
     }
 
     #[test]
+    fn lengths_of_time_convert_up_to_the_week() {
+        assert_eq!(
+            said("How many seconds in an hour?").as_deref(),
+            Some("1 hour is 3600 seconds.")
+        );
+        assert_eq!(
+            said("how many days in a week").as_deref(),
+            Some("1 week is 7 days.")
+        );
+        assert_eq!(
+            said("how many hours is 90 minutes").as_deref(),
+            Some("90 minutes is 1.5 hours.")
+        );
+        assert_eq!(
+            said("how many minutes are in three hours").as_deref(),
+            Some("3 hours is 180 minutes.")
+        );
+    }
+
+    #[test]
     fn other_sentences_and_mixed_kinds_are_not_conversions() {
         for other in [
             "how many miles to london",
             "convert 5 miles to kilograms",
-            "how many days in a week",
+            "how many days in a month",
+            "how many minutes to midnight",
+            "how many hours to london",
+            "remind me in 10 minutes to call mom",
+            "20 minutes to 6",
             "20 dollars in euros",
             "put five pounds of potatoes on my list",
             "what's 5 plus 3",
