@@ -1167,6 +1167,13 @@ fn todo_add(t: &str) -> Fit {
     if item.split_whitespace().count() > 12 {
         return Fit::Unfit("too long for a to-do item");
     }
+    // "add an event", "add a new contact": with no list named, a thing of
+    // another app (the calendar, contacts, a playlist), not a to-do.
+    if strength == Strength::Weak
+        && rx!(r"^(?:a|an|the|my|another)\s+(?:new\s+)?(?:event|meeting|appointment|appt|entry|contact|user|account|comment|photo|picture|song|track|playlist|alarm|reminder|timer|tab|page|file|folder|friend|email|message|column|row|device|widget)s?(?:\s+(?:called|named|for)\b.*)?$").is_match(&item.to_lowercase())
+    {
+        return Fit::Unfit("a thing of another app, not a to-do");
+    }
     Fit::Fits {
         strength,
         arg: Some(item),
@@ -1651,6 +1658,16 @@ mod tests {
         assert!(!fit("todo_add", "how do i add things to my list").fits());
         assert!(!fit("todo_list", "list the planets").fits());
         assert!(!fit("todo_list", "clear my list").fits());
+        for other_app in [
+            "add an event",
+            "add a new contact named Bob",
+            "add a comment",
+            "add a song",
+        ] {
+            assert!(!fit("todo_add", other_app).fits(), "{other_app}");
+        }
+        assert!(fit("todo_add", "add a meeting room booking to my to-do list").fits());
+        assert!(fit("todo_add", "add a birthday card").fits());
         assert!(fit("todo_delete", "clear my list").is_strong());
     }
 

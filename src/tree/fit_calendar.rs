@@ -1,7 +1,7 @@
 //! The calendar frames of the no-wrong-action gate: "put a haircut in my
 //! diary for Thursday at 11am", "what have I got on Thursday", "am I free
-//! on Monday afternoon", "move the haircut to 12", "cancel drinks with
-//! Sam".
+//! on Monday afternoon", "what's on my calendar next week", "when is my
+//! next meeting", "move the haircut to 12", "cancel drinks with Sam".
 //!
 //! Same rule as [`super::fit`]: a calendar action runs only when the
 //! sentence has one of these shapes, and takes its arguments from the same
@@ -50,6 +50,17 @@ pub enum CalendarFrame {
     },
     /// Remove the event named `title`.
     Cancel { title: String },
+    /// What is on the days `from` up to (not including) `to`: "what's on
+    /// my calendar this week", "anything next weekend". `said` names the
+    /// span in the answer ("this week").
+    Span {
+        from: NaiveDate,
+        to: NaiveDate,
+        said: &'static str,
+    },
+    /// The next event from now: "when is my next meeting", "what's next
+    /// on my calendar".
+    Next,
 }
 
 impl CalendarFrame {
@@ -66,6 +77,9 @@ const BOOK: &str = r"(?:diary|calendar|schedule|agenda|planner)";
 
 /// What a calendar holds, asked about as such ("any meetings tomorrow").
 const ENTRIES: &str = r"(?:meetings|appointments|appts|events|plans|engagements)";
+
+/// One entry, asked for as such ("my next meeting").
+const SINGLE_ENTRY: &str = r"(?:meeting|appointment|appt|event|engagement|thing on)";
 
 /// Words that make a title an event when no book is named.
 const EVENT: &str = r"(?:appointment|appt|meeting|call|lunch|dinner|breakfast|brunch|drinks|coffee|haircut|hair cut|dentist|doctor|doctor's|gp|vet|party|date|interview|class|lesson|practice|training|session|event|visit|catch ?up|catch-up|standup|stand-up|review|game|match|trip|flight|birthday|anniversary|wedding|concert|gig|show|rehearsal|workout|gym|yoga|massage|check ?up|check-up|consultation|conference|webinar|presentation|demo|playdate|sleepover|barbecue|bbq|picnic|service|meetup|meet-up|appraisal|exam|test|recital|tournament)";
@@ -94,6 +108,45 @@ fn take_day(t: &str, today: NaiveDate) -> (String, Option<Result<Day, WhenError>
         Ok(None) => (t.to_string(), None),
         Err(e) => (t.to_string(), Some(Err(e))),
     }
+}
+
+/// A span of days named in `t` ("this week", "next weekend"), replaced by
+/// `QSPAN`: the days from, the day after the last, and how to say it.
+/// Weeks run Monday to Sunday; "this week" is what is left of it, "this
+/// weekend" the coming Saturday and Sunday (what is left of them at the
+/// weekend).
+fn take_span(t: &str, today: NaiveDate) -> Option<(String, NaiveDate, NaiveDate, &'static str)> {
+    use chrono::Datelike;
+    let m = rx!(r"\b(?:this|next|the coming|the)\s+(?:week|weekend)\b|\bthe rest of (?:the|this) week\b|\bover the weekend\b").find(t)?;
+    let said = m.as_str();
+    let monday = today - chrono::Duration::days(i64::from(today.weekday().num_days_from_monday()));
+    let next_monday = monday + chrono::Duration::days(7);
+    let saturday = monday + chrono::Duration::days(5);
+    let (from, to, name) = if said.ends_with("weekend") {
+        if said.starts_with("next") {
+            (
+                saturday + chrono::Duration::days(7),
+                next_monday + chrono::Duration::days(7),
+                "next weekend",
+            )
+        } else {
+            (saturday.max(today), next_monday, "this weekend")
+        }
+    } else if said.starts_with("next") {
+        (
+            next_monday,
+            next_monday + chrono::Duration::days(7),
+            "next week",
+        )
+    } else {
+        (today, next_monday, "this week")
+    };
+    Some((
+        format!("{}QSPAN{}", &t[..m.start()], &t[m.end()..]),
+        from,
+        to,
+        name,
+    ))
 }
 
 fn take_time(t: &str) -> (String, Option<Result<TimeOfDay, WhenError>>) {
@@ -193,6 +246,33 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
         return Some(CalendarFrame::Add { title, when });
     }
 
+    // Next: "when is my next meeting", "what's next on my calendar",
+    // "what's my next appointment".
+    if rx!(&format!(
+        r"^(?:when'?s|when is|what'?s|what is|tell me)(?: my| the)? next {SINGLE_ENTRY}(?: (?:on|in) (?:my|the) {BOOK})?$|^(?:what'?s|what is)(?: coming up| up)? next (?:on|in) (?:my|the) {BOOK}$|^what'?s coming up (?:on|in) (?:my|the) {BOOK}$"
+    ))
+    .is_match(&t)
+    {
+        return Some(CalendarFrame::Next);
+    }
+
+    // A span of days, asked as a day is: "what's on my calendar this
+    // week", "do i have anything next weekend", "what meetings do i have
+    // next week".
+    if day.is_none() {
+        if let Some((sp, from, to, said)) = take_span(&t, today) {
+            let free = rx!(&format!(
+                r"^(?:am i (?:free|busy)|(?:(?:do|have) i (?:have|got) |is there |are there |got )?(?:any )?(?:free time|anything|plans|something|{ENTRIES})(?: (?:on|in) (?:my|the) {BOOK}| on)?)(?: (?:for|in|on|during|over))? QSPAN$"
+            ));
+            let query = rx!(&format!(
+                r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|what {ENTRIES} (?:do i have|have i got|are there|are on|is there)(?: (?:on|in) (?:my|the) {BOOK})?|(?:what'?s|what is|how'?s|how is) my {BOOK}(?: (?:like|look like|looking|looking like))?)(?: (?:for|in|on|during|over))? QSPAN$"
+            ));
+            if free.is_match(&sp) || query.is_match(&sp) {
+                return Some(CalendarFrame::Span { from, to, said });
+            }
+        }
+    }
+
     let day_of = |day: &Option<Result<Day, WhenError>>| -> Option<Result<NaiveDate, WhenError>> {
         match day {
             Some(Ok(d)) => one_date(d).map(Ok),
@@ -281,6 +361,50 @@ mod tests {
 
     fn date(d: u32) -> NaiveDate {
         NaiveDate::from_ymd_opt(2026, 12, d).unwrap()
+    }
+
+    #[test]
+    fn spans_of_days_and_the_next_event() {
+        // Wednesday 2 December: this week is Wed–Sun, the weekend 5–6.
+        let span = |s: &str| match frame(s, now()) {
+            Some(CalendarFrame::Span { from, to, said }) => Some((from, to, said)),
+            _ => None,
+        };
+        assert_eq!(
+            span("What's on my calendar this week?"),
+            Some((date(2), date(7), "this week"))
+        );
+        assert_eq!(
+            span("what meetings do i have next week"),
+            Some((date(7), date(14), "next week"))
+        );
+        assert_eq!(
+            span("do I have anything this weekend"),
+            Some((date(5), date(7), "this weekend"))
+        );
+        assert_eq!(
+            span("am I busy next weekend"),
+            Some((date(12), date(14), "next weekend"))
+        );
+        assert_eq!(
+            span("what's my schedule like for the rest of the week"),
+            Some((date(2), date(7), "this week"))
+        );
+        // Not a question about the span.
+        assert_eq!(span("put lunch in my diary next week"), None);
+        assert_eq!(span("i'm away next week"), None);
+        assert_eq!(span("what's the weather this weekend"), None);
+        for next in [
+            "When is my next meeting?",
+            "what's my next appointment",
+            "what's next on my calendar",
+            "what's coming up on my calendar",
+        ] {
+            assert_eq!(frame(next, now()), Some(CalendarFrame::Next), "{next}");
+        }
+        assert_eq!(frame("when is the next bus", now()), None);
+        assert_eq!(frame("what's next", now()), None);
+        assert_eq!(frame("what's up next", now()), None);
     }
 
     #[test]

@@ -343,12 +343,15 @@ fn frame_vouches(text: &str, classified: &str) -> bool {
 fn calendar_question(text: &str) -> bool {
     use crate::tree::fit_calendar::{frame, CalendarFrame};
     let now = chrono::Local::now().naive_local();
-    let asks = matches!(
-        frame(text, now),
-        Some(CalendarFrame::Query { .. } | CalendarFrame::Free { .. })
-    );
-    let tidied = crate::tree::fit::tidy(text).to_lowercase();
-    asks && matches!(crate::nlu::when::day_in(&tidied, now.date()), Ok(Some(_)))
+    match frame(text, now) {
+        // A span is named in the words that made the frame.
+        Some(CalendarFrame::Span { .. }) => true,
+        Some(CalendarFrame::Query { .. } | CalendarFrame::Free { .. }) => {
+            let tidied = crate::tree::fit::tidy(text).to_lowercase();
+            matches!(crate::nlu::when::day_in(&tidied, now.date()), Ok(Some(_)))
+        }
+        _ => false,
+    }
 }
 
 /// Whether the words alone make a whole device command when the

@@ -54,6 +54,30 @@ fn listing(events: &[Occurrence]) -> String {
     }
 }
 
+/// How far "when is my next meeting" looks.
+const NEXT_LOOKS_AHEAD_DAYS: i64 = 60;
+
+/// Events of several days, each with its day: "Lunch on Thursday at
+/// 1:00 PM, and Dentist tomorrow all day".
+fn dated_listing(events: &[Occurrence], today: NaiveDate) -> String {
+    let parts: Vec<String> = events
+        .iter()
+        .map(|o| {
+            let day = day_words(o.start.date_naive(), today);
+            if o.all_day {
+                format!("{} {day} all day", o.title)
+            } else {
+                format!("{} {day} at {}", o.title, at_words(&o.start))
+            }
+        })
+        .collect();
+    match parts.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{}, and {last}", init.join(", ")),
+    }
+}
+
 /// The local hours a part of the day covers (no part: the whole day, so an
 /// evening dinner is not "free").
 fn part_hours(part: Option<PartOfDay>) -> (u32, u32, &'static str) {
@@ -124,6 +148,34 @@ impl Action for CalendarRead {
                         titled(&day_words(d, today)),
                         listing(&events)
                     )),
+                    Err(e) => ActionOutput::said(sentence(e)),
+                }
+            }
+            CalendarFrame::Span { from, to, said } => {
+                match cal.list(calendar::day_start(from), calendar::day_start(to)) {
+                    Ok(events) if events.is_empty() => {
+                        ActionOutput::said(format!("You have nothing in your calendar {said}."))
+                    }
+                    Ok(events) => ActionOutput::said(format!(
+                        "{} you have {}.",
+                        titled(said),
+                        dated_listing(&events, today)
+                    )),
+                    Err(e) => ActionOutput::said(sentence(e)),
+                }
+            }
+            CalendarFrame::Next => {
+                let from = now.with_timezone(&chrono::Utc);
+                match cal.list(from, from + Duration::days(NEXT_LOOKS_AHEAD_DAYS)) {
+                    Ok(events) => match events.iter().find(|o| o.start >= from) {
+                        Some(next) => ActionOutput::said(format!(
+                            "Next in your calendar: {}.",
+                            dated_listing(std::slice::from_ref(next), today)
+                        )),
+                        None => ActionOutput::said(format!(
+                            "You have nothing in your calendar in the next {NEXT_LOOKS_AHEAD_DAYS} days."
+                        )),
+                    },
                     Err(e) => ActionOutput::said(sentence(e)),
                 }
             }
@@ -301,6 +353,46 @@ mod tests {
             ..Default::default()
         };
         action.run(&call, env).unwrap()
+    }
+
+    #[test]
+    fn a_week_and_the_next_event_by_voice() {
+        use chrono::Datelike;
+        let dir = tempfile::tempdir().unwrap();
+        let env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        let today = Local::now().date_naive();
+        let nothing = run(&CalendarRead, &env, "When is my next meeting?");
+        assert_eq!(
+            nothing.say,
+            "You have nothing in your calendar in the next 60 days."
+        );
+        // Wednesday of next week, said as a date.
+        let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
+        let wednesday = monday + Duration::days(9);
+        let on = format!(
+            "put the dentist in my diary for {} {} at 3pm",
+            wednesday.format("%B"),
+            wednesday.day()
+        );
+        assert!(run(&CalendarWrite, &env, &on).say.starts_with("I've put"));
+        let week = run(&CalendarRead, &env, "What's on my calendar next week?");
+        assert!(
+            week.say.starts_with("Next week you have Dentist on ")
+                && week.say.ends_with("at 3:00 PM."),
+            "{}",
+            week.say
+        );
+        let this_week = run(&CalendarRead, &env, "do I have anything this week");
+        assert_eq!(
+            this_week.say,
+            "You have nothing in your calendar this week."
+        );
+        let next = run(&CalendarRead, &env, "what's my next appointment");
+        assert!(
+            next.say.starts_with("Next in your calendar: Dentist on "),
+            "{}",
+            next.say
+        );
     }
 
     #[test]
