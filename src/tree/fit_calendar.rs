@@ -301,7 +301,7 @@ pub fn frame(text: &str, now: NaiveDateTime) -> Option<CalendarFrame> {
     // tomorrow", "what meetings do i have on friday", "what's my schedule
     // like today".
     let query = rx!(&format!(
-        r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|(?:check|open) my {BOOK}|what {ENTRIES} (?:do i have|have i got|are there|are on|is there)(?: (?:on|in) (?:my|the) {BOOK})?|(?:what'?s|what is|how'?s|how is) my {BOOK}(?: (?:like|look like|looking|looking like))?)(?: (?:on|for|in))?(?: the)?(?: QDAY)?$"
+        r"^(?:what(?:'s| is| have i got| do i have| have i| am i doing| are my plans| plans do i have)(?: got)?(?: (?:on|in|planned|happening|for))?(?: (?:my|the) {BOOK})?|(?:read|show|tell) me my {BOOK}|what'?s in (?:my|the) {BOOK}|(?:check|open) my {BOOK}|what {ENTRIES} (?:do i have|have i got|are there|are on|is there)(?: (?:on|in) (?:my|the) {BOOK})?|(?:what'?s|what is|how'?s|how is) my {BOOK}(?: (?:like|look like|looking|looking like))?|(?:what'?s|what is|when'?s|when is) my first {SINGLE_ENTRY})(?: (?:on|for|in))?(?: the)?(?: QDAY)?$"
     ));
     if query.is_match(&ph) {
         let mentions_book = rx!(&format!(r"\b{BOOK}\b")).is_match(&ph);
@@ -403,6 +403,14 @@ mod tests {
             assert_eq!(frame(next, now()), Some(CalendarFrame::Next), "{next}");
         }
         assert_eq!(frame("when is the next bus", now()), None);
+        assert_eq!(
+            frame("what's my first appointment tomorrow", now()),
+            Some(CalendarFrame::Query { day: Ok(date(3)) })
+        );
+        assert_eq!(
+            span("what do I have next week"),
+            Some((date(7), date(14), "next week"))
+        );
         assert_eq!(frame("what's next", now()), None);
         assert_eq!(frame("what's up next", now()), None);
     }
