@@ -75,6 +75,20 @@ fn kind_of(word: Option<&str>) -> Option<Kind> {
     word.and_then(|w| w.parse().ok())
 }
 
+/// The kinds a sentence names, in the order of the kinds (timers,
+/// alarms, reminders); all three or one is what the frame already reads.
+fn named_kinds(text: &str) -> Vec<Kind> {
+    let t = text.to_lowercase();
+    let has = |word: &str| {
+        t.split(|c: char| !c.is_alphanumeric())
+            .any(|w| w == word || w.strip_suffix('s') == Some(word))
+    };
+    [Kind::Timer, Kind::Alarm, Kind::Reminder]
+        .into_iter()
+        .filter(|k| has(kind_word(*k)))
+        .collect()
+}
+
 fn kind_word(kind: Kind) -> &'static str {
     match kind {
         Kind::Timer => "timer",
@@ -667,6 +681,33 @@ impl Action for TimerCancelAllRequest {
             return no_timers();
         };
         let kind = frame_of("timer_cancel_all", call).and_then(|f| kind_of(f.kind));
+        // "cancel my alarms and timers": the two kinds named, not the
+        // reminders as well.
+        let two = named_kinds(&call.text);
+        if two.len() == 2 {
+            let mut n = 0;
+            for k in &two {
+                match timers.list(Some(*k)) {
+                    Ok(some) => n += some.len(),
+                    Err(e) => return timer_error(e),
+                }
+            }
+            let what = format!("{}s and {}s", kind_word(two[0]), kind_word(two[1]));
+            if n == 0 {
+                return Ok(ActionOutput::failed(format!("You have no {what}.")));
+            }
+            let words: Vec<&str> = two.iter().map(|k| kind_word(*k)).collect();
+            return Ok(ActionOutput::said(format!(
+                "Cancel {} of your {what}? Say yes or no.",
+                if n == 1 {
+                    "the one".to_string()
+                } else {
+                    format!("all {n}")
+                }
+            ))
+            .with_state(PENDING_CANCEL_ALL, json!({"kinds": words, "count": n}))
+            .with_phase(CANCEL_ALL_PHASE));
+        }
         let n = match timers.list(kind) {
             Ok(all) => all.len(),
             Err(e) => return timer_error(e),
@@ -706,6 +747,24 @@ impl Action for TimerCancelAllConfirm {
                 "There's nothing waiting to be cancelled.",
             ));
         };
+        if let Some(kinds) = pending.get("kinds").and_then(Value::as_array) {
+            let kinds: Vec<Kind> = kinds.iter().filter_map(|k| kind_of(k.as_str())).collect();
+            let mut n = 0;
+            for k in &kinds {
+                match timers.cancel_all(Some(*k)) {
+                    Ok(done) => n += done,
+                    Err(e) => return timer_error(e),
+                }
+            }
+            let words: Vec<String> = kinds
+                .iter()
+                .map(|k| format!("{}s", kind_word(*k)))
+                .collect();
+            return Ok(ActionOutput::said(format!(
+                "Cancelled {n} of your {}.",
+                words.join(" and ")
+            )));
+        }
         let kind = kind_of(pending.get("kind").and_then(Value::as_str));
         match timers.cancel_all(kind) {
             Ok(n) => {
@@ -877,6 +936,33 @@ mod tests {
         );
         assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
         assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn cancelling_alarms_and_timers_keeps_the_reminders() {
+        let (_dir, env, timers) = env();
+        run(&TimerSet, "set a timer for 10 minutes", &env);
+        run(&AlarmSet, "set an alarm for 7am", &env);
+        run(&ReminderSet, "remind me in an hour to call mum", &env);
+        let ask = run(&TimerCancelAllRequest, "cancel my alarms and timers", &env);
+        assert_eq!(
+            ask.say,
+            "Cancel all 2 of your timers and alarms? Say yes or no."
+        );
+        assert_eq!(timers.list(None).unwrap().len(), 3, "asks first");
+        let yes = ActionCall {
+            text: "yes".into(),
+            state: ask.set_state.clone(),
+            ..Default::default()
+        };
+        let done = TimerCancelAllConfirm.run(&yes, &env).unwrap();
+        assert_eq!(done.say, "Cancelled 2 of your timers and alarms.");
+        let left = timers.list(None).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].kind, Kind::Reminder);
+        // One kind, or none named: as before.
+        let ask = run(&TimerCancelAllRequest, "cancel all my reminders", &env);
+        assert_eq!(ask.say, "Cancel 1 reminder? Say yes or no.");
     }
 
     #[test]
