@@ -84,6 +84,9 @@ pub struct TimeFrame {
     /// tomorrow morning?" instead of guessing, and the answer is read
     /// with these words.
     pub day_words: String,
+    /// "change my 7am alarm to 8": the words that name the alarm to move
+    /// ("7am", empty for "my alarm"); `due` is the new time.
+    pub moves: Option<String>,
 }
 
 impl TimeFrame {
@@ -103,8 +106,18 @@ impl TimeFrame {
             subtract: false,
             on: None,
             day_words: String::new(),
+            moves: None,
         }
     }
+}
+
+/// "change my alarm to 8", "move the 7am alarm to 7:30", "push my
+/// alarm back to half past seven": the words naming the alarm and the
+/// new time, from the tidied words.
+fn alarm_move(t: &str) -> Option<(String, String)> {
+    let c = rx!(r"(?i)^(?:change|move|push|shift|reset|switch|put|bring)(?: back| forward)? (?:my|the) (?P<which>(?:[\w:.']+ ){0,3}?)alarm(?: clock)?(?: back| forward| forwards)? (?:to|till|until|for) (?P<to>.+?)(?: instead)?$")
+        .captures(t)?;
+    Some((c["which"].trim().to_string(), c["to"].trim().to_string()))
 }
 
 /// Does `text` fit the time intent `intent`? (`Fit::NoFrame` for any other
@@ -228,7 +241,18 @@ pub fn frame(intent: &str, t: &str, now: NaiveDateTime) -> Result<TimeFrame, &'s
     let said = read(&t, now.date());
     match intent {
         "timer_set" => timer_set(&said),
-        "alarm_set" => alarm_set(&said, now),
+        "alarm_set" => match alarm_move(&t) {
+            // The new time read as an alarm's, the old one kept by name.
+            Some((which, to)) => {
+                let mut f = alarm_set(&read(&format!("set an alarm for {to}"), now.date()), now)?;
+                if f.due.is_none() {
+                    return Err("no new time for the alarm");
+                }
+                f.moves = Some(which);
+                Ok(f)
+            }
+            None => alarm_set(&said, now),
+        },
         "reminder_set" => reminder_set(&said, now),
         "timer_list" => timer_list(&said),
         "timer_remaining" => timer_remaining(&said),
@@ -812,6 +836,20 @@ mod tests {
             [one] => Some(one),
             _ => None,
         }
+    }
+
+    #[test]
+    fn an_alarm_moved_names_the_old_one_and_the_new_time() {
+        let fr = f("alarm_set", "change my 7am alarm to 8").unwrap();
+        assert_eq!(fr.moves.as_deref(), Some("7am"));
+        assert_eq!(fr.strength, Strength::Strong);
+        assert!(matches!(fr.due, Some(Ok(Due::At(_)))));
+        let fr = f("alarm_set", "push my alarm back to half past seven").unwrap();
+        assert_eq!(fr.moves.as_deref(), Some(""));
+        // Setting is not moving; a new time is needed.
+        assert_eq!(f("alarm_set", "set my alarm for 7").unwrap().moves, None);
+        assert!(!fits("alarm_set", "change my alarm sound to birdsong"));
+        assert!(!fits("alarm_set", "don't change my alarm to 8"));
     }
 
     #[test]

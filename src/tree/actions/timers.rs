@@ -384,9 +384,53 @@ impl Action for AlarmSet {
     }
     fn run(&self, call: &ActionCall, env: &ActionEnv) -> Answer {
         match frame_of("alarm_set", call) {
+            Some(f) if f.moves.is_some() => move_alarm(&f, env),
             Some(f) => set_at(Kind::Alarm, &f, env),
             None => Ok(ActionOutput::failed("For what time?")),
         }
+    }
+}
+
+/// "change my 7am alarm to 8": the one alarm the words name gets the new
+/// time. The new alarm is set first and the old one cancelled only then,
+/// so a failure loses nothing; a repeating alarm is not moved (which of
+/// its days?), and several alarms are asked about.
+fn move_alarm(f: &TimeFrame, env: &ActionEnv) -> Answer {
+    let Some(timers) = env.timers.as_ref() else {
+        return no_timers();
+    };
+    let which = f.moves.clone().unwrap_or_default();
+    let named = ActionCall {
+        text: format!("cancel my {which} alarm"),
+        ..ActionCall::default()
+    };
+    let target = match timer_to_cancel(&named, timers) {
+        Wanted::Act(target) => target,
+        Wanted::Answered(answer) => {
+            // The same answer, asked about moving: "Which one: …?"
+            return answer.map(|out| ActionOutput {
+                say: out.say.replace("cancel", "move"),
+                ..out
+            });
+        }
+    };
+    if target.repeat.is_some() {
+        return Ok(ActionOutput::failed(format!(
+            "{} repeats, so I won't move it. To change it, cancel it and set a new one.",
+            capitalise(&name_of(&target))
+        )));
+    }
+    let set = set_at(Kind::Alarm, f, env)?;
+    if !set.ok {
+        return Ok(set);
+    }
+    match timers.cancel(target.id) {
+        Ok(old) => Ok(ActionOutput::said(set.say.replacen(
+            "Alarm set for ",
+            &format!("Moved {} to ", name_of(&old)),
+            1,
+        ))),
+        Err(e) => timer_error(e),
     }
 }
 
@@ -936,6 +980,40 @@ mod tests {
         );
         assert!(!out.ok && out.say.contains("too long"), "{}", out.say);
         assert_eq!(timers.list(None).unwrap().len(), 1, "nothing stored half");
+    }
+
+    #[test]
+    fn an_alarm_moves_to_a_new_time_and_only_that_one() {
+        let (_dir, env, timers) = env();
+        let none = run(&AlarmSet, "change my alarm to 8", &env);
+        assert_eq!(none.say, "You have no alarms.");
+        run(&AlarmSet, "set an alarm for 7am", &env);
+        let moved = run(&AlarmSet, "change my alarm to 8", &env);
+        assert!(
+            moved.say.starts_with("Moved your 7:00 AM alarm to 8:00 AM"),
+            "{}",
+            moved.say
+        );
+        let all = timers.list(None).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            all[0].due.naive_local().time(),
+            NaiveTime::from_hms_opt(8, 0, 0).unwrap()
+        );
+        run(&AlarmSet, "set an alarm for 6:30am", &env);
+        let ask = run(&AlarmSet, "move my alarm to 9", &env);
+        assert!(ask.say.starts_with("Which one:") && !ask.ok, "{}", ask.say);
+        assert_eq!(timers.list(None).unwrap().len(), 2, "nothing moved");
+        let moved = run(&AlarmSet, "move the 6:30 alarm to 6:45", &env);
+        assert!(
+            moved.say.starts_with("Moved your 6:30 AM alarm to 6:45 AM"),
+            "{}",
+            moved.say
+        );
+        run(&AlarmSet, "set an alarm for 7am every weekday", &env);
+        let repeats = run(&AlarmSet, "change my 7am alarm to 7:30", &env);
+        assert!(repeats.say.contains("repeats"), "{}", repeats.say);
+        assert_eq!(timers.list(None).unwrap().len(), 3);
     }
 
     #[test]
