@@ -87,6 +87,9 @@ pub struct TimeFrame {
     /// "change my 7am alarm to 8": the words that name the alarm to move
     /// ("7am", empty for "my alarm"); `due` is the new time.
     pub moves: Option<String>,
+    /// Whether the new time of a move names its day ("to 8 on Friday");
+    /// when not, the alarm keeps its own day.
+    pub move_day_said: bool,
 }
 
 impl TimeFrame {
@@ -107,6 +110,7 @@ impl TimeFrame {
             on: None,
             day_words: String::new(),
             moves: None,
+            move_day_said: false,
         }
     }
 }
@@ -249,6 +253,7 @@ pub fn frame(intent: &str, t: &str, now: NaiveDateTime) -> Result<TimeFrame, &'s
                     return Err("no new time for the alarm");
                 }
                 f.moves = Some(which);
+                f.move_day_said = matches!(when::day_in(&to, now.date()), Ok(Some(_)));
                 Ok(f)
             }
             None => alarm_set(&said, now),

@@ -420,7 +420,16 @@ fn move_alarm(f: &TimeFrame, env: &ActionEnv) -> Answer {
             capitalise(&name_of(&target))
         )));
     }
-    let set = set_at(Kind::Alarm, f, env)?;
+    // "change my alarm to 8" of tomorrow's 7am alarm is tomorrow at 8,
+    // not the next 8 o'clock.
+    let mut f = f.clone();
+    if let (false, Some(Ok(Due::At(at)))) = (f.move_day_said, &f.due) {
+        let same_day = target.due.naive_local().date().and_time(at.time());
+        if same_day > now() {
+            f.due = Some(Ok(Due::At(same_day)));
+        }
+    }
+    let set = set_at(Kind::Alarm, &f, env)?;
     if !set.ok {
         return Ok(set);
     }
@@ -1009,6 +1018,21 @@ mod tests {
             moved.say.starts_with("Moved your 6:30 AM alarm to 6:45 AM"),
             "{}",
             moved.say
+        );
+        // An alarm moved keeps its day when the new time names none.
+        let (_d2, env2, timers2) = self::env();
+        run(
+            &AlarmSet,
+            "set an alarm for 7am the day after tomorrow",
+            &env2,
+        );
+        let day = timers2.list(None).unwrap()[0].due.date_naive();
+        run(&AlarmSet, "change my alarm to 8", &env2);
+        let moved = &timers2.list(None).unwrap()[0];
+        assert_eq!(moved.due.date_naive(), day);
+        assert_eq!(
+            moved.due.naive_local().time(),
+            NaiveTime::from_hms_opt(8, 0, 0).unwrap()
         );
         run(&AlarmSet, "set an alarm for 7am every weekday", &env);
         let repeats = run(&AlarmSet, "change my 7am alarm to 7:30", &env);
