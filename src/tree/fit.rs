@@ -469,7 +469,7 @@ fn pause(t: &str) -> Fit {
     // "sleep" and "break" alone are everyday words ("sleep tight", "I
     // can't sleep", "break the eggs"); only their do-not-disturb phrases
     // count.
-    if rx!(r"\b(?:pause|disturb|mute|listening|quiet for|go (?:back )?to sleep|sleep mode|(?:take|have) a (?:break|rest|nap))\b").is_match(t) {
+    if rx!(r"\b(?:pause|disturb|disturbing|mute|listening|quiet for|go (?:back )?to sleep|sleep mode|(?:take|have) a (?:break|rest|nap))\b").is_match(t) {
         return Fit::weak(None);
     }
     Fit::Unfit("no words of pausing")
@@ -484,7 +484,7 @@ fn acts_on_something_else(t: &str) -> bool {
         return false;
     };
     let obj = &c["obj"];
-    !rx!(r"^(?:mic|mics|microphone|microphones|yourself|you|listening|for|now|please|it|everything|again|right|a|an|the|here|there|then|so|and|mode|it's|do|dnd|disturb)$").is_match(obj)
+    !rx!(r"^(?:mic|mics|microphone|microphones|yourself|you|listening|for|now|please|it|everything|again|right|a|an|the|here|there|then|so|and|mode|it's|do|dnd|disturb|disturbing|bothering|interrupting)$").is_match(obj)
 }
 
 fn resume(t: &str) -> Fit {
@@ -1695,6 +1695,7 @@ mod tests {
             "pause for a minute",
             "go to sleep",
             "take a break",
+            "stop disturbing me",
         ] {
             assert!(fit("pause", text).fits(), "{text}");
         }
