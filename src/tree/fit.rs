@@ -651,6 +651,34 @@ pub fn asked_place(t: &str) -> Option<String> {
     Some(place.to_string())
 }
 
+/// The place "what's the date in Sydney?" / "what day is it in Tokyo?"
+/// asks about, from the tidied `t`: its date may not be today's here.
+pub fn asked_date_place(t: &str) -> Option<String> {
+    let t = t.to_lowercase();
+    let t = t.trim_end_matches(['?', '.', '!']).trim();
+    let c = rx!(r"^(?:(?:what'?s|what is|whats|tell me)\s+)?(?:the\s+)?(?:date|day)(?:\s+(?:today|now|is it|it is))?\s+(?:in|over in|out in)\s+(?P<p>[\w' .-]+?)(?:\s+(?:today|now|right now|at the moment))?$|^(?:what|which) (?:day|date) is it(?: today| now)? (?:in|over in|out in) (?P<q>[\w' .-]+?)(?: today| now| right now)?$")
+        .captures(t)?;
+    let place = c.name("p").or(c.name("q"))?.as_str().trim();
+    if place.is_empty()
+        || rx!(r"^(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|half|a few|the morning|the evening|the afternoon|here)\b").is_match(place)
+    {
+        return None;
+    }
+    Some(place.to_string())
+}
+
+/// The two places "what's the time difference between London and New
+/// York?" compares, from the tidied `t`.
+pub fn asked_time_difference(t: &str) -> Option<(String, String)> {
+    let t = t.to_lowercase();
+    let t = t.trim_end_matches(['?', '.', '!']).trim();
+    let c = rx!(r"^(?:what'?s|what is|whats|tell me|how big is|how much is)?\s*(?:the\s+)?time (?:difference|gap) (?:between|from) (?P<a>[\w' .-]+?) (?:and|to) (?P<b>[\w' .-]+?)$|^how many hours (?:ahead|behind) (?:is|are) (?P<c>[\w' .-]+?) (?:of|from|than) (?P<d>[\w' .-]+?)$")
+        .captures(t)?;
+    let a = c.name("a").or(c.name("c"))?.as_str().trim();
+    let b = c.name("b").or(c.name("d"))?.as_str().trim();
+    (!a.is_empty() && !b.is_empty()).then(|| (a.to_string(), b.to_string()))
+}
+
 /// How far ahead "what time will it be in 20 minutes?" / "what's 5
 /// minutes from now?" looks, from the tidied `t` (tidying drops a last
 /// "now").
@@ -666,7 +694,10 @@ pub fn asked_time_ahead(t: &str) -> Option<std::time::Duration> {
 }
 
 fn time_now(t: &str) -> Fit {
-    if asked_place(t).is_some() || asked_time_ahead(t).is_some() {
+    if asked_place(t).is_some()
+        || asked_time_ahead(t).is_some()
+        || asked_time_difference(t).is_some()
+    {
         return Fit::strong(None);
     }
     if rx!(r"^(?:(?:what'?s|what is|whats|tell me|give me|got|have you got|do you have|do you know|you got|check|what'?s the current|current)\s+)?(?:the\s+)?(?:current\s+|exact\s+)?time(?:\s+(?:is it|now|right now|please|at the moment|currently))?$|^(?:what|which) (?:time|hour) is it(?: now| right now| at the moment| currently| here)?$|^what time (?:do you make it|have we got|is it now)$|^(?:do you know|can you tell me|could you tell me|tell me) what time it is(?: now| right now)?$|^time check$|^how late is it$|^is it late$|^what o'?clock is it$").is_match(t) {
@@ -931,6 +962,7 @@ pub fn asks_week_number(t: &str) -> bool {
 fn date_today(t: &str) -> Fit {
     let today = chrono::Local::now().date_naive();
     if asked_day(t, today).is_some()
+        || asked_date_place(t).is_some()
         || counted_day(t, today).is_some()
         || asked_holiday(t, today).is_some()
         || asks_weekday(t)
@@ -957,6 +989,9 @@ fn date_today(t: &str) -> Fit {
             .is_some_and(|c| !matches!(&c[1], "it" | "today"))
     {
         return Fit::Unfit("asks about another day, not today");
+    }
+    if rx!(r"\b(?:date|day)\b.*\b(?:in|over in|out in) [a-z]").is_match(t) {
+        return Fit::Unfit("a day somewhere else");
     }
     if rx!(r"\b(?:date|day|today|month|year)\b").is_match(t) && is_question_or_short(t) {
         return Fit::weak(None);
@@ -1669,6 +1704,38 @@ mod tests {
         assert!(fit("todo_add", "add a meeting room booking to my to-do list").fits());
         assert!(fit("todo_add", "add a birthday card").fits());
         assert!(fit("todo_delete", "clear my list").is_strong());
+    }
+
+    #[test]
+    fn a_date_somewhere_else_and_a_time_difference() {
+        assert_eq!(
+            asked_date_place("what's the date today in sydney").as_deref(),
+            Some("sydney")
+        );
+        assert_eq!(
+            asked_date_place("What day is it in Tokyo?").as_deref(),
+            Some("tokyo")
+        );
+        assert_eq!(asked_date_place("what's the date in three weeks"), None);
+        assert!(fit("date_today", "what day is it in tokyo").is_strong());
+        assert!(!fit("date_today", "what's the date of the party in london").fits());
+        assert_eq!(
+            asked_time_difference("What's the time difference between London and New York?"),
+            Some(("london".into(), "new york".into()))
+        );
+        assert_eq!(
+            asked_time_difference("how many hours ahead is tokyo of paris"),
+            Some(("tokyo".into(), "paris".into()))
+        );
+        assert!(fit(
+            "time_now",
+            "what's the time difference between london and tokyo"
+        )
+        .is_strong());
+        assert_eq!(
+            asked_time_difference("what's the difference between a time and a date"),
+            None
+        );
     }
 
     #[test]

@@ -64,6 +64,13 @@ impl Action for TimeNow {
                 )));
             }
         }
+        if let Some((a, b)) = crate::tree::fit::asked_time_difference(&tidy) {
+            return Ok(ActionOutput::said(match (zone_of(&a), zone_of(&b)) {
+                (Zone::One(za), Zone::One(zb)) => say_difference(&now, (za, &a), (zb, &b)),
+                (Zone::One(_), _) => unknown_zone(&b),
+                _ => unknown_zone(&a),
+            }));
+        }
         let Some(place) = crate::tree::fit::asked_place(&tidy) else {
             return Ok(ActionOutput::said(say_time(&now)));
         };
@@ -84,6 +91,35 @@ impl Action for TimeNow {
             }
         }))
     }
+}
+
+/// "I don't know the time zone of Atlantis. …"
+fn unknown_zone(place: &str) -> String {
+    format!(
+        "I don't know the time zone of {}. Ask me for a big city near it.",
+        capitalised(place)
+    )
+}
+
+/// "Tokyo is 9 hours ahead of London.", from the two zones' offsets now
+/// (summer time included); half and quarter hours are said.
+pub fn say_difference<Tz: TimeZone>(
+    now: &DateTime<Tz>,
+    (za, a): (chrono_tz::Tz, &str),
+    (zb, b): (chrono_tz::Tz, &str),
+) -> String {
+    use chrono::Offset;
+    let offset =
+        |z: chrono_tz::Tz| i64::from(now.with_timezone(&z).offset().fix().local_minus_utc());
+    let minutes = (offset(za) - offset(zb)) / 60;
+    let (a, b) = (capitalised(a), capitalised(b));
+    if minutes == 0 {
+        return format!("{a} and {b} have the same time.");
+    }
+    let length =
+        crate::nlu::when::say_duration(std::time::Duration::from_secs(minutes.unsigned_abs() * 60));
+    let way = if minutes > 0 { "ahead of" } else { "behind" };
+    format!("{a} is {length} {way} {b}.")
 }
 
 /// The time zone a spoken place names.
@@ -345,6 +381,20 @@ impl Action for DateToday {
                 today.iso_week().year()
             )));
         }
+        if let Some(place) = crate::tree::fit::asked_date_place(&tidy) {
+            return Ok(ActionOutput::said(match zone_of(&place) {
+                Zone::One(tz) => format!(
+                    "In {} it's {}.",
+                    capitalised(&place),
+                    now.with_timezone(&tz).format("%A, %B %-d")
+                ),
+                Zone::Several => format!(
+                    "{} has more than one time zone. Ask me for a city there.",
+                    capitalised(&place)
+                ),
+                Zone::Unknown => unknown_zone(&place),
+            }));
+        }
         let asked = crate::tree::fit::asked_day(&tidy, today);
         Ok(ActionOutput::said(match asked {
             Some(day) => say_other_date(today, day),
@@ -439,6 +489,35 @@ pub fn say_other_date(today: NaiveDate, day: NaiveDate) -> String {
 mod tests {
     use super::*;
     use chrono::{FixedOffset, TimeZone};
+
+    #[test]
+    fn time_differences_are_the_zones_offsets_now() {
+        let winter = chrono::Utc.with_ymd_and_hms(2026, 12, 7, 12, 0, 0).unwrap();
+        let summer = chrono::Utc.with_ymd_and_hms(2026, 7, 1, 12, 0, 0).unwrap();
+        fn zone(p: &str) -> (chrono_tz::Tz, &str) {
+            match zone_of(p) {
+                Zone::One(z) => (z, p),
+                other => panic!("{p}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            say_difference(&winter, zone("tokyo"), zone("london")),
+            "Tokyo is 9 hours ahead of London."
+        );
+        assert_eq!(
+            say_difference(&summer, zone("tokyo"), zone("london")),
+            "Tokyo is 8 hours ahead of London."
+        );
+        assert_eq!(
+            say_difference(&winter, zone("new york"), zone("london")),
+            "New York is 5 hours behind London."
+        );
+        assert!(say_difference(&winter, zone("delhi"), zone("london")).contains("30 minutes"));
+        assert_eq!(
+            say_difference(&winter, zone("paris"), zone("berlin")),
+            "Paris and Berlin have the same time."
+        );
+    }
 
     #[test]
     fn spoken_forms() {
