@@ -36,14 +36,20 @@ fn at_words(t: &DateTime<FixedOffset>) -> String {
     when::say_time(t.time())
 }
 
-fn listing(events: &[Occurrence]) -> String {
+/// "Lunch at 1:00 PM, and Dentist all day"; with `today`, each event
+/// says its day too ("Lunch on Thursday at 1:00 PM"), for answers that
+/// span several days.
+fn listing(events: &[Occurrence], today: Option<NaiveDate>) -> String {
     let parts: Vec<String> = events
         .iter()
         .map(|o| {
+            let day = today
+                .map(|t| format!(" {}", day_words(o.start.date_naive(), t)))
+                .unwrap_or_default();
             if o.all_day {
-                format!("{} all day", o.title)
+                format!("{}{day} all day", o.title)
             } else {
-                format!("{} at {}", o.title, at_words(&o.start))
+                format!("{}{day} at {}", o.title, at_words(&o.start))
             }
         })
         .collect();
@@ -56,27 +62,6 @@ fn listing(events: &[Occurrence]) -> String {
 
 /// How far "when is my next meeting" looks.
 const NEXT_LOOKS_AHEAD_DAYS: i64 = 60;
-
-/// Events of several days, each with its day: "Lunch on Thursday at
-/// 1:00 PM, and Dentist tomorrow all day".
-fn dated_listing(events: &[Occurrence], today: NaiveDate) -> String {
-    let parts: Vec<String> = events
-        .iter()
-        .map(|o| {
-            let day = day_words(o.start.date_naive(), today);
-            if o.all_day {
-                format!("{} {day} all day", o.title)
-            } else {
-                format!("{} {day} at {}", o.title, at_words(&o.start))
-            }
-        })
-        .collect();
-    match parts.as_slice() {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{}, and {last}", init.join(", ")),
-    }
-}
 
 /// The local hours a part of the day covers (no part: the whole day, so an
 /// evening dinner is not "free").
@@ -146,7 +131,7 @@ impl Action for CalendarRead {
                     Ok(events) => ActionOutput::said(format!(
                         "{} you have {}.",
                         titled(&day_words(d, today)),
-                        listing(&events)
+                        listing(&events, None)
                     )),
                     Err(e) => ActionOutput::said(sentence(e)),
                 }
@@ -159,7 +144,7 @@ impl Action for CalendarRead {
                     Ok(events) => ActionOutput::said(format!(
                         "{} you have {}.",
                         titled(said),
-                        dated_listing(&events, today)
+                        listing(&events, Some(today))
                     )),
                     Err(e) => ActionOutput::said(sentence(e)),
                 }
@@ -170,7 +155,7 @@ impl Action for CalendarRead {
                     Ok(events) => match events.iter().find(|o| o.start >= from) {
                         Some(next) => ActionOutput::said(format!(
                             "Next in your calendar: {}.",
-                            dated_listing(std::slice::from_ref(next), today)
+                            listing(std::slice::from_ref(next), Some(today))
                         )),
                         None => ActionOutput::said(format!(
                             "You have nothing in your calendar in the next {NEXT_LOOKS_AHEAD_DAYS} days."
@@ -192,8 +177,8 @@ impl Action for CalendarRead {
                         ActionOutput::said(match (busy.is_empty(), asks_busy) {
                             (true, false) => format!("Yes, you're free {when}."),
                             (true, true) => format!("No, you have nothing {when}."),
-                            (false, false) => format!("No, {when} you have {}.", listing(&busy)),
-                            (false, true) => format!("Yes, {when} you have {}.", listing(&busy)),
+                            (false, false) => format!("No, {when} you have {}.", listing(&busy, None)),
+                            (false, true) => format!("Yes, {when} you have {}.", listing(&busy, None)),
                         })
                     }
                     Err(e) => ActionOutput::said(sentence(e)),
