@@ -144,10 +144,15 @@ pub fn begin_llm_answer(
         (None, _) => return false,
     };
     use crate::llm::speculate::Begun;
-    matches!(
+    let begun = matches!(
         services.speculation.begin(request, text, epoch),
         Begun::Started | Begun::AlreadyFlying
-    )
+    );
+    if begun {
+        // A route guessed for the request is confirmed while it flies.
+        services.router.confirm_ahead(text);
+    }
+    begun
 }
 
 /// The first piece the turn will speak of the answer begun by

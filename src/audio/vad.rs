@@ -57,6 +57,19 @@ pub struct VadConfig {
     /// ready much sooner anyway. At or above `hangover_ms` it never ends
     /// sooner; 0 = off.
     pub question_ms: u32,
+    /// Non-speech after which words whose look reads whole but may not
+    /// end sooner — a device command with two or three doubts (no full
+    /// stop, a classifier less sure, a weak fit; often words misheard:
+    /// "batteries on my shopping list" for "Put … batteries on my
+    /// shopping list"), or a question whisper wrote without its mark —
+    /// end instead of at `hangover_ms` (issue 21). As long as
+    /// `question_ms`: a pause of 500 ms inside a sentence was measured
+    /// here as up to 560. Words that trail off, end on one that needs
+    /// more, or begin a longer command ("Set a timer.", "Remind me to
+    /// call.") keep the whole hang-over: that is where a speaker pauses
+    /// mid-sentence. At or above `hangover_ms` it never ends sooner;
+    /// 0 = off.
+    pub settle_ms: u32,
     /// Non-speech after which that look starts (≤ `early_ms`): the
     /// transcript is made while the pause grows to `early_ms`, so a
     /// complete command ends at `early_ms` instead of `early_ms` plus a
@@ -99,6 +112,7 @@ impl Default for VadConfig {
             tail_ms: 200,
             early_ms: 300,
             question_ms: 600,
+            settle_ms: 600,
             look_ms: 90,
             look_max_ms: 8_000,
             quiet_db: 40.0,

@@ -231,6 +231,24 @@ impl Speculative {
     fn adopt(&self, request: &ChatRequest) -> Option<Arc<Flight>> {
         let key = request.to_json().to_string();
         let mut current = lock(&self.current);
+        if let Some(other) = current.as_ref().filter(|f| f.key != key && f.unclaimed()) {
+            // Where the two requests part, to tell a speculation that
+            // could not have matched (other words) from one that should.
+            let same = other
+                .key
+                .bytes()
+                .zip(key.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            tracing::debug!(
+                parted_at = same,
+                begun_len = other.key.len(),
+                turn_len = key.len(),
+                begun = %other.key.get(same.saturating_sub(40)..(same + 80).min(other.key.len())).unwrap_or(""),
+                turn = %key.get(same.saturating_sub(40)..(same + 80).min(key.len())).unwrap_or(""),
+                "the request begun early is not the turn's"
+            );
+        }
         let flight = current.as_ref().filter(|f| f.key == key)?.clone();
         {
             let mut state = lock(&flight.state);

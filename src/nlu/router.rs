@@ -308,7 +308,12 @@ pub struct Router {
     /// The language model's last few routes, by text: the answer begun
     /// at a pause ([`Router::decide_ahead`]) asked it already, and the
     /// turn that follows must not wait for the same question again.
-    llm_routes: std::sync::Mutex<std::collections::VecDeque<(String, Route, Instant)>>,
+    /// A route of `None`: the model was asked and failed (its reply was
+    /// no route, or it did not answer), and the turn falls back at once.
+    llm_routes: std::sync::Mutex<std::collections::VecDeque<(String, Option<Route>, Instant)>>,
+    /// Words whose route [`Router::decide_ahead`] guessed without the
+    /// model, for [`Router::confirm_ahead`] to ask it about.
+    guessed: std::sync::Mutex<Option<String>>,
 }
 
 /// How many language-model routes [`Router`] remembers, and for how long:
@@ -329,24 +334,72 @@ impl Router {
             threshold,
             llm,
             llm_routes: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            guessed: std::sync::Mutex::new(None),
         }
     }
 
-    /// The route of `text` for an answer begun before its turn: as
-    /// [`Router::decide`] will find it, asking the language model when the
-    /// classifier is unsure (its route is remembered for the turn) — but
-    /// not a model that computes on this device, whose time would go to a
-    /// guess ([`Router::decide_offline`] then). `None`: not known ahead.
+    /// The route of `text` for an answer begun before its turn, known at
+    /// once: as [`Router::decide`] will find it without a model, or, where
+    /// it will ask the language model, the classifier's own label however
+    /// unsure (a guess: [`Router::confirm_ahead`] then asks the model
+    /// while the guessed answer is already on its way, and the turn uses
+    /// that answer only if its own request, on the model's route, is the
+    /// same). Asking first cost a whole model reply before the answer's
+    /// request could begin ("What's the population of Canada?", simple
+    /// at 0.62: first audio 1.25 s after the end of speech with a 300 ms
+    /// model, issue 21). Not for a model that computes on this device,
+    /// whose time would go to a guess ([`Router::decide_offline`] then).
+    /// `None`: not known ahead.
     pub fn decide_ahead(&self, text: &str) -> Option<Route> {
         match &self.llm {
             Some((llm, _)) if !llm.computes_here() => {
-                Some(self.decide(text, &CancelToken::new()).route)
+                match self.remembered_llm_route(text) {
+                    Some(Some(route)) => return Some(route),
+                    Some(None) => return Some(Route::Simple),
+                    None => {}
+                }
+                if let Some(route) = self.decide_offline(text) {
+                    return Some(route);
+                }
+                if let Ok(mut guessed) = self.guessed.lock() {
+                    *guessed = Some(text.to_string());
+                }
+                Some(self.guess(text))
             }
             _ => self.decide_offline(text),
         }
     }
 
-    fn remembered_llm_route(&self, text: &str) -> Option<Route> {
+    /// Ask the language model the route of `text` when
+    /// [`Router::decide_ahead`] guessed it, so the turn finds the model's
+    /// route remembered instead of waiting for it.
+    pub fn confirm_ahead(&self, text: &str) {
+        let guessed = self
+            .guessed
+            .lock()
+            .ok()
+            .and_then(|mut g| g.take_if(|words| words.as_str() == text));
+        if guessed.is_some() && self.remembered_llm_route(text).is_none() {
+            self.decide(text, &CancelToken::new());
+        }
+    }
+
+    /// The classifier's route for `text` at any confidence (a keyword's
+    /// first); `simple` with neither.
+    fn guess(&self, text: &str) -> Route {
+        if self.keywords.find(text).is_some() {
+            return Route::Context;
+        }
+        self.classifier
+            .as_ref()
+            .and_then(|c| c.classify(text))
+            .and_then(|(label, _)| label_to_route(&label))
+            .unwrap_or(Route::Simple)
+    }
+
+    /// What the model said of `text` lately: `Some(Some(route))`, or
+    /// `Some(None)` when asking it failed.
+    fn remembered_llm_route(&self, text: &str) -> Option<Option<Route>> {
         let routes = self.llm_routes.lock().ok()?;
         routes
             .iter()
@@ -355,7 +408,7 @@ impl Router {
             .map(|(_, route, _)| *route)
     }
 
-    fn remember_llm_route(&self, text: &str, route: Route) {
+    fn remember_llm_route(&self, text: &str, route: Option<Route>) {
         if let Ok(mut routes) = self.llm_routes.lock() {
             routes.retain(|(t, _, _)| t != text);
             if routes.len() >= LLM_ROUTES_KEPT {
@@ -425,12 +478,26 @@ impl Router {
             }
         }
         if let Some((llm, model)) = &self.llm {
-            if let Some(route) = self.remembered_llm_route(text) {
-                return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note);
-            }
-            match ask_llm(llm.as_ref(), model, text, cancel) {
+            let asked = match self.remembered_llm_route(text) {
+                Some(Some(route)) => Ok(route),
+                // Asked at the look a moment ago, and it failed: asking
+                // again would cost the turn the same wait for the same.
+                Some(None) => Err("it failed for these words just before".to_string()),
+                None => match ask_llm(llm.as_ref(), model, text, cancel) {
+                    Ok(route) => {
+                        self.remember_llm_route(text, Some(route));
+                        Ok(route)
+                    }
+                    Err(e) => {
+                        if !matches!(e, LlmError::Cancelled) {
+                            self.remember_llm_route(text, None);
+                        }
+                        Err(e.to_string())
+                    }
+                },
+            };
+            match asked {
                 Ok(route) => {
-                    self.remember_llm_route(text, route);
                     return done(route, DecidedBy::Llm, below.map(|b| b.1), None, note);
                 }
                 Err(e) => {
@@ -708,6 +775,39 @@ mod tests {
     }
 
     #[test]
+    fn a_model_that_failed_to_route_the_words_is_not_asked_again_at_once() {
+        struct Failing(std::sync::atomic::AtomicUsize);
+        impl ChatModel for Failing {
+            fn chat(
+                &self,
+                _: &ChatRequest,
+                _: &mut dyn FnMut(&str),
+                _: &CancelToken,
+            ) -> Result<crate::llm::ChatResponse, LlmError> {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err(LlmError::Server { status: 503 })
+            }
+        }
+        let model = Arc::new(Failing(Default::default()));
+        let unsure = Some(Arc::new(Fixed(Some(("simple".into(), 0.4)))) as Arc<dyn Classifier>);
+        let router = Router::new(&[], unsure, 0.65, Some((model.clone(), "m".into())));
+        let asked = || model.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            router.decide_ahead("population of canada"),
+            Some(Route::Simple)
+        );
+        router.confirm_ahead("population of canada");
+        assert_eq!(asked(), 1);
+        let d = router.decide("population of canada", &CancelToken::new());
+        assert_eq!((d.route, d.by), (Route::Simple, DecidedBy::Default));
+        assert!(d.note.unwrap_or_default().contains("just before"));
+        assert_eq!(asked(), 1, "the turn asked the failing model again");
+        // Other words are asked.
+        router.decide("population of france", &CancelToken::new());
+        assert_eq!(asked(), 2);
+    }
+
+    #[test]
     fn a_route_asked_ahead_of_the_turn_is_not_asked_again() {
         let unsure = || Some(Arc::new(Fixed(Some(("simple".into(), 0.4)))) as Arc<dyn Classifier>);
         let remote = Arc::new(Counting {
@@ -716,10 +816,23 @@ mod tests {
         });
         let router = Router::new(&[], unsure(), 0.65, Some((remote.clone(), "m".into())));
         let asked = || remote.asked.load(std::sync::atomic::Ordering::SeqCst);
+        // Unsure: the classifier's label is the guess, and the model is
+        // asked only once the guessed answer has begun.
+        assert_eq!(
+            router.decide_ahead("who invented the telephone"),
+            Some(Route::Simple)
+        );
+        assert_eq!(asked(), 0);
+        router.confirm_ahead("other words");
+        assert_eq!(asked(), 0, "asked about words not guessed");
+        router.confirm_ahead("who invented the telephone");
+        assert_eq!(asked(), 1);
+        // Known now: the model's route, not asked again.
         assert_eq!(
             router.decide_ahead("who invented the telephone"),
             Some(Route::Context)
         );
+        router.confirm_ahead("who invented the telephone");
         assert_eq!(asked(), 1);
         let d = router.decide("who invented the telephone", &CancelToken::new());
         assert_eq!((d.route, d.by), (Route::Context, DecidedBy::Llm));

@@ -393,6 +393,131 @@ fn becomes_a_reminder(text: &str) -> bool {
             .any(|rest| crate::tree::fit::fit("reminder_set", &format!("{head}{rest}")).is_strong())
 }
 
+/// Whether words that may not end early ([`early_end`] and
+/// [`open_question_end`] say `Never`) still read whole, so the utterance
+/// ends at `audio.vad.settle_ms` of pause instead of the full hang-over:
+/// words whisper wrote without a full stop, that the classifier doubts,
+/// or that it misheard ("batteries on my shopping list" for "Put <pause>
+/// batteries on my shopping list", "Boss." for "Pause."), when they
+/// neither trail off nor stop on a word that needs more ([`ending`]), and
+/// are not the head of a longer command: a to-do that a time would make
+/// a reminder, a command one of [`MISSING_ARGUMENTS`] would complete
+/// ("Set a timer.", "Remind me to call."), or an order that has not said
+/// its message yet ("Tell Bob."). Those are where a speaker pauses inside
+/// a sentence, and they keep the hang-over.
+pub fn settles(text: &str, classified: Option<&(String, f32)>) -> bool {
+    if ending(text) != Ending::Finished && ending(text) != Ending::Unmarked {
+        return false;
+    }
+    if becomes_a_reminder(text) || awaits_its_message(text) {
+        return false;
+    }
+    let named = classified
+        .map(|(intent, _)| intent.as_str())
+        .filter(|intent| !GROWS_AT_THE_END.contains(intent));
+    let head = GROWS_AT_THE_END
+        .iter()
+        .copied()
+        .chain(named)
+        .any(|intent| may_go_on(intent, text));
+    let w = words(text);
+    let asks_more = w
+        .last()
+        .is_none_or(|last| NEEDS_MORE.contains(&last.as_str()) || possessive(last));
+    !head
+        && !asks_more
+        && w.len() >= 2
+        && (answer_worth_preparing(text, classified) || whole_request_for_words(text))
+}
+
+/// Whether `word` is a noun's possessive ("today's", "my sister's"),
+/// which the noun it owns follows; not "it's", "what's", "that's".
+fn possessive(word: &str) -> bool {
+    const NOT: &[&str] = &[
+        "it's", "what's", "that's", "there's", "here's", "who's", "where's", "how's", "he's",
+        "she's", "let's", "when's", "why's",
+    ];
+    (word.ends_with("'s") || word.ends_with("s'")) && !NOT.contains(&word)
+}
+
+/// Whether `text` is a request for words ([`is_question`],
+/// [`asks_for_words`]) of three words or more: "who wrote the odyssey".
+fn whole_request_for_words(text: &str) -> bool {
+    let t = text.trim();
+    words(t).len() >= 3 && (is_question(t) || asks_for_words(t))
+}
+
+/// Last words after which a request is rarely over, beyond [`DANGLING`]:
+/// question words, auxiliaries and subjects that a verb follows,
+/// operators that a number follows, a phrasal verb's "rid", fillers —
+/// "Do you know what.", "What is six divided.", "Get rid." are a
+/// speaker's hesitation, not a request.
+const NEEDS_MORE: &[&str] = &[
+    "rid",
+    "between",
+    "among",
+    "per",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "how",
+    "when",
+    "where",
+    "why",
+    "whether",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "will",
+    "would",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "have",
+    "has",
+    "had",
+    "am",
+    "were",
+    "i",
+    "you",
+    "we",
+    "they",
+    "plus",
+    "minus",
+    "times",
+    "divided",
+    "multiplied",
+    "over",
+    "power",
+    "percent",
+    "um",
+    "uh",
+    "so",
+    "okay",
+    "well",
+    "hey",
+];
+
+/// Whether `text` is an order to pass words on that has not said them:
+/// "Tell Bob.", "Send a message to Anna.", "Ask Sam." — at most four
+/// words after the verb, none of them "that" or "saying".
+fn awaits_its_message(text: &str) -> bool {
+    const PASS_ON: &[&str] = &["tell", "ask", "send", "text", "message", "email", "write"];
+    let w = words(text);
+    let Some(first) = w.first() else {
+        return false;
+    };
+    PASS_ON.contains(&first.as_str())
+        && w.len() <= 5
+        && !w.iter().any(|x| x == "that" || x == "saying" || x == "say")
+}
+
 /// Device intents whose command often goes on past a strong fit.
 const GROWS_AT_THE_END: &[&str] = &[
     "todo_add",
@@ -611,11 +736,19 @@ impl super::VoiceLoop {
             snapshot.speech_end_ms,
             Speculation(Arc::new(transcript) as Arc<dyn std::any::Any + Send + Sync>),
         );
+        // Read before the request moves into its preparation.
+        let settled = self.vad.settle_ms > 0
+            && self.vad.settle_ms < self.vad.hangover_ms
+            && settles(&request, classified.as_ref());
         let early =
             if early != EarlyEnd::Never || answer_worth_preparing(&request, classified.as_ref()) {
                 self.prepare_answer(conversation, request);
                 early
-            } else if !is_device_command(&classified) && may_ask_for_an_answer(&request) {
+            } else if may_ask_for_an_answer(&request) {
+                // Whatever the classifier names: words it doubts ("Boss."
+                // for "Pause.", todo_complete at 0.29) are the model's when
+                // the tree's own walk says so, and that walk, not the
+                // classifier, decides whether a request begins.
                 let early = open_question_end(&request, &classified);
                 self.prepare_llm_answer(conversation, request);
                 early
@@ -623,6 +756,7 @@ impl super::VoiceLoop {
                 EarlyEnd::Never
             };
         let pause_ms = match early {
+            EarlyEnd::Never if settled => self.vad.settle_ms,
             EarlyEnd::Never => return None,
             EarlyEnd::AtPause => self.vad.early_ms,
             EarlyEnd::AfterLongerPause => {
@@ -1058,6 +1192,50 @@ mod tests {
             );
         }
         assert!(!answer_worth_preparing("Read me my shopping list", None));
+    }
+
+    #[test]
+    fn words_that_read_whole_settle_before_the_hang_over_and_heads_do_not() {
+        for (text, intent, confidence, expected) in [
+            // Misheard, unmarked or doubted, but whole.
+            ("batteries on my shopping list", "todo_add", 0.89, true),
+            ("who wrote the odyssey", "other", 0.99, true),
+            ("Why is the sky blue?", "other", 0.7, true),
+            ("Read me my shopping list", "todo_add", 0.8, true),
+            ("What's the capital of France", "other", 0.9, true),
+            // Heads of longer commands and open endings wait.
+            ("Set a timer.", "timer_set", 0.9, false),
+            ("Set a timer", "other", 0.5, false),
+            ("Add batteries.", "todo_add", 0.99, false),
+            ("Put batteries.", "todo_add", 0.99, false),
+            ("Remind me to call.", "reminder_set", 0.9, false),
+            ("Remind me to buy stamps.", "todo_add", 0.9, false),
+            ("Remind me in ten minutes.", "reminder_set", 0.6, false),
+            ("Put batteries on my", "todo_add", 0.9, false),
+            ("That's...", "other", 0.9, false),
+            ("Tell me,", "other", 0.9, false),
+            ("What time is", "time_now", 0.9, false),
+            ("Tell Bob.", "other", 0.9, false),
+            ("Send a message to Anna", "other", 0.9, false),
+            ("Remember that", "memory_remember", 0.9, false),
+            ("", "other", 0.9, false),
+            // A speaker's hesitation, or too little to tell.
+            ("Do you know what.", "other", 0.9, false),
+            ("What is six divided.", "calculate", 0.5, false),
+            ("Could you tell.", "other", 0.9, false),
+            ("Boss.", "other", 0.6, false),
+            ("Get rid.", "todo_delete", 0.8, false),
+            ("What's today's.", "date_today", 0.8, false),
+        ] {
+            let classified = (intent.to_string(), confidence);
+            assert_eq!(
+                settles(text, Some(&classified)),
+                expected,
+                "{text:?} {intent} {confidence}"
+            );
+        }
+        assert!(settles("Why is the sky blue?", None));
+        assert!(!settles("Set a timer.", None));
     }
 
     #[test]
