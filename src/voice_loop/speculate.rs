@@ -396,15 +396,19 @@ fn becomes_a_reminder(text: &str) -> bool {
 /// Whether words that may not end early ([`early_end`] and
 /// [`open_question_end`] say `Never`) still read whole, so the utterance
 /// ends at `audio.vad.settle_ms` of pause instead of the full hang-over:
-/// words whisper wrote without a full stop, that the classifier doubts,
-/// or that it misheard ("batteries on my shopping list" for "Put <pause>
-/// batteries on my shopping list", "Boss." for "Pause."), when they
-/// neither trail off nor stop on a word that needs more ([`ending`]), and
-/// are not the head of a longer command: a to-do that a time would make
-/// a reminder, a command one of [`MISSING_ARGUMENTS`] would complete
-/// ("Set a timer.", "Remind me to call."), or an order that has not said
-/// its message yet ("Tell Bob."). Those are where a speaker pauses inside
-/// a sentence, and they keep the hang-over.
+/// a device command whose answer is worth preparing (two or three
+/// doubts: no full stop, a classifier less sure, a weak fit — often
+/// words misheard, "batteries on my shopping list" for "Put <pause>
+/// batteries on my shopping list"), or a request for words of three
+/// words or more whisper wrote without its mark ("who wrote the
+/// odyssey"). Never two words or fewer of other speech ("Boss." for
+/// "Pause."), words that trail off or stop on one that needs more
+/// ([`ending`], [`NEEDS_MORE`], a noun's possessive), or the head of a
+/// longer command: a to-do that a time would make a reminder, a command
+/// one of [`MISSING_ARGUMENTS`] would complete ("Set a timer.", "Remind
+/// me to call."), or an order that has not said its message yet ("Tell
+/// Bob."). Those are where a speaker pauses inside a sentence, and they
+/// keep the hang-over.
 pub fn settles(text: &str, classified: Option<&(String, f32)>) -> bool {
     if ending(text) != Ending::Finished && ending(text) != Ending::Unmarked {
         return false;
@@ -506,14 +510,17 @@ const NEEDS_MORE: &[&str] = &[
 
 /// Whether `text` is an order to pass words on that has not said them:
 /// "Tell Bob.", "Send a message to Anna.", "Ask Sam." — at most four
-/// words after the verb, none of them "that" or "saying".
+/// words after the verb, none of them "that" or "saying". Words for the
+/// speaker ("Tell me a joke.") are a request, not a message.
 fn awaits_its_message(text: &str) -> bool {
     const PASS_ON: &[&str] = &["tell", "ask", "send", "text", "message", "email", "write"];
     let w = words(text);
     let Some(first) = w.first() else {
         return false;
     };
+    let to_the_speaker = w.get(1).is_some_and(|x| x == "me" || x == "us");
     PASS_ON.contains(&first.as_str())
+        && !to_the_speaker
         && w.len() <= 5
         && !w.iter().any(|x| x == "that" || x == "saying" || x == "say")
 }
@@ -1203,6 +1210,7 @@ mod tests {
             ("Why is the sky blue?", "other", 0.7, true),
             ("Read me my shopping list", "todo_add", 0.8, true),
             ("What's the capital of France", "other", 0.9, true),
+            ("Tell me a joke", "other", 0.8, true),
             // Heads of longer commands and open endings wait.
             ("Set a timer.", "timer_set", 0.9, false),
             ("Set a timer", "other", 0.5, false),
@@ -1216,6 +1224,7 @@ mod tests {
             ("Tell me,", "other", 0.9, false),
             ("What time is", "time_now", 0.9, false),
             ("Tell Bob.", "other", 0.9, false),
+            ("Ask Sam", "other", 0.9, false),
             ("Send a message to Anna", "other", 0.9, false),
             ("Remember that", "memory_remember", 0.9, false),
             ("", "other", 0.9, false),
