@@ -308,8 +308,9 @@ pub struct Router {
     /// The language model's last few routes, by text: the answer begun
     /// at a pause ([`Router::decide_ahead`]) asked it already, and the
     /// turn that follows must not wait for the same question again.
-    /// A route of `None`: the model was asked and failed (its reply was
-    /// no route, or it did not answer), and the turn falls back at once.
+    /// A route of `None`: asking the model failed (unreachable, refused,
+    /// timed out; not cancelled), and a turn with the same words within
+    /// [`LLM_ROUTE_FRESH`] falls back at once instead of waiting again.
     llm_routes: std::sync::Mutex<std::collections::VecDeque<(String, Option<Route>, Instant)>>,
     /// Words whose route [`Router::decide_ahead`] guessed without the
     /// model, for [`Router::confirm_ahead`] to ask it about.
@@ -480,8 +481,9 @@ impl Router {
         if let Some((llm, model)) = &self.llm {
             let asked = match self.remembered_llm_route(text) {
                 Some(Some(route)) => Ok(route),
-                // Asked at the look a moment ago, and it failed: asking
-                // again would cost the turn the same wait for the same.
+                // Asked a moment ago (at the look, or the same words'
+                // last turn) and it failed: asking again would cost the
+                // turn the same wait for the same.
                 Some(None) => Err("it failed for these words just before".to_string()),
                 None => match ask_llm(llm.as_ref(), model, text, cancel) {
                     Ok(route) => {
