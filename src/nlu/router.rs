@@ -757,6 +757,8 @@ mod tests {
     struct Counting {
         asked: std::sync::atomic::AtomicUsize,
         here: bool,
+        /// Every request fails (the server is down).
+        fails: bool,
     }
     impl ChatModel for Counting {
         fn chat(
@@ -766,6 +768,9 @@ mod tests {
             _: &CancelToken,
         ) -> Result<crate::llm::ChatResponse, LlmError> {
             self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.fails {
+                return Err(LlmError::Server { status: 503 });
+            }
             Ok(crate::llm::ChatResponse {
                 content: "context".into(),
                 ..Default::default()
@@ -778,22 +783,14 @@ mod tests {
 
     #[test]
     fn a_model_that_failed_to_route_the_words_is_not_asked_again_at_once() {
-        struct Failing(std::sync::atomic::AtomicUsize);
-        impl ChatModel for Failing {
-            fn chat(
-                &self,
-                _: &ChatRequest,
-                _: &mut dyn FnMut(&str),
-                _: &CancelToken,
-            ) -> Result<crate::llm::ChatResponse, LlmError> {
-                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err(LlmError::Server { status: 503 })
-            }
-        }
-        let model = Arc::new(Failing(Default::default()));
+        let model = Arc::new(Counting {
+            asked: Default::default(),
+            here: false,
+            fails: true,
+        });
         let unsure = Some(Arc::new(Fixed(Some(("simple".into(), 0.4)))) as Arc<dyn Classifier>);
         let router = Router::new(&[], unsure, 0.65, Some((model.clone(), "m".into())));
-        let asked = || model.0.load(std::sync::atomic::Ordering::SeqCst);
+        let asked = || model.asked.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!(
             router.decide_ahead("population of canada"),
             Some(Route::Simple)
@@ -815,6 +812,7 @@ mod tests {
         let remote = Arc::new(Counting {
             asked: Default::default(),
             here: false,
+            fails: false,
         });
         let router = Router::new(&[], unsure(), 0.65, Some((remote.clone(), "m".into())));
         let asked = || remote.asked.load(std::sync::atomic::Ordering::SeqCst);
@@ -858,6 +856,7 @@ mod tests {
         let local = Arc::new(Counting {
             asked: Default::default(),
             here: true,
+            fails: false,
         });
         let router = Router::new(&[], unsure(), 0.65, Some((local.clone(), "m".into())));
         assert_eq!(router.decide_ahead("who invented the telephone"), None);

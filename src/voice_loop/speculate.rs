@@ -410,7 +410,7 @@ fn becomes_a_reminder(text: &str) -> bool {
 /// Bob."). Those are where a speaker pauses inside a sentence, and they
 /// keep the hang-over.
 pub fn settles(text: &str, classified: Option<&(String, f32)>) -> bool {
-    if ending(text) != Ending::Finished && ending(text) != Ending::Unmarked {
+    if ending(text) == Ending::Open {
         return false;
     }
     if becomes_a_reminder(text) || awaits_its_message(text) {
