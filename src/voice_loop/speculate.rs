@@ -747,6 +747,13 @@ impl super::VoiceLoop {
         let settled = self.vad.settle_ms > 0
             && self.vad.settle_ms < self.vad.hangover_ms
             && settles(&request, classified.as_ref());
+        // A device command that keeps the whole hang-over (it may go on,
+        // or whisper's words read oddly: "Remind me too, what are the
+        // plants tomorrow?") still has its answer found and synthesised
+        // meanwhile: when the pause does complete, the answer is ready
+        // instead of ~100 ms of synthesis after it. The tree's dry run
+        // decides whether there is an answer to prepare.
+        let device_command = is_device_command(&classified) && ending(&request) != Ending::Open;
         let early =
             if early != EarlyEnd::Never || answer_worth_preparing(&request, classified.as_ref()) {
                 self.prepare_answer(conversation, request);
@@ -755,11 +762,19 @@ impl super::VoiceLoop {
                 // Whatever the classifier names: words it doubts ("Boss."
                 // for "Pause.", todo_complete at 0.29) are the model's when
                 // the tree's own walk says so, and that walk, not the
-                // classifier, decides whether a request begins.
+                // classifier, decides whether a request begins. At most
+                // one of the two finds something: the walk either acts
+                // or asks the model.
                 let early = open_question_end(&request, &classified);
+                if device_command {
+                    self.prepare_answer(conversation, request.clone());
+                }
                 self.prepare_llm_answer(conversation, request);
                 early
             } else {
+                if device_command {
+                    self.prepare_answer(conversation, request);
+                }
                 EarlyEnd::Never
             };
         let pause_ms = match early {

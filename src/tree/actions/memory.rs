@@ -116,22 +116,49 @@ impl Action for MemoryRemember {
         let Some(memory) = &env.memory else {
             return Ok(ActionOutput::failed(UNAVAILABLE));
         };
-        // A tag's or node's `fact` is taken as given; the utterance only
-        // through the gate's frame ("remember that …"), so "remember the
-        // titans" stores nothing.
-        let fact = match call.arg("fact").and_then(serde_json::Value::as_str) {
-            Some(f) => fact_to_remember(f),
-            None => crate::tree::fit::memory_fact(&call.text).unwrap_or_default(),
-        };
+        let fact = fact_of(call);
         if fact.is_empty() {
-            return Ok(ActionOutput::failed("What should I remember?"));
+            return Ok(ActionOutput::failed(ASK_FACT));
         }
         let stored = memory.remember(&env.user_id, &fact)?;
-        Ok(ActionOutput::said(format!(
-            "Okay, I'll remember that {}.",
-            stored.trim_end_matches('.')
-        )))
+        Ok(ActionOutput::said(remembered_reply(&stored)))
     }
+    fn preview(
+        &self,
+        call: &ActionCall,
+        env: &ActionEnv,
+    ) -> Option<Result<ActionOutput, ActionError>> {
+        if env.memory.is_none() {
+            return Some(Ok(ActionOutput::failed(UNAVAILABLE)));
+        }
+        let fact = fact_of(call);
+        if fact.is_empty() {
+            return Some(Ok(ActionOutput::failed(ASK_FACT)));
+        }
+        // The text the memory stores (its own "remember that" stripped);
+        // the same fact already stored in other capitals is said as
+        // stored, and the prepared words go unused.
+        let stored = crate::memory::phrases::strip_remember(&fact).trim();
+        Some(Ok(ActionOutput::said(remembered_reply(stored))))
+    }
+}
+
+/// Said when "remember" names nothing to remember.
+const ASK_FACT: &str = "What should I remember?";
+
+/// The fact a `memory_remember` call names: a tag's or node's `fact` as
+/// given, the utterance only through the gate's frame ("remember that
+/// …"), so "remember the titans" names none.
+fn fact_of(call: &ActionCall) -> String {
+    match call.arg("fact").and_then(serde_json::Value::as_str) {
+        Some(f) => fact_to_remember(f),
+        None => crate::tree::fit::memory_fact(&call.text).unwrap_or_default(),
+    }
+}
+
+/// "Okay, I'll remember that my locker code is 412."
+fn remembered_reply(stored: &str) -> String {
+    format!("Okay, I'll remember that {}.", stored.trim_end_matches('.'))
 }
 
 impl Action for MemoryForget {
@@ -383,6 +410,32 @@ mod tests {
             "What's my wife's maiden name?",
         );
         assert!(!out.ok);
+    }
+
+    #[test]
+    fn a_remember_preview_says_what_remembering_would_and_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = std::sync::Arc::new(crate::memory::testing::memory(dir.path()));
+        let mut env = ActionEnv::local(Store::open_in(dir.path()).unwrap(), "user-1");
+        env.memory = Some(memory.clone());
+        for text in [
+            "Remember that my locker code is 412.",
+            "remember my bike is in the shed",
+            "don't forget that the plumber comes on Tuesday",
+            "remember",
+        ] {
+            let call = ActionCall {
+                text: text.to_string(),
+                ..ActionCall::default()
+            };
+            let said = MemoryRemember.preview(&call, &env).unwrap().unwrap().say;
+            assert!(memory.list("user-1").unwrap().is_empty(), "{text}: stored");
+            let done = MemoryRemember.run(&call, &env).unwrap().say;
+            assert_eq!(said, done, "{text}");
+            for item in memory.list("user-1").unwrap() {
+                memory.forget("user-1", &item.text).unwrap();
+            }
+        }
     }
 
     #[test]

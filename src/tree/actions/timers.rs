@@ -324,54 +324,111 @@ fn say_due(due: &Due) -> String {
     }
 }
 
+/// An alarm or reminder a call asks for, before it is stored.
+struct Planned {
+    kind: Kind,
+    due: Due,
+    label: Option<String>,
+    when: When,
+    repeat: Option<Weekdays>,
+}
+
+/// What an alarm or reminder call asks to set, or the answer when its
+/// words don't name a moment yet (a question, or why not).
+fn wanted_at(kind: Kind, f: &TimeFrame) -> Wanted<Planned> {
+    let due = match &f.due {
+        Some(Ok(d)) => d.clone(),
+        Some(Err(e)) => return Wanted::Answered(Ok(ActionOutput::failed(e.to_string()))),
+        None if kind == Kind::Alarm && !f.day_words.is_empty() => {
+            return Wanted::Answered(Ok(ActionOutput::failed(format!(
+                "What time {}?",
+                f.day_words
+            ))
+            .with_phase(ASK_PHASE)
+            .with_state(
+                PENDING_TIME,
+                json!({"intent": "alarm_set", "label": f.label, "day": f.day_words}),
+            )))
+        }
+        None if kind == Kind::Alarm => {
+            return Wanted::Answered(Ok(ask("For what time?", "alarm_set", &f.label)))
+        }
+        None => return Wanted::Answered(Ok(ActionOutput::failed("For what time?"))),
+    };
+    let (when, repeat) = match when_of(&due) {
+        Ok(w) => w,
+        Err(say) => return Wanted::Answered(Ok(ActionOutput::failed(say))),
+    };
+    Wanted::Act(Planned {
+        kind,
+        due,
+        label: (!f.label.is_empty()).then(|| f.label.clone()),
+        when,
+        repeat,
+    })
+}
+
+/// "Alarm set for 6:30 AM tomorrow.", "Okay, I'll remind you at 4:00 PM
+/// today: call the dentist.": `rings_at` is the moment it will really
+/// ring, said for an alarm set "in" a while.
+fn set_at_reply(planned: &Planned, rings_at: NaiveDateTime) -> String {
+    let due_said = match (&planned.due, planned.kind) {
+        (Due::In(d), Kind::Alarm) => {
+            format!("for {} (in {})", say_at(rings_at), say_duration(*d))
+        }
+        (due, _) => say_due(due),
+    };
+    match (planned.kind, &planned.label) {
+        (Kind::Reminder, Some(l)) => format!("Okay, I'll remind you {due_said}: {l}.")
+            .replace("remind you for ", "remind you at "),
+        (Kind::Reminder, None) => format!("Reminder set {due_said}."),
+        _ => format!("Alarm set {due_said}."),
+    }
+}
+
 /// Alarms and reminders: a due moment from the frame, or a sentence.
 fn set_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
     let Some(timers) = env.timers.as_ref() else {
         return no_timers();
     };
-    let due = match &f.due {
-        Some(Ok(d)) => d.clone(),
-        Some(Err(e)) => return Ok(ActionOutput::failed(e.to_string())),
-        None if kind == Kind::Alarm && !f.day_words.is_empty() => {
-            return Ok(ActionOutput::failed(format!("What time {}?", f.day_words))
-                .with_phase(ASK_PHASE)
-                .with_state(
-                    PENDING_TIME,
-                    json!({"intent": "alarm_set", "label": f.label, "day": f.day_words}),
-                ))
-        }
-        None if kind == Kind::Alarm => return Ok(ask("For what time?", "alarm_set", &f.label)),
-        None => return Ok(ActionOutput::failed("For what time?")),
+    let planned = match wanted_at(kind, f) {
+        Wanted::Act(planned) => planned,
+        Wanted::Answered(answer) => return answer,
     };
-    let (when, repeat) = match when_of(&due) {
-        Ok(w) => w,
-        Err(say) => return Ok(ActionOutput::failed(say)),
-    };
-    let label = (!f.label.is_empty()).then(|| f.label.clone());
     match timers.add(NewTimer {
         kind,
-        label: label.clone(),
-        when,
-        repeat,
+        label: planned.label.clone(),
+        when: planned.when,
+        repeat: planned.repeat,
     }) {
-        Ok(t) => {
-            let due_said = match (&due, kind) {
-                // Say the moment it will really ring.
-                (Due::In(d), Kind::Alarm) => format!(
-                    "for {} (in {})",
-                    say_at(t.due.naive_local()),
-                    say_duration(*d)
-                ),
-                _ => say_due(&due),
-            };
-            Ok(ActionOutput::said(match (kind, label) {
-                (Kind::Reminder, Some(l)) => format!("Okay, I'll remind you {due_said}: {l}.")
-                    .replace("remind you for ", "remind you at "),
-                (Kind::Reminder, None) => format!("Reminder set {due_said}."),
-                _ => format!("Alarm set {due_said}."),
-            }))
-        }
+        Ok(t) => Ok(ActionOutput::said(set_at_reply(
+            &planned,
+            t.due.naive_local(),
+        ))),
         Err(e) => timer_error(e),
+    }
+}
+
+/// What [`set_at`] would say, setting nothing: the moment an alarm set
+/// "in" a while rings is counted from now, as the store will count it.
+/// A store that then refuses (too many, too far) answers differently,
+/// and the prepared words go unused.
+fn preview_at(kind: Kind, f: &TimeFrame, env: &ActionEnv) -> Answer {
+    if env.timers.is_none() {
+        return no_timers();
+    }
+    match wanted_at(kind, f) {
+        Wanted::Act(planned) => {
+            let rings_at = match &planned.due {
+                Due::In(d) => TimeDelta::from_std(*d)
+                    .ok()
+                    .and_then(|d| now().checked_add_signed(d))
+                    .unwrap_or_else(now),
+                _ => now(),
+            };
+            Ok(ActionOutput::said(set_at_reply(&planned, rings_at)))
+        }
+        Wanted::Answered(answer) => answer,
     }
 }
 
@@ -387,6 +444,14 @@ impl Action for AlarmSet {
             Some(f) if f.moves.is_some() => move_alarm(&f, env),
             Some(f) => set_at(Kind::Alarm, &f, env),
             None => Ok(ActionOutput::failed("For what time?")),
+        }
+    }
+    fn preview(&self, call: &ActionCall, env: &ActionEnv) -> Option<Answer> {
+        match frame_of("alarm_set", call) {
+            // Moving one names the alarm it moves: not worth guessing.
+            Some(f) if f.moves.is_some() => None,
+            Some(f) => Some(preview_at(Kind::Alarm, &f, env)),
+            None => Some(Ok(ActionOutput::failed("For what time?"))),
         }
     }
 }
@@ -455,6 +520,12 @@ impl Action for ReminderSet {
             Some(f) => set_at(Kind::Reminder, &f, env),
             None => Ok(ActionOutput::failed("When should I remind you?")),
         }
+    }
+    fn preview(&self, call: &ActionCall, env: &ActionEnv) -> Option<Answer> {
+        Some(match frame_of("reminder_set", call) {
+            Some(f) => preview_at(Kind::Reminder, &f, env),
+            None => Ok(ActionOutput::failed("When should I remind you?")),
+        })
     }
 }
 
@@ -570,60 +641,95 @@ impl Action for TimerExtend {
         let Some(timers) = env.timers.as_ref() else {
             return no_timers();
         };
-        let Some(f) = frame_of("timer_extend", call) else {
-            return Ok(ActionOutput::failed("How much time should I add?"));
+        let change = match wanted_extension(call, timers) {
+            Wanted::Act(change) => change,
+            Wanted::Answered(answer) => return answer,
         };
-        let d = match f.duration {
-            Some(Ok(d)) => d,
-            Some(Err(e)) => return Ok(ActionOutput::failed(timer_length_error(&e))),
-            None => return Ok(ActionOutput::failed("How much time should I add?")),
-        };
-        let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
-        let found = match named(timers, kind, &f.label) {
-            Ok(found) => found,
-            Err(e) => return timer_error(e),
-        };
-        let target = match found.as_slice() {
-            [] if f.label.is_empty() => {
-                return Ok(ActionOutput::failed(format!(
-                    "You have no {} running.",
-                    kind_word(kind)
-                )))
-            }
-            [] => {
-                return Ok(ActionOutput::failed(format!(
-                    "You have no {} {}.",
-                    f.label,
-                    kind_word(kind)
-                )))
-            }
-            [one] => one,
-            many => return Ok(which(many)),
-        };
-        let Ok(delta) = TimeDelta::from_std(d) else {
-            return Ok(ActionOutput::failed(TimerError::OutOfRange.to_string()));
-        };
-        let delta = if f.subtract { -delta } else { delta };
-        match timers.extend(target.id, delta) {
-            Ok(t) => {
-                let verb = if f.subtract {
-                    format!("Took {} off.", say_duration(d))
-                } else {
-                    format!("Added {}.", say_duration(d))
-                };
-                let rest = match t.kind {
-                    Kind::Timer => format!("{} left on {}.", left(&t), name_of(&t)),
-                    _ => format!(
-                        "{} is now at {}.",
-                        capitalise(&name_of(&t)),
-                        say_at(t.due.naive_local())
-                    ),
-                };
-                Ok(ActionOutput::said(format!("{verb} {rest}")))
-            }
+        match timers.extend(change.target.id, change.delta) {
+            Ok(t) => Ok(ActionOutput::said(extended_reply(&change, &t))),
             Err(e) => timer_error(e),
         }
     }
+    fn preview(&self, call: &ActionCall, env: &ActionEnv) -> Option<Answer> {
+        let Some(timers) = env.timers.as_ref() else {
+            return Some(no_timers());
+        };
+        Some(match wanted_extension(call, timers) {
+            Wanted::Act(change) => {
+                // The timer as the store will make it, give or take the
+                // moments between now and the turn: the first sentence
+                // ("Added 5 minutes.") is what gets prepared.
+                let mut after = change.target.clone();
+                after.due += change.delta;
+                after.remaining_s = after.remaining_s.saturating_add(change.delta.num_seconds());
+                Ok(ActionOutput::said(extended_reply(&change, &after)))
+            }
+            Wanted::Answered(answer) => answer,
+        })
+    }
+}
+
+/// The one timer a `timer_extend` call changes, and by how much.
+struct Extension {
+    target: Timer,
+    /// Signed: negative takes time off.
+    delta: TimeDelta,
+    said: std::time::Duration,
+    subtract: bool,
+}
+
+/// What a `timer_extend` call asks to change, or the answer when it can't
+/// (no length, no such timer, several of them).
+fn wanted_extension(call: &ActionCall, timers: &Timers) -> Wanted<Extension> {
+    let failed = |say: String| Wanted::Answered(Ok(ActionOutput::failed(say)));
+    let Some(f) = frame_of("timer_extend", call) else {
+        return failed("How much time should I add?".into());
+    };
+    let d = match f.duration {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return failed(timer_length_error(&e)),
+        None => return failed("How much time should I add?".into()),
+    };
+    let kind = kind_of(f.kind).unwrap_or(Kind::Timer);
+    let found = match named(timers, kind, &f.label) {
+        Ok(found) => found,
+        Err(e) => return Wanted::Answered(timer_error(e)),
+    };
+    let target = match found.as_slice() {
+        [] if f.label.is_empty() => {
+            return failed(format!("You have no {} running.", kind_word(kind)))
+        }
+        [] => return failed(format!("You have no {} {}.", f.label, kind_word(kind))),
+        [one] => one.clone(),
+        many => return Wanted::Answered(Ok(which(many))),
+    };
+    let Ok(delta) = TimeDelta::from_std(d) else {
+        return failed(TimerError::OutOfRange.to_string());
+    };
+    Wanted::Act(Extension {
+        target,
+        delta: if f.subtract { -delta } else { delta },
+        said: d,
+        subtract: f.subtract,
+    })
+}
+
+/// "Added 5 minutes. 9 minutes left on your timer."
+fn extended_reply(change: &Extension, t: &Timer) -> String {
+    let verb = if change.subtract {
+        format!("Took {} off.", say_duration(change.said))
+    } else {
+        format!("Added {}.", say_duration(change.said))
+    };
+    let rest = match t.kind {
+        Kind::Timer => format!("{} left on {}.", left(t), name_of(t)),
+        _ => format!(
+            "{} is now at {}.",
+            capitalise(&name_of(t)),
+            say_at(t.due.naive_local())
+        ),
+    };
+    format!("{verb} {rest}")
 }
 
 /// Whether an alarm's due time is the clock time said ("the 7am alarm").
@@ -1123,6 +1229,58 @@ mod tests {
             let (_d, fresh, _t) = self::env();
             assert_eq!(preview, run(&TimerSet, text, &fresh).say, "{text}");
         }
+    }
+
+    #[test]
+    fn alarm_reminder_and_extend_previews_say_what_acting_would_and_change_nothing() {
+        let (_dir, env, timers) = env();
+        let preview = |action: &dyn Action, text: &str| {
+            let call = ActionCall {
+                text: text.into(),
+                ..Default::default()
+            };
+            action.preview(&call, &env).unwrap().unwrap().say
+        };
+        let cases: [(&dyn Action, &str); 7] = [
+            (&AlarmSet, "set an alarm for 7am tomorrow"),
+            (&AlarmSet, "wake me up at 6:15 every weekday"),
+            (&AlarmSet, "set an alarm for tomorrow"),
+            (&ReminderSet, "remind me to call the dentist at 4"),
+            (&ReminderSet, "remind me to take the bins out tonight"),
+            (&ReminderSet, "remind me to water the plants"),
+            (&TimerExtend, "add five more minutes to the timer"),
+        ];
+        for (action, text) in cases {
+            let said = preview(action, text);
+            assert!(timers.list(None).unwrap().is_empty(), "{text}: set");
+            let (_d, fresh, _t) = self::env();
+            assert_eq!(said, run(action, text, &fresh).say, "{text}");
+        }
+        // Moving an alarm is not guessed.
+        let call = ActionCall {
+            text: "change my alarm to 8".into(),
+            ..Default::default()
+        };
+        assert!(AlarmSet.preview(&call, &env).is_none());
+
+        run(&TimerSet, "set a pasta timer for 10 minutes", &env);
+        let dues = || -> Vec<_> { timers.list(None).unwrap().iter().map(|t| t.due).collect() };
+        let before = dues();
+        let said = preview(&TimerExtend, "add five minutes to the pasta timer");
+        // A delay's due is read off the monotonic clock: the same to a
+        // fraction of a second.
+        let moved_ms = |now: Vec<chrono::DateTime<chrono::FixedOffset>>| {
+            (now[0] - before[0]).num_milliseconds()
+        };
+        assert!(moved_ms(dues()).abs() < 1000, "extended");
+        assert!(said.starts_with("Added 5 minutes. "), "{said}");
+        let done = run(&TimerExtend, "add five minutes to the pasta timer", &env).say;
+        let first = |s: &str| s.split(". ").next().unwrap_or_default().to_string();
+        assert_eq!(first(&said), first(&done));
+        assert!(
+            (299_000..301_000).contains(&moved_ms(dues())),
+            "not extended"
+        );
     }
 
     #[test]
