@@ -660,6 +660,57 @@ fn is_device_command(classified: &Option<(String, f32)>) -> bool {
         .is_some_and(|(intent, _)| !intent.is_empty() && intent != "other" && intent != "none")
 }
 
+/// What a look does with the words it read: when it may end the
+/// utterance, and which answers it begins making meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookPlan {
+    /// When the utterance may end (before the settle step is considered).
+    pub end: EarlyEnd,
+    /// Find the tree's answer by a dry run and synthesise its first
+    /// sentence ([`crate::agent::predict::answer_without_acting`]).
+    pub device_answer: bool,
+    /// Begin the language model's request
+    /// ([`crate::agent::predict::begin_llm_answer`]).
+    pub model_answer: bool,
+}
+
+/// The plan for `request` at a look whose [`early_end`] is `early`.
+///
+/// A complete command (or one whose doubts settle) prepares its answer.
+/// A request for words begins the model's request, whatever the
+/// classifier names: words it doubts ("Boss." for "Pause.", todo_complete
+/// at 0.29) are the model's when the tree's own walk says so, and that
+/// walk, not the classifier, decides whether a request begins. A device
+/// command that keeps the whole hang-over (it may go on, or whisper's
+/// words read oddly: "Remind me too, what are the plants tomorrow?")
+/// still has its answer made meanwhile, so that when the pause does
+/// complete the answer is ready instead of ~100 ms of synthesis after it;
+/// the dry run decides whether there is one. With both, at most one finds
+/// anything: the walk either acts or asks the model.
+pub fn look_plan(request: &str, classified: &Option<(String, f32)>, early: EarlyEnd) -> LookPlan {
+    if early != EarlyEnd::Never || answer_worth_preparing(request, classified.as_ref()) {
+        return LookPlan {
+            end: early,
+            device_answer: true,
+            model_answer: false,
+        };
+    }
+    let device_answer = is_device_command(classified) && ending(request) != Ending::Open;
+    if may_ask_for_an_answer(request) {
+        LookPlan {
+            end: open_question_end(request, classified),
+            device_answer,
+            model_answer: true,
+        }
+    } else {
+        LookPlan {
+            end: EarlyEnd::Never,
+            device_answer,
+            model_answer: false,
+        }
+    }
+}
+
 /// The speculative transcript an utterance carries, if any.
 pub fn carried(utterance: &Utterance) -> Option<Transcript> {
     utterance
@@ -747,36 +798,14 @@ impl super::VoiceLoop {
         let settled = self.vad.settle_ms > 0
             && self.vad.settle_ms < self.vad.hangover_ms
             && settles(&request, classified.as_ref());
-        // A device command that keeps the whole hang-over (it may go on,
-        // or whisper's words read oddly: "Remind me too, what are the
-        // plants tomorrow?") still has its answer found and synthesised
-        // meanwhile: when the pause does complete, the answer is ready
-        // instead of ~100 ms of synthesis after it. The tree's dry run
-        // decides whether there is an answer to prepare.
-        let device_command = is_device_command(&classified) && ending(&request) != Ending::Open;
-        let early =
-            if early != EarlyEnd::Never || answer_worth_preparing(&request, classified.as_ref()) {
-                self.prepare_answer(conversation, request);
-                early
-            } else if may_ask_for_an_answer(&request) {
-                // Whatever the classifier names: words it doubts ("Boss."
-                // for "Pause.", todo_complete at 0.29) are the model's when
-                // the tree's own walk says so, and that walk, not the
-                // classifier, decides whether a request begins. At most
-                // one of the two finds something: the walk either acts
-                // or asks the model.
-                let early = open_question_end(&request, &classified);
-                if device_command {
-                    self.prepare_answer(conversation, request.clone());
-                }
-                self.prepare_llm_answer(conversation, request);
-                early
-            } else {
-                if device_command {
-                    self.prepare_answer(conversation, request);
-                }
-                EarlyEnd::Never
-            };
+        let plan = look_plan(&request, &classified, early);
+        if plan.device_answer {
+            self.prepare_answer(conversation, request.clone());
+        }
+        if plan.model_answer {
+            self.prepare_llm_answer(conversation, request);
+        }
+        let early = plan.end;
         let pause_ms = match early {
             EarlyEnd::Never if settled => self.vad.settle_ms,
             EarlyEnd::Never => return None,
@@ -947,6 +976,42 @@ mod tests {
 
     fn reads_finished(text: &str) -> bool {
         ending(text) == Ending::Finished
+    }
+
+    /// The plan of a look that read `text`, classified as `intent`.
+    fn plan(text: &str, intent: &str, confidence: f32) -> LookPlan {
+        let classified = Some((intent.to_string(), confidence));
+        look_plan(text, &classified, early_end(text, classified.clone()))
+    }
+
+    #[test]
+    fn a_device_command_s_answer_is_made_whichever_pause_ends_it() {
+        // A complete command: ends at the pause, its answer made.
+        let timer = plan("Set a timer for 5 minutes.", "timer_set", 0.99);
+        assert_eq!(timer.end, EarlyEnd::AtPause);
+        assert!(timer.device_answer && !timer.model_answer);
+        // Words that keep the whole hang-over still have their answer
+        // made: a to-do that a time would make a reminder, and whisper's
+        // odd reading of a reminder (the model's request begins too; the
+        // tree's walk takes one of them).
+        let stamps = plan("Remind me to buy stamps.", "todo_add", 0.83);
+        assert_eq!(stamps.end, EarlyEnd::Never);
+        assert!(stamps.device_answer, "{stamps:?}");
+        let plants = plan(
+            "Remind me too, what are the plants tomorrow?",
+            "reminder_set",
+            0.65,
+        );
+        assert_eq!(plants.end, EarlyEnd::Never);
+        assert!(plants.device_answer && plants.model_answer, "{plants:?}");
+        // Trailing off: nothing to make yet.
+        let head = plan("Set a timer for", "timer_set", 0.98);
+        assert_eq!(head.end, EarlyEnd::Never);
+        assert!(!head.device_answer && !head.model_answer);
+        // Other speech: the model's answer only.
+        let sky = plan("Why is the sky blue?", "other", 0.99);
+        assert!(!sky.device_answer && sky.model_answer);
+        assert_eq!(sky.end, EarlyEnd::AfterQuestionPause);
     }
 
     /// Ends at the first pause ([`EarlyEnd::AtPause`]).
