@@ -676,7 +676,8 @@ pub struct LookPlan {
 
 /// The plan for `request` at a look whose [`early_end`] is `early`.
 ///
-/// A complete command (or one whose doubts settle) prepares its answer.
+/// A command that may end early, or one with two or three doubts
+/// ([`answer_worth_preparing`]), prepares its answer.
 /// A request for words begins the model's request, whatever the
 /// classifier names: words it doubts ("Boss." for "Pause.", todo_complete
 /// at 0.29) are the model's when the tree's own walk says so, and that

@@ -657,8 +657,9 @@ impl Action for TimerExtend {
         Some(match wanted_extension(call, timers) {
             Wanted::Act(change) => {
                 // The timer as the store will make it, give or take the
-                // moments between now and the turn: the first sentence
-                // ("Added 5 minutes.") is what gets prepared.
+                // moments between now and the turn (and a ringing one
+                // restarts from now, not from its due time): only the
+                // first sentence ("Added 5 minutes.") is prepared.
                 let mut after = change.target.clone();
                 after.due += change.delta;
                 after.remaining_s = after.remaining_s.saturating_add(change.delta.num_seconds());
