@@ -1242,8 +1242,12 @@ mod tests {
             };
             action.preview(&call, &env).unwrap().unwrap().say
         };
-        let cases: [(&dyn Action, &str); 7] = [
+        let cases: [(&dyn Action, &str); 11] = [
             (&AlarmSet, "set an alarm for 7am tomorrow"),
+            (&AlarmSet, "wake me at quarter to seven on friday"),
+            (&ReminderSet, "remind me in 20 minutes to check the oven"),
+            (&ReminderSet, "in an hour remind me to move the car"),
+            (&TimerExtend, "take two minutes off the timer"),
             (&AlarmSet, "wake me up at 6:15 every weekday"),
             (&AlarmSet, "set an alarm for tomorrow"),
             (&ReminderSet, "remind me to call the dentist at 4"),
