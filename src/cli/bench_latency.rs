@@ -236,7 +236,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
     std::fs::write(
         &child_config,
         format!(
-            "[stt]\norder = \"local-only\"\nwhisper_model = {}\nwhisper_weights = \"{}\"\n\
+            "[stt]\norder = \"local-only\"\nwhisper_model = {}\nwhisper_weights = \"{}\"\nthreads = {}\n\
              [llm]\nbase_url = \"{}/v1\"\napi_key = \"bench-stub\"\norder = [\"remote\"]\n\
              [wake]\nfollow_up_ms = 0\n\
              [audio.vad]\n{}",
@@ -245,6 +245,7 @@ pub fn run(config_path: Option<&Path>, args: BenchLatencyArgs) -> Result<bool> {
                 crate::stt::Weights::Q8_0 => "q8_0",
                 crate::stt::Weights::File => "file",
             },
+            config.stt.threads,
             llm.url(),
             // The endpointing under test is the one configured here.
             toml::to_string(&config.audio.vad).context("cannot write [audio.vad]")?

@@ -90,6 +90,233 @@ pub fn phonemize(program: &str, voice: &str, text: &str) -> Result<Vec<String>, 
         .collect())
 }
 
+/// Phonemes for Piper, from one espeak-ng process kept running: starting
+/// the program costs ~10 ms per sentence on the way to the first answer
+/// audio, its phonemes ~2 ms (issue 21). Falls back to a run per call
+/// ([`phonemize`]) whenever the kept process can't be used, so speech never
+/// depends on it.
+pub struct Phonemes {
+    program: String,
+    voice: String,
+    kept: std::sync::Mutex<Kept>,
+}
+
+/// The kept process, or why there is none.
+enum Kept {
+    Running(Phonemizer),
+    /// Not started yet, or stopped after a failure (started again on the
+    /// next sentence, up to [`MAX_RESTARTS`] times).
+    Idle { restarts: u32 },
+    /// It can't run here (no `stdbuf`, or it failed too often): every
+    /// sentence runs the program once.
+    Off,
+}
+
+/// Starts of the kept process after a failure before it is given up.
+const MAX_RESTARTS: u32 = 3;
+
+impl Phonemes {
+    /// Phonemes of `voice` from `program`; the kept process starts now, so
+    /// the first answer doesn't pay for it.
+    pub fn new(program: &str, voice: &str) -> Phonemes {
+        let phonemes = Phonemes {
+            program: program.to_string(),
+            voice: voice.to_string(),
+            kept: std::sync::Mutex::new(Kept::Idle { restarts: 0 }),
+        };
+        if let Ok(mut kept) = phonemes.kept.lock() {
+            phonemes.ensure(&mut kept);
+        }
+        phonemes
+    }
+
+    /// IPA phonemes of `text`, one string per clause, as [`phonemize`]
+    /// gives them.
+    pub fn clauses(&self, text: &str) -> Result<Vec<String>, TtsError> {
+        if Phonemizer::takes(text) {
+            if let Ok(mut kept) = self.kept.lock() {
+                self.ensure(&mut kept);
+                if let Kept::Running(p) = &mut *kept {
+                    match p.clauses(text) {
+                        Ok(clauses) => return Ok(clauses),
+                        Err(e) => {
+                            tracing::debug!("the kept espeak-ng failed ({e}); running it once");
+                            let restarts = p.restarts;
+                            *kept = if restarts < MAX_RESTARTS {
+                                Kept::Idle {
+                                    restarts: restarts + 1,
+                                }
+                            } else {
+                                Kept::Off
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        phonemize(&self.program, &self.voice, text)
+    }
+
+    /// Whether a kept process is running (tests, `doctor`).
+    pub fn is_kept(&self) -> bool {
+        self.kept
+            .lock()
+            .is_ok_and(|k| matches!(*k, Kept::Running(_)))
+    }
+
+    /// Start the kept process if there is none and it may be started.
+    fn ensure(&self, kept: &mut Kept) {
+        if let Kept::Idle { restarts } = *kept {
+            *kept = match Phonemizer::start(&self.program, &self.voice, restarts) {
+                Ok(p) => Kept::Running(p),
+                Err(e) => {
+                    tracing::debug!("espeak-ng is run once per sentence: {e}");
+                    Kept::Off
+                }
+            };
+        }
+    }
+
+    #[cfg(test)]
+    fn kill_kept(&self) {
+        if let Ok(mut kept) = self.kept.lock() {
+            if let Kept::Running(p) = &mut *kept {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+            }
+        }
+    }
+}
+
+/// `stdbuf -oL espeak-ng -q --ipa -v VOICE`: with no text argument
+/// espeak-ng reads its input a line at a time and phonemises each line on
+/// its own (as a run per call does with its one line), and `stdbuf`
+/// (coreutils) makes it write each result out at once instead of at exit.
+/// After each sentence a line with [`SENTINEL`] is sent; its phonemes,
+/// learnt at start, mark where the sentence's end.
+struct Phonemizer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// The phonemes espeak-ng gives [`SENTINEL`].
+    sentinel: String,
+    restarts: u32,
+}
+
+/// A word no sentence is made of (a sentence holding it runs the program
+/// once instead, [`Phonemizer::takes`]).
+const SENTINEL: &str = "qxqxq";
+/// Longest wait for one sentence's phonemes from the kept process (they
+/// take a few ms).
+const KEPT_TIMEOUT: Duration = Duration::from_secs(2);
+/// espeak-ng reads a line in pieces of about this many bytes; a longer
+/// sentence runs the program once, so it is read whole.
+const MAX_KEPT_BYTES: usize = 900;
+
+impl Phonemizer {
+    fn start(program: &str, voice: &str, restarts: u32) -> Result<Phonemizer, TtsError> {
+        let mut child = Command::new("stdbuf")
+            .args(["-oL", program, "-q", "--ipa", "-v", voice])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| TtsError::EngineUnavailable(format!("cannot run stdbuf: {e}")))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(TtsError::Failed("no pipes to espeak-ng".into()));
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::Builder::new()
+            .name("espeak-ng".into())
+            .spawn(move || {
+                use std::io::BufRead;
+                let mut out = std::io::BufReader::new(stdout);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match out.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            let text = String::from_utf8_lossy(&line).trim().to_string();
+                            if tx.send(text).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        if let Err(e) = reader {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(TtsError::Failed(format!("cannot start a thread: {e}")));
+        }
+        let mut p = Phonemizer {
+            child,
+            stdin,
+            lines,
+            sentinel: String::new(),
+            restarts,
+        };
+        p.send(SENTINEL)?;
+        p.sentinel = p.next_line()?;
+        if p.sentinel.is_empty() {
+            return Err(TtsError::Failed(format!(
+                "espeak-ng gave no phonemes for {SENTINEL:?}"
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Whether `text` can go through the kept process.
+    fn takes(text: &str) -> bool {
+        text.len() <= MAX_KEPT_BYTES && !text.to_lowercase().contains(SENTINEL)
+    }
+
+    fn clauses(&mut self, text: &str) -> Result<Vec<String>, TtsError> {
+        self.send(&text.replace(['\r', '\n'], " "))?;
+        self.send(SENTINEL)?;
+        let mut clauses = Vec::new();
+        loop {
+            let line = self.next_line()?;
+            if line == self.sentinel {
+                return Ok(clauses);
+            }
+            if !line.is_empty() {
+                clauses.push(line);
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) -> Result<(), TtsError> {
+        self.stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| self.stdin.write_all(b"\n"))
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| TtsError::Failed(format!("cannot write to espeak-ng: {e}")))
+    }
+
+    fn next_line(&mut self) -> Result<String, TtsError> {
+        self.lines.recv_timeout(KEPT_TIMEOUT).map_err(|e| match e {
+            std::sync::mpsc::RecvTimeoutError::Timeout => TtsError::Timeout(format!(
+                "espeak-ng gave no phonemes within {} s",
+                KEPT_TIMEOUT.as_secs()
+            )),
+            std::sync::mpsc::RecvTimeoutError::Disconnected => {
+                TtsError::Failed("espeak-ng stopped".into())
+            }
+        })
+    }
+}
+
+impl Drop for Phonemizer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Run `program args`, feed `input` on stdin, return stdout; fail on a
 /// non-zero exit or after [`TIMEOUT`].
 pub fn run(program: &str, args: &[&str], input: &str) -> Result<Vec<u8>, TtsError> {
@@ -239,6 +466,63 @@ mod tests {
         let clauses = phonemize("espeak-ng", "en-us", "Hello there, how are you?").unwrap();
         assert_eq!(clauses.len(), 2, "{clauses:?}");
         assert!(clauses[0].contains("həlˈoʊ"), "{clauses:?}");
+    }
+
+    /// Sentences of every kind the answers hold, including ones a line
+    /// protocol could trip on.
+    const SENTENCES: &[&str] = &[
+        "Hello there, how are you?",
+        "-v this starts with a dash",
+        "...",
+        "",
+        "Timer set for 5 minutes. I'll tell you when it's done!",
+        "Line one\nline two\r\nline three.",
+        "Café, naïve — 42 % at 6:05 PM; 'quoted' \"too\".",
+        "Say qxqxq to test the sentinel.",
+    ];
+
+    #[test]
+    fn the_kept_process_gives_what_a_run_per_sentence_gives() {
+        let kept = Phonemes::new("espeak-ng", "en-us");
+        assert!(kept.is_kept(), "stdbuf and espeak-ng are installed here");
+        for round in 0..2 {
+            for text in SENTENCES {
+                let once = phonemize("espeak-ng", "en-us", text).unwrap();
+                assert_eq!(kept.clauses(text).unwrap(), once, "round {round}: {text:?}");
+            }
+        }
+        assert!(kept.is_kept());
+        let long = "one two three four five six seven eight nine ten, ".repeat(30);
+        assert_eq!(
+            kept.clauses(&long).unwrap(),
+            phonemize("espeak-ng", "en-us", &long).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_kept_process_that_died_is_replaced_and_loses_no_sentence() {
+        let kept = Phonemes::new("espeak-ng", "en-us");
+        let want = phonemize("espeak-ng", "en-us", "Cancelled your timer.").unwrap();
+        for _ in 0..MAX_RESTARTS {
+            kept.kill_kept();
+            assert_eq!(kept.clauses("Cancelled your timer.").unwrap(), want);
+            assert_eq!(kept.clauses("Cancelled your timer.").unwrap(), want);
+            assert!(kept.is_kept(), "started again after it died");
+        }
+        // Killed once more than it may be started again: a run per
+        // sentence from then on, still right.
+        kept.kill_kept();
+        assert_eq!(kept.clauses("Cancelled your timer.").unwrap(), want);
+        assert!(!kept.is_kept());
+        assert_eq!(kept.clauses("Cancelled your timer.").unwrap(), want);
+    }
+
+    #[test]
+    fn without_the_program_the_error_names_the_package() {
+        let kept = Phonemes::new("espeak-ng-not-here", "en-us");
+        assert!(!kept.is_kept());
+        let err = kept.clauses("Hello.").unwrap_err().to_string();
+        assert!(err.contains("apt-get install espeak-ng"), "{err}");
     }
 
     #[test]

@@ -102,8 +102,8 @@ pub struct Piper {
     sample_rate: u32,
     scales: [f32; 3],
     multi_speaker: bool,
-    espeak_program: String,
-    espeak_voice: String,
+    /// espeak-ng, kept running for the voice's phonemes.
+    phonemes: espeak::Phonemes,
     /// The `.onnx` file, for messages.
     model: PathBuf,
 }
@@ -239,8 +239,7 @@ impl Piper {
                 voice.inference.noise_w,
             ],
             multi_speaker,
-            espeak_program: tts.espeak_program.clone(),
-            espeak_voice,
+            phonemes: espeak::Phonemes::new(&tts.espeak_program, &espeak_voice),
             model,
         };
         // ONNX Runtime's first run allocates and plans; pay that at start,
@@ -328,7 +327,7 @@ impl Piper {
     /// The phoneme strings of `text`, one per model run: whole clauses
     /// (with their punctuation) up to [`MAX_RUN_PHONEMES`] each.
     pub fn phoneme_runs(&self, text: &str) -> Result<Vec<String>, TtsError> {
-        let clauses = espeak::phonemize(&self.espeak_program, &self.espeak_voice, text)?;
+        let clauses = self.phonemes.clauses(text)?;
         Ok(runs_of(&clauses, &clause_marks(text), MAX_RUN_PHONEMES))
     }
 

@@ -736,6 +736,11 @@ impl super::VoiceLoop {
         // request is not this utterance's, and must not compute beside the
         // look's transcription.
         self.services.speculation.abandon();
+        tracing::debug!(
+            speech_end_ms = snapshot.speech_end_ms,
+            heard_ms = self.endpointer.position_ms(),
+            "looking at a pause"
+        );
         // Noise webrtc-vad let through is not looked at either.
         if !self.holds_speech(&snapshot.samples) {
             return None;
