@@ -1045,6 +1045,64 @@ fn the_speech_check_tells_speech_from_noise() {
     }
 }
 
+/// Issue 21: the speech check runs while the request is being said, so
+/// the look at its pause and its end don't wait for the detector; its
+/// verdict is the one a check of the whole utterance gives, for speech and
+/// for noise, and one utterance's verdict never passes to the next.
+#[test]
+fn the_speech_check_ahead_gives_the_whole_utterance_s_verdict() {
+    let config = earshot::config::Config {
+        models_dir: common::models_dir(),
+        ..Default::default()
+    };
+    let new_check = || {
+        earshot::voice_loop::speech_check::SpeechCheck::from_config(
+            &config.audio.vad,
+            &config.paths(),
+        )
+        .expect("models/silero_vad.onnx")
+    };
+    let mut speech = silence(0.3);
+    speech.extend(pcm("Put batteries on my shopping list."));
+    let noise = household_noise();
+    let mut check = new_check();
+    // The loop offers the speech so far after every 20 ms read.
+    let said =
+        |check: &mut earshot::voice_loop::speech_check::SpeechCheck, start, audio: &[i16]| {
+            check.forget();
+            for end in (320..=audio.len()).step_by(320) {
+                check.check_ahead(start, &audio[..end]);
+            }
+        };
+    said(&mut check, 1_000, &speech);
+    let runs = check.detector_runs();
+    assert!(runs >= 1, "the check ahead never ran");
+    assert!(check.holds_speech(1_000, &speech));
+    assert_eq!(check.detector_runs(), runs, "checked again at the end");
+    assert!(
+        new_check().holds_speech(1_000, &speech),
+        "a whole check disagrees"
+    );
+    // Noise never passes ahead, is read again at the end, and is refused
+    // as a whole check refuses it. The tries ahead are bounded.
+    for (i, part) in noise.chunks(3 * 16_000).enumerate() {
+        let tried = check.detector_runs();
+        said(&mut check, 5_000, part);
+        let before = check.detector_runs();
+        assert!(
+            before - tried <= 10,
+            "noise {i}: {} runs ahead",
+            before - tried
+        );
+        assert!(!check.holds_speech(5_000, part), "noise {i}");
+        assert_eq!(check.detector_runs(), before + 1);
+        assert!(!new_check().holds_speech(5_000, part));
+    }
+    // New speech at the start the passed one had: its own verdict.
+    said(&mut check, 1_000, &noise[..3 * 16_000]);
+    assert!(!check.holds_speech(1_000, &noise[..3 * 16_000]));
+}
+
 /// Issue 21, bad input: in `always` mode, noise that webrtc-vad lets
 /// through is dropped before transcription (logged), not answered; the
 /// request after it is answered as usual.

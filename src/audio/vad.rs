@@ -366,6 +366,14 @@ impl Endpointer {
         self.speaking.is_some()
     }
 
+    /// The speech in progress: its start (stream ms, as its utterance
+    /// will say) and its samples so far.
+    pub fn speech_so_far(&self) -> Option<(u64, &[i16])> {
+        self.speaking
+            .as_ref()
+            .map(|sp| (sp.start_ms, sp.buf.as_slice()))
+    }
+
     /// Stream position (ms) of everything consumed so far.
     pub fn position_ms(&self) -> u64 {
         ms(self.pos)

@@ -315,6 +315,37 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
     Ok(expr)
 }
 
+/// [`parse`], remembered by the expression's text: a tree's conditions
+/// are read on every walk — each turn, and the dry runs at a pause before
+/// it — and compiling their `matches` patterns each time cost ~12 ms per
+/// walk of the shipped tree (its keyword conditions are long alternations),
+/// on the way to every answer (issue 21). The text is the key, so a tree
+/// loaded again, or another tree, shares what it can and is never stale.
+pub fn parse_cached(src: &str) -> Result<std::sync::Arc<Expr>, ExprError> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Parsed = Result<Arc<Expr>, ExprError>;
+    static CACHE: OnceLock<Mutex<HashMap<String, Parsed>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(parsed) = cache.lock().ok().and_then(|c| c.get(src).cloned()) {
+        return parsed;
+    }
+    let parsed = parse(src).map(Arc::new);
+    if let Ok(mut c) = cache.lock() {
+        // Trees are small; a process that loads many distinct ones starts
+        // the cache over rather than grow without bound.
+        if c.len() >= MAX_CACHED_EXPRESSIONS {
+            c.clear();
+        }
+        c.insert(src.to_string(), parsed.clone());
+    }
+    parsed
+}
+
+/// Distinct expressions [`parse_cached`] keeps (the shipped tree has a
+/// dozen).
+const MAX_CACHED_EXPRESSIONS: usize = 1024;
+
 /// Whether a stored value counts as "on".
 pub fn truthy(v: &Value) -> bool {
     match v {
@@ -416,6 +447,36 @@ mod tests {
 
     fn t(src: &str) -> bool {
         truthy(&eval(&parse(src).unwrap(), &S))
+    }
+
+    struct Said(&'static str);
+    impl Scope for Said {
+        fn lookup(&self, path: &[String]) -> Value {
+            match path.join(".").as_str() {
+                "text" => json!(self.0),
+                _ => Value::Null,
+            }
+        }
+    }
+
+    #[test]
+    fn a_cached_expression_is_parsed_once_and_reads_as_parsed() {
+        let src = "text matches '\\b(calendar|diary|agenda)\\b' and not (text contains 'email')";
+        let first = parse_cached(src).unwrap();
+        let again = parse_cached(src).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &again), "parsed twice");
+        let fresh = parse(src).unwrap();
+        let mut read = Vec::new();
+        for text in ["What's in my Calendar?", "email my diary", "hello"] {
+            let cached = truthy(&eval(&again, &Said(text)));
+            assert_eq!(cached, truthy(&eval(&fresh, &Said(text))), "{text}");
+            read.push(cached);
+        }
+        assert_eq!(read, [true, false, false]);
+        // A bad pattern stays the same error every time.
+        let bad = "text matches '(unclosed'";
+        assert_eq!(parse_cached(bad).unwrap_err(), parse(bad).unwrap_err());
+        assert_eq!(parse_cached(bad).unwrap_err(), parse(bad).unwrap_err());
     }
 
     #[test]

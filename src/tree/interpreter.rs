@@ -645,7 +645,7 @@ pub fn walk(
                 on_true,
                 on_false,
             } => {
-                let parsed = expr::parse(expression).map_err(|error| {
+                let parsed = expr::parse_cached(expression).map_err(|error| {
                     fail(
                         &w,
                         WalkFailure::BadExpression {

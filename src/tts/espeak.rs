@@ -106,7 +106,9 @@ enum Kept {
     Running(Phonemizer),
     /// Not started yet, or stopped after a failure (started again on the
     /// next sentence, up to [`MAX_RESTARTS`] times).
-    Idle { restarts: u32 },
+    Idle {
+        restarts: u32,
+    },
     /// It can't run here (no `stdbuf`, or it failed too often): every
     /// sentence runs the program once.
     Off,

@@ -155,10 +155,25 @@ impl Barge {
 impl VoiceLoop {
     /// Whether `samples` hold speech by the speech check (always, when
     /// it is off).
-    fn holds_speech(&mut self, samples: &[i16]) -> bool {
+    fn holds_speech(&mut self, utterance: &Utterance) -> bool {
         self.speech_check
             .as_mut()
-            .is_none_or(|check| check.holds_speech(samples))
+            .is_none_or(|check| check.holds_speech(utterance.start_ms, &utterance.samples))
+    }
+
+    /// Run the speech check on the speech in progress while it is said
+    /// ([`speech_check::SpeechCheck::check_ahead`]); `started`: new speech
+    /// began in this read.
+    fn check_speech_ahead(&mut self, started: bool) {
+        let Some(check) = self.speech_check.as_mut() else {
+            return;
+        };
+        if started {
+            check.forget();
+        }
+        if let Some((start_ms, samples)) = self.endpointer.speech_so_far() {
+            check.check_ahead(start_ms, samples);
+        }
     }
 
     /// Run until a signal (or the end of a file input). `tick` is called
@@ -347,9 +362,7 @@ impl VoiceLoop {
             while let Some(event) = pending.pop_front() {
                 match event {
                     // Noise webrtc-vad let through falls to `_`: dropped.
-                    VadEvent::Utterance(u)
-                        if !self.push_to_talk && self.holds_speech(&u.samples) =>
-                    {
+                    VadEvent::Utterance(u) if !self.push_to_talk && self.holds_speech(&u) => {
                         return Heard::Speech(u, None)
                     }
                     VadEvent::SpeechStart { at_ms } => {
@@ -451,6 +464,10 @@ impl VoiceLoop {
                         continue;
                     }
                     let events = self.endpointer.push(&buf[..n]);
+                    let started = events
+                        .iter()
+                        .any(|e| matches!(e, VadEvent::SpeechStart { .. }));
+                    self.check_speech_ahead(started);
                     if echo
                         && self.speaker.is_speaking()
                         && events

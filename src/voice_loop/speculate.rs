@@ -742,7 +742,7 @@ impl super::VoiceLoop {
             "looking at a pause"
         );
         // Noise webrtc-vad let through is not looked at either.
-        if !self.holds_speech(&snapshot.samples) {
+        if !self.holds_speech(&snapshot) {
             return None;
         }
         // The look starts before the tail an ended utterance keeps
