@@ -1098,8 +1098,12 @@ fn the_speech_check_ahead_gives_the_whole_utterance_s_verdict() {
         assert_eq!(check.detector_runs(), before + 1);
         assert!(!new_check().holds_speech(5_000, part));
     }
-    // New speech at the start the passed one had: its own verdict.
+    // New speech at the start the passed one had: its own verdict, with
+    // the check ahead forgotten (a new utterance) or not (a fresh
+    // endpointer starts the stream position again).
     said(&mut check, 1_000, &noise[..3 * 16_000]);
+    assert!(!check.holds_speech(1_000, &noise[..3 * 16_000]));
+    said(&mut check, 1_000, &speech);
     assert!(!check.holds_speech(1_000, &noise[..3 * 16_000]));
 }
 

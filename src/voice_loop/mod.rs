@@ -1097,6 +1097,9 @@ impl VoiceLoop {
         if let Some(gate) = self.wake.as_mut() {
             gate.word_end_ms = None;
         }
+        if let Some(check) = self.speech_check.as_mut() {
+            check.forget();
+        }
         match Endpointer::new(&self.vad) {
             Ok(fresh) => self.endpointer = fresh,
             Err(e) => {

@@ -9,9 +9,9 @@ pub struct SpeechCheck {
     #[cfg(feature = "onnx")]
     silero: crate::audio::silero::Silero,
     frames: u32,
-    /// The start (stream ms) of the speech in progress whose beginning
-    /// already held enough speech ([`SpeechCheck::check_ahead`]).
-    passed: Option<u64>,
+    /// The speech in progress whose beginning already held enough speech
+    /// ([`SpeechCheck::check_ahead`]), by [`beginning`].
+    passed: Option<(u64, u64)>,
     /// The length (samples) the speech in progress must reach before
     /// [`SpeechCheck::check_ahead`] tries again.
     next_try: usize,
@@ -19,6 +19,24 @@ pub struct SpeechCheck {
     /// saves is a run).
     runs: u64,
 }
+
+/// What identifies an utterance for the check: its start (stream ms)
+/// and a hash of its first [`BEGINNING`] samples — the stream position
+/// starts again at 0 whenever the loop makes a fresh endpointer (after it
+/// speaks), so the start alone could name an earlier utterance. `None`
+/// for audio shorter than that (never remembered).
+fn beginning(start_ms: u64, samples: &[i16]) -> Option<(u64, u64)> {
+    let first = samples.get(..BEGINNING)?;
+    // FNV-1a: a fingerprint, not security.
+    let hash = first.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, s| {
+        (h ^ u64::from(*s as u16)).wrapping_mul(0x0100_0000_01b3)
+    });
+    Some((start_ms, hash))
+}
+
+/// Samples [`beginning`] reads (64 ms; an utterance holds its 300 ms
+/// pre-roll before any check).
+const BEGINNING: usize = 1_024;
 
 /// After a beginning that did not hold enough speech, the check ahead
 /// tries again once this much more audio has come (10 Silero frames).
@@ -68,12 +86,13 @@ impl SpeechCheck {
     /// samples (16 kHz) are `samples`, holds speech. A failing detector
     /// says yes: a request is never lost to the check itself.
     pub fn holds_speech(&mut self, start_ms: u64, samples: &[i16]) -> bool {
-        if self.passed == Some(start_ms) {
+        let key = beginning(start_ms, samples);
+        if key.is_some() && self.passed == key {
             return true;
         }
         match self.speech_in(samples) {
             Ok(Ok(())) => {
-                self.passed = Some(start_ms);
+                self.passed = key;
                 true
             }
             Ok(Err((speech_frames, frames, max_probability))) => {
@@ -106,7 +125,9 @@ impl SpeechCheck {
     /// frame, so a beginning that holds them gives the whole utterance's
     /// verdict. A beginning that doesn't is tried again as more comes.
     pub fn check_ahead(&mut self, start_ms: u64, samples: &[i16]) {
-        if self.passed == Some(start_ms)
+        let key = beginning(start_ms, samples);
+        if key.is_none()
+            || self.passed == key
             || samples.len() < self.next_try
             || samples.len() > AHEAD_MAX
         {
@@ -114,7 +135,7 @@ impl SpeechCheck {
         }
         self.next_try = samples.len() + AHEAD_STEP;
         if let Ok(Ok(())) = self.speech_in(samples) {
-            self.passed = Some(start_ms);
+            self.passed = key;
         }
     }
 
