@@ -101,17 +101,14 @@ pub struct Phonemes {
     kept: std::sync::Mutex<Kept>,
 }
 
-/// The kept process, or why there is none.
-enum Kept {
-    Running(Phonemizer),
-    /// Not started yet, or stopped after a failure (started again on the
-    /// next sentence, up to [`MAX_RESTARTS`] times).
-    Idle {
-        restarts: u32,
-    },
-    /// It can't run here (no `stdbuf`, or it failed too often): every
-    /// sentence runs the program once.
-    Off,
+/// The kept process and how often it died.
+#[derive(Default)]
+struct Kept {
+    process: Option<Phonemizer>,
+    /// Deaths so far: past [`MAX_RESTARTS`] (or after a start that failed:
+    /// no `stdbuf` here) none is started again, and every sentence runs
+    /// the program once.
+    deaths: u32,
 }
 
 /// Starts of the kept process after a failure before it is given up.
@@ -124,7 +121,7 @@ impl Phonemes {
         let phonemes = Phonemes {
             program: program.to_string(),
             voice: voice.to_string(),
-            kept: std::sync::Mutex::new(Kept::Idle { restarts: 0 }),
+            kept: std::sync::Mutex::new(Kept::default()),
         };
         if let Ok(mut kept) = phonemes.kept.lock() {
             phonemes.ensure(&mut kept);
@@ -138,19 +135,13 @@ impl Phonemes {
         if Phonemizer::takes(text) {
             if let Ok(mut kept) = self.kept.lock() {
                 self.ensure(&mut kept);
-                if let Kept::Running(p) = &mut *kept {
+                if let Some(p) = kept.process.as_mut() {
                     match p.clauses(text) {
                         Ok(clauses) => return Ok(clauses),
                         Err(e) => {
                             tracing::debug!("the kept espeak-ng failed ({e}); running it once");
-                            let restarts = p.restarts;
-                            *kept = if restarts < MAX_RESTARTS {
-                                Kept::Idle {
-                                    restarts: restarts + 1,
-                                }
-                            } else {
-                                Kept::Off
-                            };
+                            kept.process = None;
+                            kept.deaths += 1;
                         }
                     }
                 }
@@ -161,28 +152,27 @@ impl Phonemes {
 
     /// Whether a kept process is running (tests, `doctor`).
     pub fn is_kept(&self) -> bool {
-        self.kept
-            .lock()
-            .is_ok_and(|k| matches!(*k, Kept::Running(_)))
+        self.kept.lock().is_ok_and(|k| k.process.is_some())
     }
 
     /// Start the kept process if there is none and it may be started.
     fn ensure(&self, kept: &mut Kept) {
-        if let Kept::Idle { restarts } = *kept {
-            *kept = match Phonemizer::start(&self.program, &self.voice, restarts) {
-                Ok(p) => Kept::Running(p),
-                Err(e) => {
-                    tracing::debug!("espeak-ng is run once per sentence: {e}");
-                    Kept::Off
-                }
-            };
+        if kept.process.is_some() || kept.deaths > MAX_RESTARTS {
+            return;
+        }
+        match Phonemizer::start(&self.program, &self.voice) {
+            Ok(p) => kept.process = Some(p),
+            Err(e) => {
+                tracing::debug!("espeak-ng is run once per sentence: {e}");
+                kept.deaths = MAX_RESTARTS + 1;
+            }
         }
     }
 
     #[cfg(test)]
     fn kill_kept(&self) {
         if let Ok(mut kept) = self.kept.lock() {
-            if let Kept::Running(p) = &mut *kept {
+            if let Some(p) = kept.process.as_mut() {
                 let _ = p.child.kill();
                 let _ = p.child.wait();
             }
@@ -202,7 +192,6 @@ struct Phonemizer {
     lines: std::sync::mpsc::Receiver<String>,
     /// The phonemes espeak-ng gives [`SENTINEL`].
     sentinel: String,
-    restarts: u32,
 }
 
 /// A word no sentence is made of (a sentence holding it runs the program
@@ -216,7 +205,7 @@ const KEPT_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_KEPT_BYTES: usize = 900;
 
 impl Phonemizer {
-    fn start(program: &str, voice: &str, restarts: u32) -> Result<Phonemizer, TtsError> {
+    fn start(program: &str, voice: &str) -> Result<Phonemizer, TtsError> {
         let mut child = Command::new("stdbuf")
             .args(["-oL", program, "-q", "--ipa", "-v", voice])
             .stdin(Stdio::piped())
@@ -259,7 +248,6 @@ impl Phonemizer {
             stdin,
             lines,
             sentinel: String::new(),
-            restarts,
         };
         p.send(SENTINEL)?;
         p.sentinel = p.next_line()?;
