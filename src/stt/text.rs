@@ -220,6 +220,66 @@ pub fn looping_tail(text: &str) -> Option<String> {
     None
 }
 
+/// When the first sentence is said again whole and the rest is only
+/// pieces of it ("How far away is the moon? How far away is the moon? Is
+/// the moon? How far away…") — the restart loop of [`periodic_prefix`]
+/// with a jump back into the middle, which whisper makes on a shrunken
+/// context — return that first sentence once. The sentence must be three
+/// words or more and said again whole at least once, and every other
+/// sentence after it must be a run of its words (the last may be cut
+/// mid-word), so "Set a timer. Set a timer for ten minutes." and "What is
+/// it? Is it?" are kept as said.
+pub fn repeated_sentence(text: &str) -> Option<String> {
+    let (raw, key) = loop_words(text);
+    let first_end = raw.iter().position(|w| ends_sentence(w))?;
+    let sentence = &key[..=first_end];
+    if sentence.len() < 3 || sentence.iter().any(String::is_empty) {
+        return None;
+    }
+    let rest = &raw[first_end + 1..];
+    let rest_keys = &key[first_end + 1..];
+    if rest.is_empty() {
+        return None;
+    }
+    let mut whole_again = false;
+    let mut start = 0;
+    while start < rest.len() {
+        let end = rest[start..]
+            .iter()
+            .position(|w| ends_sentence(w))
+            .map_or(rest.len(), |i| start + i + 1);
+        let piece = &rest_keys[start..end];
+        let cut = end == rest.len() && !rest.last().is_some_and(|w| ends_sentence(w));
+        if !is_run_of(piece, sentence, cut) {
+            return None;
+        }
+        whole_again |= piece == sentence;
+        start = end;
+    }
+    whole_again.then(|| raw[..=first_end].join(" "))
+}
+
+/// Whether `word` ends a sentence (a closing quote or bracket may follow).
+fn ends_sentence(word: &str) -> bool {
+    word.trim_end_matches(['"', '\'', ')'])
+        .ends_with(['.', '?', '!'])
+}
+
+/// Whether `piece` is a contiguous run of `sentence`'s words; when `cut`,
+/// its last word may be the start of the word it stands for.
+fn is_run_of(piece: &[String], sentence: &[String], cut: bool) -> bool {
+    if piece.is_empty() || piece.len() > sentence.len() || piece.iter().any(String::is_empty) {
+        return false;
+    }
+    let last = piece.len() - 1;
+    (0..=sentence.len() - piece.len()).any(|at| {
+        piece.iter().enumerate().all(|(i, k)| {
+            let want = &sentence[at + i];
+            k == want || (cut && i == last && want.starts_with(k.as_str()))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +331,34 @@ mod tests {
         assert_eq!(wer("a b c d", "a b c"), 0.25);
         assert_eq!(wer("a b", "a b c d"), 1.0);
         assert_eq!(wer("", ""), 0.0);
+    }
+
+    #[test]
+    fn a_sentence_said_again_with_pieces_of_it_is_kept_once() {
+        let looped = "How far away is the moon? How far away is the moon? Is the moon? How far away is the moon? Is the moon";
+        assert_eq!(
+            repeated_sentence(looped).as_deref(),
+            Some("How far away is the moon?")
+        );
+        assert_eq!(
+            repeated_sentence("Turn it up a bit. Up a bit. Turn it up a bit. Tu").as_deref(),
+            Some("Turn it up a bit.")
+        );
+        // Said again with more words, or only a piece said again: as said.
+        assert_eq!(
+            repeated_sentence("Set a timer. Set a timer for ten minutes."),
+            None
+        );
+        assert_eq!(repeated_sentence("What is it? Is it?"), None);
+        // Too short to be sure it is a loop, or nothing after it.
+        assert_eq!(repeated_sentence("Stop it. Stop it. Stop it."), None);
+        assert_eq!(repeated_sentence("How far away is the moon?"), None);
+        // Another sentence after the repeat is the speaker's.
+        assert_eq!(
+            repeated_sentence("Is it raining? Is it raining? Take an umbrella."),
+            None
+        );
+        assert_eq!(repeated_sentence(""), None);
     }
 
     #[test]

@@ -672,7 +672,8 @@ impl WhisperStt {
     }
 
     /// One pass with `plan`; a decoder that said the whole utterance and
-    /// then started over, or looped on its last words, keeps its first
+    /// then started over (from its start or, between whole repeats, from
+    /// its middle), or looped on its last words, keeps its first
     /// saying (the loop, not the words, is what a small context gets
     /// wrong: the retry it caused cost 1.2–1.4 s). Returns the note for
     /// `reason`.
@@ -680,8 +681,9 @@ impl WhisperStt {
         let mut d = self.decode(audio, plan)?;
         let mut note = String::new();
         if !d.aborted {
-            if let Some(once) =
-                text::periodic_prefix(&d.text).or_else(|| text::looping_tail(&d.text))
+            if let Some(once) = text::periodic_prefix(&d.text)
+                .or_else(|| text::looping_tail(&d.text))
+                .or_else(|| text::repeated_sentence(&d.text))
             {
                 note = format!("; trimmed a repeat loop after {once:?}");
                 d.text = once;
