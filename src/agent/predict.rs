@@ -114,45 +114,58 @@ pub fn begin_llm_answer(
         cancel: crate::cancel::CancelToken::new(),
         started: std::time::Instant::now(),
     };
-    let request = match (mode(services, conversation_id), services.tree.as_ref()) {
+    let Some(request) = turn_request(services, conversation_id, text, &mut ctx) else {
+        return false;
+    };
+    use crate::llm::speculate::Begun;
+    let begins = |request| {
+        matches!(
+            services.speculation.begin(request, text, epoch),
+            Begun::Started | Begun::AlreadyFlying
+        )
+    };
+    if !begins(request) {
+        return false;
+    }
+    // A route guessed for the request is confirmed while it flies. When
+    // the model names another route, the turn will ask on that one: its
+    // request begins now (and the guessed one is cancelled), instead of a
+    // whole reply after the end of speech.
+    if services.router.confirm_ahead(text) {
+        if let Some(confirmed) = turn_request(services, conversation_id, text, &mut ctx) {
+            begins(confirmed);
+        }
+    }
+    true
+}
+
+/// The request the turn for `text` will send first, built by the turn's
+/// own code (see [`begin_llm_answer`]); `None` when it can't be known
+/// without acting or asking a model.
+fn turn_request(
+    services: &Services,
+    conversation_id: Option<i64>,
+    text: &str,
+    ctx: &mut super::turn::TurnContext<'_>,
+) -> Option<crate::llm::ChatRequest> {
+    match (mode(services, conversation_id), services.tree.as_ref()) {
         (Some(Mode::Tree), Some(engine)) => {
-            let Some(input) = previewing_walk(services, conversation_id, text) else {
-                return false;
-            };
-            let mut host = RequestHost {
-                ctx: &mut ctx,
-                request: None,
-            };
-            let Ok(outcome) = engine.run(input, &mut host, &mut CollectSink::default()) else {
-                return false;
-            };
+            let input = previewing_walk(services, conversation_id, text)?;
+            let mut host = RequestHost { ctx, request: None };
+            let outcome = engine
+                .run(input, &mut host, &mut CollectSink::default())
+                .ok()?;
             // An action on the way whose words can't be known without
             // acting: the turn may well go elsewhere.
             let acts_first = outcome
                 .notes
                 .iter()
                 .any(|n| n.starts_with("dry run: skipped action"));
-            match host.request {
-                Some(request) if !acts_first => request,
-                _ => return false,
-            }
+            host.request.filter(|_| !acts_first)
         }
-        (Some(Mode::Tree), None) | (Some(_), _) => match graph_request(&mut ctx) {
-            Some(request) => request,
-            None => return false,
-        },
-        (None, _) => return false,
-    };
-    use crate::llm::speculate::Begun;
-    let begun = matches!(
-        services.speculation.begin(request, text, epoch),
-        Begun::Started | Begun::AlreadyFlying
-    );
-    if begun {
-        // A route guessed for the request is confirmed while it flies.
-        services.router.confirm_ahead(text);
+        (Some(Mode::Tree), None) | (Some(_), _) => graph_request(ctx),
+        (None, _) => None,
     }
-    begun
 }
 
 /// The first piece the turn will speak of the answer begun by
@@ -394,6 +407,77 @@ mod tests {
             1,
             "the agent adopted the early request"
         );
+    }
+
+    /// Routes every question to the agent (`context`) when asked, and
+    /// tells a story otherwise; records which thread sent each answer's
+    /// request.
+    struct RoutesToTheAgent {
+        answers_from: std::sync::Mutex<Vec<String>>,
+    }
+    impl ChatModel for RoutesToTheAgent {
+        fn chat(
+            &self,
+            request: &ChatRequest,
+            on_token: &mut dyn FnMut(&str),
+            _: &CancelToken,
+        ) -> Result<ChatResponse, LlmError> {
+            let asks_route = request.to_json()["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Classify"));
+            if asks_route {
+                return Ok(ChatResponse {
+                    content: "context".into(),
+                    ..Default::default()
+                });
+            }
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            self.answers_from.lock().unwrap().push(thread);
+            let story = "Once upon a time, a fox. The end.";
+            on_token(story);
+            Ok(ChatResponse {
+                content: story.into(),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn a_request_begun_on_a_guessed_route_is_begun_again_on_the_models_route() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(RoutesToTheAgent {
+            answers_from: Default::default(),
+        });
+        let mut s = services_with(dir.path(), Mode::Graph, model.clone());
+        // No classifier here: the router guesses `simple` and the model,
+        // asked while that answer flies, says `context`.
+        let router = crate::nlu::router::Router::new(
+            &[],
+            None,
+            0.65,
+            Some((model.clone() as Arc<dyn ChatModel>, "m".into())),
+        );
+        s.router = Arc::new(router);
+        let words = "who invented the telephone";
+        assert_eq!(
+            s.router.decide_ahead(words),
+            Some(crate::nlu::router::Route::Simple)
+        );
+        assert!(begin_llm_answer(&s, None, words, s.speculation.epoch()));
+        let outcome = super::super::turn::run_turn(
+            &s,
+            super::super::turn::TurnInput::text(words),
+            &mut CollectSink::default(),
+            &CancelToken::new(),
+        );
+        assert!(outcome.ok, "{}", outcome.response);
+        assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+        let from = model.answers_from.lock().unwrap().clone();
+        assert!(
+            from.iter().all(|t| t == "llm-speculation"),
+            "the turn sent its own request instead of adopting one begun on its route: {from:?}"
+        );
+        assert_eq!(from.len(), 2, "{from:?}");
     }
 
     fn services_with(dir: &std::path::Path, mode: Mode, llm: Arc<dyn ChatModel>) -> Services {

@@ -313,8 +313,8 @@ pub struct Router {
     /// [`LLM_ROUTE_FRESH`] falls back at once instead of waiting again.
     llm_routes: std::sync::Mutex<std::collections::VecDeque<(String, Option<Route>, Instant)>>,
     /// Words whose route [`Router::decide_ahead`] guessed without the
-    /// model, for [`Router::confirm_ahead`] to ask it about.
-    guessed: std::sync::Mutex<Option<String>>,
+    /// model, and the guess, for [`Router::confirm_ahead`] to ask it about.
+    guessed: std::sync::Mutex<Option<(String, Route)>>,
 }
 
 /// How many language-model routes [`Router`] remembers, and for how long:
@@ -362,10 +362,11 @@ impl Router {
                 if let Some(route) = self.decide_offline(text) {
                     return Some(route);
                 }
+                let guess = self.guess(text);
                 if let Ok(mut guessed) = self.guessed.lock() {
-                    *guessed = Some(text.to_string());
+                    *guessed = Some((text.to_string(), guess));
                 }
-                Some(self.guess(text))
+                Some(guess)
             }
             _ => self.decide_offline(text),
         }
@@ -373,15 +374,22 @@ impl Router {
 
     /// Ask the language model the route of `text` when
     /// [`Router::decide_ahead`] guessed it, so the turn finds the model's
-    /// route remembered instead of waiting for it.
-    pub fn confirm_ahead(&self, text: &str) {
+    /// route remembered instead of waiting for it. True when the model
+    /// named another route than the guess: what was begun on the guess is
+    /// not what the turn will send.
+    pub fn confirm_ahead(&self, text: &str) -> bool {
         let guessed = self
             .guessed
             .lock()
             .ok()
-            .and_then(|mut g| g.take_if(|words| words.as_str() == text));
-        if guessed.is_some() && self.remembered_llm_route(text).is_none() {
-            self.decide(text, &CancelToken::new());
+            .and_then(|mut g| g.take_if(|(words, _)| words.as_str() == text));
+        match guessed {
+            Some((_, guess)) if self.remembered_llm_route(text).is_none() => {
+                self.decide(text, &CancelToken::new());
+                self.remembered_llm_route(text)
+                    .is_some_and(|confirmed| confirmed.unwrap_or(Route::Simple) != guess)
+            }
+            _ => false,
         }
     }
 
@@ -795,7 +803,8 @@ mod tests {
             router.decide_ahead("population of canada"),
             Some(Route::Simple)
         );
-        router.confirm_ahead("population of canada");
+        // The failed model's route is the default, the guess's: the same.
+        assert!(!router.confirm_ahead("population of canada"));
         assert_eq!(asked(), 1);
         let d = router.decide("population of canada", &CancelToken::new());
         assert_eq!((d.route, d.by), (Route::Simple, DecidedBy::Default));
@@ -823,16 +832,18 @@ mod tests {
             Some(Route::Simple)
         );
         assert_eq!(asked(), 0);
-        router.confirm_ahead("other words");
+        assert!(!router.confirm_ahead("other words"));
         assert_eq!(asked(), 0, "asked about words not guessed");
-        router.confirm_ahead("who invented the telephone");
+        // The model says context where the guess was simple: what was
+        // begun on the guess is not the turn's.
+        assert!(router.confirm_ahead("who invented the telephone"));
         assert_eq!(asked(), 1);
         // Known now: the model's route, not asked again.
         assert_eq!(
             router.decide_ahead("who invented the telephone"),
             Some(Route::Context)
         );
-        router.confirm_ahead("who invented the telephone");
+        assert!(!router.confirm_ahead("who invented the telephone"));
         assert_eq!(asked(), 1);
         let d = router.decide("who invented the telephone", &CancelToken::new());
         assert_eq!((d.route, d.by), (Route::Context, DecidedBy::Llm));
