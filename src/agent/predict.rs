@@ -326,6 +326,19 @@ mod tests {
         }
     }
 
+    /// Run the turn for `words` and check it spoke the storyteller's
+    /// answer.
+    fn the_turn_tells_the_story(s: &Services, words: &str) {
+        let outcome = super::super::turn::run_turn(
+            s,
+            super::super::turn::TurnInput::text(words),
+            &mut CollectSink::default(),
+            &CancelToken::new(),
+        );
+        assert!(outcome.ok, "{}", outcome.response);
+        assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+    }
+
     #[test]
     fn the_turns_request_begun_early_is_the_one_it_sends() {
         for mode in [Mode::Tree, Mode::Graph] {
@@ -345,14 +358,7 @@ mod tests {
                 Some("Once upon a time, a fox."),
                 "{mode:?}"
             );
-            let outcome = super::super::turn::run_turn(
-                &s,
-                super::super::turn::TurnInput::text("tell me a story"),
-                &mut CollectSink::default(),
-                &CancelToken::new(),
-            );
-            assert!(outcome.ok, "{}", outcome.response);
-            assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+            the_turn_tells_the_story(&s, "tell me a story");
             let calls = teller.calls.load(std::sync::atomic::Ordering::SeqCst);
             assert_eq!(calls, 1, "{mode:?}: the turn adopted the early request");
         }
@@ -394,14 +400,7 @@ mod tests {
         // "calendar" routes to the context path: the agent, with tools.
         let words = "what is on my calendar";
         assert!(begin_llm_answer(&s, None, words, s.speculation.epoch()));
-        let outcome = super::super::turn::run_turn(
-            &s,
-            super::super::turn::TurnInput::text(words),
-            &mut CollectSink::default(),
-            &CancelToken::new(),
-        );
-        assert!(outcome.ok, "{}", outcome.response);
-        assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+        the_turn_tells_the_story(&s, words);
         assert_eq!(
             teller.calls.load(std::sync::atomic::Ordering::SeqCst),
             1,
@@ -464,14 +463,7 @@ mod tests {
             Some(crate::nlu::router::Route::Simple)
         );
         assert!(begin_llm_answer(&s, None, words, s.speculation.epoch()));
-        let outcome = super::super::turn::run_turn(
-            &s,
-            super::super::turn::TurnInput::text(words),
-            &mut CollectSink::default(),
-            &CancelToken::new(),
-        );
-        assert!(outcome.ok, "{}", outcome.response);
-        assert_eq!(outcome.response, "Once upon a time, a fox. The end.");
+        the_turn_tells_the_story(&s, words);
         let from = model.answers_from.lock().unwrap().clone();
         assert!(
             from.iter().all(|t| t == "llm-speculation"),
