@@ -37,6 +37,7 @@ pub mod nlu;
 pub mod onnx;
 pub mod paths;
 pub mod review;
+pub mod small_regex;
 pub mod store;
 pub mod stt;
 pub mod telemetry;

@@ -47,6 +47,7 @@ const LOWER: &[&str] = &[
     "choice",
     "cpu",
     "memtrim",
+    "small_regex",
 ];
 /// Upper modules: the turn, the front doors and the composition root.
 const UPPER: &[&str] = &[
@@ -68,6 +69,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("onnx", &["paths"]),
     ("cpu", &[]),
     ("memtrim", &[]),
+    ("small_regex", &[]),
 ];
 /// Who may import `config` (the composition root and the CLI).
 const CONFIG_USERS: &[&str] = &["app", "cli"];

@@ -218,7 +218,7 @@ pub const LIVE_LOOKUP_ANSWER: &str = "I can't look that up right now: live infor
 /// scores, "search the web"): the small model would invent an answer.
 pub fn needs_live_lookup(text: &str) -> bool {
     static LIVE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?i)\b(?:search\s+(?:the\s+)?(?:web|internet|online)|look\s+(?:it\s+)?up|google|news|headlines?|weather\s+(?:today|tomorrow|tonight|like|in|outside|this|now|for|be)|(?:the|today'?s|tomorrow'?s)\s+weather$|(?:will|is)\s+it\s+(?:going\s+to\s+|gonna\s+)?(?:rain|snow|be\s+(?:sunny|cold|hot|warm|windy|wet))|temperature\s+(?:outside|today|tomorrow|tonight)|(?:today'?s|tomorrow'?s)\s+weather|forecast|stock\s+price|share\s+price|exchange\s+rate|bitcoin|(?:latest|current|today'?s|tonight'?s|live)\s+(?:news|scores?|prices?|results?|events?|headlines?|rates?|standings)|score\s+of|who\s+won|traffic|sun\s*(?:set|rise)|(?:does|will)\s+the\s+sun\s+(?:set|rise|come\s+up|go\s+down)|do\s+i\s+need\s+(?:an?\s+|my\s+)?(?:umbrella|coat|jacket|raincoat|brolly|sunscreen|sun\s*cream|gloves|scarf|sunglasses)|(?:dollars?|euros?|pounds?|yen|yuan|rupees?|pesos?|francs?|kronor|krona|won|rubles?|bucks|quid)\s+(?:in|to|into)\s+(?:dollars?|euros?|pounds?|yen|yuan|rupees?|pesos?|francs?|kronor|krona|won|rubles?|bucks|quid|us\s+dollars|sterling))\b",
         )
         .expect("static regex")
@@ -235,25 +235,25 @@ const WHO_I_AM: &str = "I'm earshot, a voice assistant that runs here on this de
 /// these have one right answer.
 pub fn fixed_answer(text: &str) -> Option<&'static str> {
     static HELP: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?i)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:so\s+)?(?:what\s+(?:else\s+)?(?:things\s+)?(?:can|could)\s+you\s+do|what\s+are\s+you\s+able\s+to\s+do|what\s+do\s+you\s+do|how\s+can\s+you\s+help(?:\s+me)?|what\s+can\s+i\s+(?:ask|say\s+to)\s+you|help(?:\s+me)?|what\s+are\s+your\s+(?:skills|features|abilities))(?:\s+(?:for\s+me|here|earshot))?\s*[?.!]*\s*$",
         )
         .expect("static regex")
     });
     static THANKS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?i)^\s*(?:ok(?:ay)?[,\s]+|great[,\s]+|perfect[,\s]+)?(?:thank\s+you|thanks|thank\s+u|cheers|many\s+thanks)(?:\s+(?:very|so)\s+much|\s+a\s+lot|\s+a\s+bunch)?(?:[,\s]+earshot)?\s*[.!]*\s*$",
         )
         .expect("static regex")
     });
     static WHO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?i)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:who\s+are\s+you|what\s+are\s+you|what'?s\s+your\s+name|what\s+is\s+your\s+name|who\s+am\s+i\s+talking\s+to)\s*[?.!]*\s*$",
         )
         .expect("static regex")
     });
     static HERE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?i)^\s*(?:(?:hey|ok|okay|hello)\s+earshot[,\s]+)?(?:hello[,\s]+)?(?:are\s+you\s+(?:there|listening|awake|on|working)|can\s+you\s+hear\s+me|do\s+you\s+hear\s+me|is\s+this\s+(?:thing\s+)?(?:on|working)|you\s+there)\s*[?.!]*\s*$",
         )
         .expect("static regex")
@@ -279,7 +279,7 @@ const NO_ACTIONS: &str = "You cannot act on the device or look anything up: neve
 /// call tools the answer is "I can't do that yet", never a claimed action.
 pub fn looks_like_device_command(text: &str) -> bool {
     static COMMAND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
+        crate::small_regex::new(
             r"(?ix)^\s*(?:(?:hey|ok|okay)\s+earshot[,\s]+)?(?:please\s+|can\s+you\s+|could\s+you\s+|would\s+you\s+|i\s+want\s+you\s+to\s+|go\s+ahead\s+and\s+)?
             (?:turn\s+(?:on|off|up|down)|switch\s+(?:on|off)|set\s+(?:a|an|the|my|up)?\b|remind\s+me|add\b|put\b.*\bon\s+my|call\b|phone\b|text\b|send\b|email\b|message\b|play\b|pause\b|resume\b|skip\b|open\b|close\b|lock\b|unlock\b|dim\b|brighten\b|start\s+(?:a|the|my)\b|stop\s+(?:the|my)\b|book\b|order\b|buy\b|schedule\b|reschedule\b|change\s+(?:my|the)\s+(?:alarm|timer|reminder|appointment|meeting)|move\s+my\b|cancel\b|delete\b|remove\b|create\b|wake\s+me|navigate\b|record\b|mute\b|unmute\b|volume\b|increase\b|decrease\b|raise\b|lower\b|water\s+the|feed\s+the)",
         )

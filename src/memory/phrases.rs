@@ -8,7 +8,7 @@ use regex::Regex;
 
 fn lead(cell: &'static OnceLock<Regex>, alternatives: &str) -> &'static Regex {
     cell.get_or_init(|| {
-        Regex::new(&format!(
+        crate::small_regex::new(&format!(
             r"(?i)^\s*(?:(?:please|hey|okay|ok|can you|could you)[\s,]+)*(?:{alternatives})(?:\b|$)[\s,:]*"
         ))
         .expect("static regex")

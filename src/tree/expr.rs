@@ -224,11 +224,12 @@ impl Parser {
         if self.eat_word("matches") {
             return match self.value()? {
                 Expr::Lit(Value::String(pattern)) => {
-                    let re =
-                        Regex::new(&format!("(?i){pattern}")).map_err(|e| ExprError::BadRegex {
+                    let re = crate::small_regex::new(&format!("(?i){pattern}")).map_err(|e| {
+                        ExprError::BadRegex {
                             reason: first_line(&e.to_string()),
                             pattern: pattern.clone(),
-                        })?;
+                        }
+                    })?;
                     Ok(Expr::Matches(Box::new(left), re))
                 }
                 _ => Err(ExprError::MatchesNeedsLiteral),

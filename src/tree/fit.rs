@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 pub(super) fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(&format!("(?i){pattern}")).expect("static regex"))
+    cell.get_or_init(|| crate::small_regex::new(&format!("(?i){pattern}")).expect("static regex"))
 }
 
 macro_rules! rx {
@@ -223,11 +223,11 @@ pub fn tidy(text: &str) -> String {
     static LEAD: OnceLock<Regex> = OnceLock::new();
     static TRAIL: OnceLock<Regex> = OnceLock::new();
     let lead = LEAD.get_or_init(|| {
-        Regex::new(r"(?i)^(?:(?:um+|uh+|er+m?|hmm+|ah+|oh|hey|hi|ok|okay|alright|all right|right|so|well|yeah|yes|now|then|and|earshot|listen|quick(?:ly)?|just|please|kindly|(?:can|could|would|will) you(?: please)?|can i ask you to|i(?:'d| would) like you to|i want you to|i need you to|go ahead and)\b[\s,.!:-]*)+")
+        crate::small_regex::new(r"(?i)^(?:(?:um+|uh+|er+m?|hmm+|ah+|oh|hey|hi|ok|okay|alright|all right|right|so|well|yeah|yes|now|then|and|earshot|listen|quick(?:ly)?|just|please|kindly|(?:can|could|would|will) you(?: please)?|can i ask you to|i(?:'d| would) like you to|i want you to|i need you to|go ahead and)\b[\s,.!:-]*)+")
             .expect("static regex")
     });
     let trail = TRAIL.get_or_init(|| {
-        Regex::new(r"(?i)(?:[\s,.!-]+(?:please|thanks|thank you|thx|cheers|now|for me|mate|buddy|will you|would you|ok|okay|right now|earshot|again please))+[\s.!?]*$|[\s.!?]+$")
+        crate::small_regex::new(r"(?i)(?:[\s,.!-]+(?:please|thanks|thank you|thx|cheers|now|for me|mate|buddy|will you|would you|ok|okay|right now|earshot|again please))+[\s.!?]*$|[\s.!?]+$")
             .expect("static regex")
     });
     let t: String = text
@@ -611,26 +611,31 @@ fn volume(t: &str, up: bool) -> Fit {
     if rx!(r"\bvolume of\b|\b(?:heat|heating|temperature|thermostat|lights?|tv|radio|oven|fan|brightness)\b").is_match(t) {
         return Fit::Unfit("about something other than my volume");
     }
-    let weak_ok = Regex::new(&format!("(?i){weak}")).is_ok_and(|r| r.is_match(t));
-    let other_way = Regex::new(&format!("(?i){other}")).is_ok_and(|r| r.is_match(t));
+    let weak_ok = crate::small_regex::new(&format!("(?i){weak}")).is_ok_and(|r| r.is_match(t));
+    let other_way = crate::small_regex::new(&format!("(?i){other}")).is_ok_and(|r| r.is_match(t));
     if weak_ok && !other_way && !is_negated(t) {
         return Fit::weak(None);
     }
     Fit::Unfit("no words of the volume going that way")
 }
 
-/// A regex built from a runtime pattern, cached by its text.
-fn rx_dyn(pattern: &str) -> Regex {
+/// A regex built from a pattern formatted at run time, cached by its
+/// text. The patterns are this file's own (a bounded set), so each is
+/// built once and kept for the process, as `rx!` keeps its own: a clone
+/// per call, as before, gave every call fresh search caches.
+fn rx_dyn(pattern: &str) -> &'static Regex {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static CACHE: OnceLock<Mutex<HashMap<String, Regex>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<String, &'static Regex>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(r) = map.get(pattern) {
-        return r.clone();
+        return r;
     }
-    let r = Regex::new(&format!("(?i){pattern}")).expect("static regex");
-    map.insert(pattern.to_string(), r.clone());
+    let r: &'static Regex = Box::leak(Box::new(
+        crate::small_regex::new(&format!("(?i){pattern}")).expect("static regex"),
+    ));
+    map.insert(pattern.to_string(), r);
     r
 }
 
@@ -870,7 +875,7 @@ fn holiday(
     let compiled = COMPILED.get_or_init(|| {
         HOLIDAYS
             .iter()
-            .map(|(p, ..)| Regex::new(p).expect("static regex"))
+            .map(|(p, ..)| crate::small_regex::new(p).expect("static regex"))
             .collect()
     });
     for ((_, month, day, name), pattern) in HOLIDAYS.iter().zip(compiled) {

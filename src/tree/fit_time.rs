@@ -387,7 +387,7 @@ fn alarm_set(s: &Said, now: NaiveDateTime) -> Result<TimeFrame, &'static str> {
     // still fits, so the action can say what is wrong.
     let bad = s.error().is_some();
     let tail_ok = |x: &str| {
-        Regex::new(&format!("(?i)^{tail}$")).is_ok_and(|r| r.is_match(x))
+        crate::small_regex::new(&format!("(?i)^{tail}$")).is_ok_and(|r| r.is_match(x))
             || bad && x.split_whitespace().count() <= 6
     };
     let has_time = s.time.is_some()

@@ -269,7 +269,7 @@ fn as_text(v: &Value) -> String {
 fn fill(value: &Value, scope: &WalkScope<'_>) -> Value {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
-        Regex::new(r"\{((?:text|intent|phase|confidence)|(?:state|device)\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\}")
+        crate::small_regex::new(r"\{((?:text|intent|phase|confidence)|(?:state|device)\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\}")
             .expect("static regex")
     });
     match value {

@@ -16,8 +16,10 @@ pub struct Tag {
 fn tag_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"\[\[\s*([A-Za-z_]+(?:\.[A-Za-z_]+)*)\s*(?::\s*([^\[\]]*?))?\s*\]\]")
-            .expect("static regex")
+        crate::small_regex::new(
+            r"\[\[\s*([A-Za-z_]+(?:\.[A-Za-z_]+)*)\s*(?::\s*([^\[\]]*?))?\s*\]\]",
+        )
+        .expect("static regex")
     })
 }
 

@@ -281,7 +281,7 @@ fn shapes() -> &'static [Regex] {
             r"^how many (?P<to>[a-z' ]+?) (?:is|are|make|makes) (?:a |an |one )?(?P<n>[\w.,' -]+? )?(?P<from>[a-z' ]+?)$",
         ]
         .iter()
-        .map(|p| Regex::new(&format!("(?i){p}")).expect("static regex"))
+        .map(|p| crate::small_regex::new(&format!("(?i){p}")).expect("static regex"))
         .collect()
     })
 }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+    cell.get_or_init(|| crate::small_regex::new(pattern).expect("static regex"))
 }
 
 /// Whether a character is an emoji or pictograph (dropped from speech).

@@ -111,7 +111,7 @@ pub fn first_clause(sentence: &str) -> (String, Option<String>) {
 /// Clean one sentence for speech; `None` when nothing speakable is left.
 pub fn clean(sentence: &str) -> Option<String> {
     static TAG: OnceLock<Regex> = OnceLock::new();
-    let tag = TAG.get_or_init(|| Regex::new(r"\[\[[^\]]*\]\]").expect("static regex"));
+    let tag = TAG.get_or_init(|| crate::small_regex::new(r"\[\[[^\]]*\]\]").expect("static regex"));
     let without_tags = tag.replace_all(sentence, " ");
     let cleaned = cleanup::for_speech(&without_tags);
     cleaned

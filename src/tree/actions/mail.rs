@@ -29,7 +29,7 @@ pub struct MailFrame {
 }
 
 static MAIL_WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-    regex::Regex::new(r"(?i)\b(e-?mails?|mail|inbox|mailbox)\b").expect("static regex")
+    crate::small_regex::new(r"(?i)\b(e-?mails?|mail|inbox|mailbox)\b").expect("static regex")
 });
 
 /// Words after "from" that end the sender's name.

@@ -233,7 +233,7 @@ fn about<'a>(items: &'a [String], subject: &str) -> Option<&'a str> {
 /// the network.
 fn held_elsewhere(subject: &str) -> bool {
     static HELD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\b(?:credit|score|balance|account|bill|bills|order|orders|package|parcel|delivery|flight|booking|reservation|blood|heart|pulse|steps|weight|bmi|temperature|ip|data plan|subscription|points|rank|ranking|grade|grades|results?)\b")
+        crate::small_regex::new(r"\b(?:credit|score|balance|account|bill|bills|order|orders|package|parcel|delivery|flight|booking|reservation|blood|heart|pulse|steps|weight|bmi|temperature|ip|data plan|subscription|points|rank|ranking|grade|grades|results?)\b")
             .expect("a valid regex")
     });
     HELD.is_match(&subject.to_lowercase())
