@@ -779,3 +779,62 @@ fn a_debug_derive_on_a_secret_is_caught_whatever_the_field_type() {
     let (_d, r) = plant(&[("llm/mod.rs", ok)]);
     assert!(violations(&r).is_empty(), "{:?}", violations(&r));
 }
+
+/// Modules whose regexes run on short texts (an utterance, a reply, a
+/// sentence to speak): their patterns are built by `small_regex::new`,
+/// without the lazy DFA whose per-thread caches grew `earshot run`'s
+/// memory by tens of megabytes (issue 21, point 4; notes/latency.md,
+/// stop 60). Knowledge and mail read documents and keep the defaults.
+const SHORT_TEXT_MODULES: &[&str] = &["tree", "tts", "nlu", "agent", "memory", "voice_loop", "stt"];
+
+/// `file:line` of every regex built with the crate's defaults in the
+/// short-text modules under `src` (tests excluded).
+fn default_regexes(src: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for module in SHORT_TEXT_MODULES {
+        let mut files = Vec::new();
+        let dir = src.join(module);
+        rs_files(&dir, &mut files);
+        let single = src.join(format!("{module}.rs"));
+        if single.is_file() {
+            files.push(single);
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let code = strip_test_items(&blank_literals(&text));
+            for (n, line) in code.lines().enumerate() {
+                if ["Regex::new(", "RegexBuilder::new(", "RegexSet::new("]
+                    .iter()
+                    .any(|call| line.contains(call))
+                {
+                    found.push(format!("{}:{}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn short_text_patterns_are_built_without_the_lazy_dfa() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = default_regexes(&src);
+    assert!(
+        found.is_empty(),
+        "build these with earshot::small_regex::new:\n{}",
+        found.join("\n")
+    );
+    // The check fires on a planted pattern, in any spelling, but not on
+    // the helper itself, a comment or a test.
+    let (dir, _) = plant(&[
+        ("tree/fit.rs", "fn a() { crate::small_regex::new(\"x\"); }\n// Regex::new(\n#[cfg(test)]\nmod t { fn b() { regex::Regex::new(\"y\"); } }\n"),
+        ("tts/clean.rs", "fn c() { let r = regex::Regex::new(r\"\\d+\"); }\n"),
+        ("nlu/router/keys.rs", "fn d() { RegexBuilder::new(\"z\"); }\n"),
+        ("knowledge/splitter.rs", "fn e() { Regex::new(\"w\"); }\n"),
+    ]);
+    let mut planted = default_regexes(dir.path());
+    planted.sort();
+    assert_eq!(planted.len(), 2, "{planted:?}");
+    assert!(planted[0].ends_with("nlu/router/keys.rs:1"), "{planted:?}");
+    assert!(planted[1].ends_with("tts/clean.rs:1"), "{planted:?}");
+}
