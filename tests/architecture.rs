@@ -634,9 +634,14 @@ fn violations(report: &Report) -> Vec<String> {
     out
 }
 
+/// This crate's `src`, which the checks below read.
+fn crate_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 #[test]
 fn the_sources_keep_the_layer_table() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate_src();
     let report = scan(&src);
     assert!(
         report.files.len() > 10,
@@ -817,7 +822,7 @@ fn default_regexes(src: &Path) -> Vec<String> {
 
 #[test]
 fn short_text_patterns_are_built_without_the_lazy_dfa() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate_src();
     let found = default_regexes(&src);
     assert!(
         found.is_empty(),
