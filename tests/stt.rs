@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use common::http::{Reply, TestServer};
 use earshot::audio::{self, vad, SAMPLE_RATE};
-use earshot::stt::{groq::GroqStt, text, whisper::WhisperStt, Stt, SttConfig, Transcriber};
+use earshot::cancel::CancelToken;
+use earshot::stt::{
+    groq::GroqStt, text, whisper::WhisperStt, Stt, SttConfig, SttError, Transcriber,
+};
 
 fn speech(name: &str) -> PathBuf {
     common::data("speech").join(name)
@@ -79,10 +82,14 @@ fn jfk_word_for_word_and_every_clip_within_10_percent() {
         let (samples, _) = audio::wav::read_16k_mono(&speech(name), None).unwrap();
         let mut drafts: Vec<String> = Vec::new();
         let t = stt
-            .transcribe_drafting(&samples, &mut |d| {
-                drafts.push(d.to_string());
-                false
-            })
+            .transcribe_drafting(
+                &samples,
+                &mut |d| {
+                    drafts.push(d.to_string());
+                    false
+                },
+                &CancelToken::new(),
+            )
             .unwrap();
         let wer = text::wer(&reference(name), &t.text);
         match name {
@@ -95,9 +102,23 @@ fn jfk_word_for_word_and_every_clip_within_10_percent() {
                 assert!(text::wer(&reference(name), &drafts[0]) <= 0.3, "{drafts:?}");
                 // Confirmed by the caller, the draft is the transcript: no
                 // beam pass after it.
-                let kept = stt.transcribe_drafting(&samples, &mut |_| true).unwrap();
+                let kept = stt
+                    .transcribe_drafting(&samples, &mut |_| true, &CancelToken::new())
+                    .unwrap();
                 assert_eq!(kept.text.trim(), drafts[0].trim());
                 assert!(kept.timings.fast_ms < t.timings.fast_ms, "{kept:?}");
+                // Cancelled at the draft (the voice loop's look, once
+                // speech went on), the beams do not decode it.
+                let cancel = CancelToken::new();
+                let dropped = stt.transcribe_drafting(
+                    &samples,
+                    &mut |_| {
+                        cancel.cancel();
+                        false
+                    },
+                    &cancel,
+                );
+                assert!(matches!(dropped, Err(SttError::Cancelled)), "{dropped:?}");
             }
             _ => {}
         }
@@ -117,6 +138,30 @@ fn jfk_word_for_word_and_every_clip_within_10_percent() {
         // full context after a wrong fast pass).
         assert_eq!(t.path, "fast", "{name}: {}", t.reason);
     }
+}
+
+#[test]
+fn a_cancelled_transcription_stops_without_decoding() {
+    // The voice loop drops its look at a pause once speech goes on: the
+    // words are not wanted, and whisper must not hold the cores.
+    let w = whisper();
+    let (jfk, _) = audio::wav::read_16k_mono(&speech("jfk.wav"), None).unwrap();
+    let started = Instant::now();
+    let whole = w.transcribe(&jfk).unwrap();
+    let whole_took = started.elapsed();
+    assert!(!whole.text.is_empty());
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let started = Instant::now();
+    let dropped = w.transcribe_drafting(&jfk, &mut |_| false, &cancel);
+    let dropped_took = started.elapsed();
+    assert!(matches!(dropped, Err(SttError::Cancelled)), "{dropped:?}");
+    assert!(
+        dropped_took * 3 < whole_took,
+        "cancelled {dropped_took:?}, whole {whole_took:?}"
+    );
+    // And the engine is whole after it.
+    assert_eq!(w.transcribe(&jfk).unwrap().text, whole.text);
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod common;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::http::{openai_completion, openai_stream_chunks, Piece, Reply, Request, TestServer};
@@ -1125,4 +1125,138 @@ fn household_noise_is_not_answered_and_the_request_after_it_is() {
         "what time is it"
     );
     assert!(log.contains("not speech (the speech check)"), "{log}");
+}
+
+/// A transcriber that holds every call for `hold` unless cancelled, then
+/// hears with the real whisper; it keeps how long each call ran and
+/// whether it was cancelled.
+struct SlowEar {
+    hold: Duration,
+    calls: std::sync::Mutex<Vec<(Duration, bool)>>,
+}
+
+impl earshot::stt::Transcriber for SlowEar {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+
+    fn transcribe(
+        &self,
+        audio: &[f32],
+    ) -> Result<earshot::stt::Transcript, earshot::stt::SttError> {
+        self.transcribe_drafting(audio, &mut |_| false, &earshot::cancel::CancelToken::new())
+    }
+
+    fn transcribe_drafting(
+        &self,
+        audio: &[f32],
+        _draft: &mut dyn FnMut(&str) -> bool,
+        cancel: &earshot::cancel::CancelToken,
+    ) -> Result<earshot::stt::Transcript, earshot::stt::SttError> {
+        let started = Instant::now();
+        while started.elapsed() < self.hold {
+            if cancel.is_cancelled() {
+                self.calls.lock().unwrap().push((started.elapsed(), true));
+                return Err(earshot::stt::SttError::Cancelled);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.calls.lock().unwrap().push((started.elapsed(), false));
+        stt().transcribe(audio)
+    }
+}
+
+/// A Piper clip without its quiet lead-in and tail.
+fn trimmed(mut clip: Vec<i16>) -> Vec<i16> {
+    let loud = |s: &i16| s.unsigned_abs() > 300;
+    let end = clip.iter().rposition(loud).map_or(0, |i| i + 1);
+    clip.truncate(end);
+    let start = clip.iter().position(loud).unwrap_or(0);
+    clip.split_off(start)
+}
+
+/// Issue 21: the look at a pause transcribes on a thread of its own while
+/// the microphone is read on, and speech that goes on drops it at once —
+/// a look at a short gap inside a sentence no longer holds the loop (so
+/// looks may start at a short pause). The look at the real pause is kept,
+/// and its transcript is the turn's.
+#[test]
+fn a_look_at_a_gap_inside_a_sentence_is_dropped_when_speech_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = earshot::config::Config {
+        models_dir: common::models_dir(),
+        state_dir: dir.path().to_path_buf(),
+        llm: earshot::llm::LlmConfig {
+            base_url: "http://127.0.0.1:9".into(),
+            order: vec![earshot::llm::Source::Remote],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let services = earshot::app::build(&config).unwrap();
+    let ear = Arc::new(SlowEar {
+        hold: Duration::from_millis(800),
+        calls: Default::default(),
+    });
+    let mut mic = silence(1.0);
+    mic.extend(trimmed(pcm("Add batteries.")));
+    mic.extend(silence(0.15));
+    mic.extend(trimmed(pcm("to my shopping list.")));
+    mic.extend(silence(2.0));
+    let mut voice = earshot::voice_loop::VoiceLoop {
+        services: services.clone(),
+        stt: Stt::with_engines(vec![ear.clone()], 0),
+        speaker: Arc::new(
+            earshot::tts::speaker::Speaker::start(
+                earshot::tts::Tts::with_engines(Vec::new()),
+                Arc::new(earshot::audio::playback::NullSink::new("test")),
+            )
+            .unwrap(),
+        ),
+        source: Box::new(common::PacedSource::new(mic)),
+        reopen: None,
+        endpointer: earshot::audio::vad::Endpointer::new(&config.audio.vad).unwrap(),
+        button: None,
+        shutdown: earshot::cancel::CancelToken::new(),
+        push_to_talk: false,
+        barge_in: false,
+        json: false,
+        wake: None,
+        vad: config.audio.vad.clone(),
+        volume: config.tts.volume,
+        ring: None,
+        lights: None,
+        interrupter: None,
+        speech_check: None,
+    };
+    let summary = voice.run(&mut || {}).unwrap();
+    assert_eq!(summary.reason, "end of input");
+
+    let calls = ear.calls.lock().unwrap().clone();
+    // The look at the gap: dropped as soon as "to my…" was heard, long
+    // before the transcriber would have finished.
+    assert!(
+        calls
+            .iter()
+            .any(|(ran, cancelled)| *cancelled && *ran < Duration::from_millis(400)),
+        "{calls:?}"
+    );
+    // The look at the real pause ran whole, once: the turn used its words.
+    assert_eq!(calls.iter().filter(|(_, c)| !c).count(), 1, "{calls:?}");
+    let heard: Vec<String> = services
+        .store
+        .with_conn(|c| {
+            let mut st =
+                c.prepare("SELECT input FROM turn_log WHERE source = 'voice' ORDER BY id")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap()
+        .iter()
+        .map(|t| common::words(t))
+        .collect();
+    assert!(
+        heard.len() == 1 && heard[0].contains("batter") && heard[0].contains("shopping list"),
+        "{heard:?}"
+    );
 }

@@ -460,46 +460,6 @@ fn wake_word_from_wyoming_openwakeword_only_on_the_wake_word_then_no_wake_word_w
     assert!(lines.iter().any(wanted), "{lines:?}");
 }
 
-/// A microphone that delivers a recording at its real pace (what
-/// openWakeWord needs), then ends.
-struct PacedMic {
-    samples: Vec<i16>,
-    pos: usize,
-    started: Option<Instant>,
-}
-
-impl earshot::audio::AudioSource for PacedMic {
-    fn read(
-        &mut self,
-        out: &mut [i16],
-        timeout: Duration,
-    ) -> Result<usize, earshot::audio::AudioError> {
-        if self.pos >= self.samples.len() {
-            return Err(earshot::audio::AudioError::Ended);
-        }
-        let started = *self.started.get_or_insert_with(Instant::now);
-        let mut due = (started.elapsed().as_secs_f64() * 16_000.0) as usize;
-        if due <= self.pos {
-            std::thread::sleep(timeout.min(Duration::from_millis(20)));
-            due = (started.elapsed().as_secs_f64() * 16_000.0) as usize;
-        }
-        let n = due
-            .min(self.samples.len())
-            .saturating_sub(self.pos)
-            .min(out.len());
-        out[..n].copy_from_slice(&self.samples[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-    fn flush(&mut self) {}
-    fn overruns(&self) -> u64 {
-        0
-    }
-    fn describe(&self) -> String {
-        "paced test microphone".into()
-    }
-}
-
 /// The voice loop of `earshot run` (real whisper, the default tree, no
 /// LLM) over `mic`, gated by `wake`; returns what each voice turn heard.
 fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
@@ -521,11 +481,7 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
         services: services.clone(),
         stt: whisper().clone(),
         speaker,
-        source: Box::new(PacedMic {
-            samples: mic,
-            pos: 0,
-            started: None,
-        }),
+        source: Box::new(common::PacedSource::new(mic)),
         reopen: None,
         endpointer: earshot::audio::vad::Endpointer::new(&config.audio.vad).unwrap(),
         button: None,

@@ -26,6 +26,7 @@ pub mod text;
 pub mod whisper;
 pub mod wyoming;
 
+use crate::cancel::CancelToken;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -326,6 +327,10 @@ pub enum SttError {
     /// A Wyoming ASR service (`wyoming.stt_uri`) failed; the next engine answers.
     #[error("Wyoming STT service at {uri}: {reason}")]
     Service { uri: String, reason: String },
+    /// The caller cancelled the transcription (it no longer wants the
+    /// words: speech went on after the pause a look was made at).
+    #[error("transcription cancelled")]
+    Cancelled,
     /// Every engine in the order failed; each reason, in order.
     #[error("speech-to-text failed: {}", .0.join("; then "))]
     AllFailed(Vec<String>),
@@ -440,15 +445,18 @@ pub trait Transcriber: Send + Sync {
     /// audio again. A caller may begin work on the draft that the final
     /// words then confirm or replace, or return `true` to take the draft
     /// as the transcript (it agrees with what the caller heard another
-    /// way). Default: no draft.
+    /// way). Once `cancel` fires the words are no longer wanted: an
+    /// engine may stop early with [`SttError::Cancelled`]. Default: no
+    /// draft, and the whole transcription.
     ///
     /// [`transcribe`]: Transcriber::transcribe
     fn transcribe_drafting(
         &self,
         audio: &[f32],
         draft: &mut dyn FnMut(&str) -> bool,
+        cancel: &CancelToken,
     ) -> Result<Transcript, SttError> {
-        let _ = draft;
+        let _ = (draft, cancel);
         self.transcribe(audio)
     }
     /// Transcribe a word or two as fast as possible (the stop word during
@@ -582,16 +590,19 @@ impl Stt {
     /// Transcribe 16 kHz mono audio with the first engine that works.
     /// Audio without speech comes back as `no_speech` without a model run.
     pub fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
-        self.transcribe_drafting(audio, &mut |_| false)
+        self.transcribe_drafting(audio, &mut |_| false, &CancelToken::new())
     }
 
     /// [`Stt::transcribe`], with a first reading of the words given to
     /// `draft` when an engine has one before its final transcript
-    /// ([`Transcriber::transcribe_drafting`]).
+    /// ([`Transcriber::transcribe_drafting`]), and stopped with
+    /// [`SttError::Cancelled`] soon after `cancel` fires (no other engine
+    /// is tried then).
     pub fn transcribe_drafting(
         &self,
         audio: &[f32],
         draft: &mut dyn FnMut(&str) -> bool,
+        cancel: &CancelToken,
     ) -> Result<Transcript, SttError> {
         let started = Instant::now();
         let audio_ms = audio.len() as u64 * 1000 / u64::from(crate::audio::SAMPLE_RATE);
@@ -612,12 +623,16 @@ impl Stt {
         }
         let mut failures: Vec<String> = self.unavailable.clone();
         for engine in &self.engines {
-            match engine.transcribe_drafting(audio, draft) {
+            if cancel.is_cancelled() {
+                return Err(SttError::Cancelled);
+            }
+            match engine.transcribe_drafting(audio, draft, cancel) {
                 Ok(mut t) => {
                     t.fallbacks = failures;
                     t.timings.stt_ms = started.elapsed().as_millis() as u64;
                     return Ok(t);
                 }
+                Err(SttError::Cancelled) => return Err(SttError::Cancelled),
                 Err(e) => {
                     tracing::warn!(engine = engine.name(), error = %e, "STT engine failed; trying the next");
                     failures.push(format!("{}: {e}", engine.name()));

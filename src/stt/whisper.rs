@@ -26,6 +26,7 @@ use whisper_rs::{
 
 use super::{text, FastConfig, SttConfig, SttError, SttTimings, Transcriber, Transcript};
 use crate::audio::SAMPLE_RATE;
+use crate::cancel::CancelToken;
 
 /// Encoder frames per second of audio (mel hop 10 ms, conv stride 2).
 const CTX_PER_SEC: f32 = 50.0;
@@ -122,6 +123,9 @@ struct AbortWatch {
     cap: Duration,
     yields: bool,
     live: Arc<AtomicUsize>,
+    /// The caller no longer wants the words (the voice loop's look at a
+    /// pause, once speech went on).
+    cancel: Option<CancelToken>,
     aborted: AtomicBool,
 }
 
@@ -129,10 +133,12 @@ impl AbortWatch {
     fn due(&self) -> bool {
         let capped = self.began.get().is_some_and(|t| t.elapsed() > self.cap);
         let give_way = self.yields && self.live.load(Ordering::SeqCst) > 0;
-        if capped || give_way {
+        let unwanted = self.cancel.as_ref().is_some_and(CancelToken::is_cancelled);
+        let due = capped || give_way || unwanted;
+        if due {
             self.aborted.store(true, Ordering::Relaxed);
         }
-        capped || give_way
+        due
     }
 }
 
@@ -382,6 +388,11 @@ impl WhisperStt {
             SttError::Local("the whisper engine was poisoned by an earlier panic".into())
         })?;
         if let Some(watch) = watch {
+            // Cancelled while it waited for the engine: the words are not
+            // wanted, and whisper.cpp checks only after its encoder.
+            if watch.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+                return Err(SttError::Cancelled);
+            }
             let _ = watch.began.set(Instant::now());
         }
         let _in_flight = exit_guard::enter();
@@ -469,6 +480,19 @@ impl WhisperStt {
     /// Run one pass with `plan` (and the configured language, prompt,
     /// threads, greedy/beam).
     pub fn decode(&self, audio: &[f32], plan: &Plan) -> Result<Decoded, SttError> {
+        self.decode_unless(audio, plan, None)
+    }
+
+    /// [`WhisperStt::decode`], stopped (as `aborted`) soon after `cancel`
+    /// fires: whisper.cpp asks after its encoder and after every decoded
+    /// token (the encoder itself runs to its end), and a pass cancelled
+    /// before it got the engine never runs ([`SttError::Cancelled`]).
+    fn decode_unless(
+        &self,
+        audio: &[f32],
+        plan: &Plan,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Decoded, SttError> {
         let strategy = if self.cfg.beam_size > 1 && !plan.greedy {
             SamplingStrategy::BeamSearch {
                 beam_size: self.cfg.beam_size as i32,
@@ -518,6 +542,7 @@ impl WhisperStt {
             cap: plan.wall_cap,
             yields: plan.yields,
             live: self.live.clone(),
+            cancel: cancel.cloned(),
             aborted: AtomicBool::new(false),
         };
         let started = Instant::now();
@@ -677,8 +702,16 @@ impl WhisperStt {
     /// saying (the loop, not the words, is what a small context gets
     /// wrong: the retry it caused cost 1.2–1.4 s). Returns the note for
     /// `reason`.
-    fn pass(&self, audio: &[f32], plan: &Plan) -> Result<(Decoded, String), SttError> {
-        let mut d = self.decode(audio, plan)?;
+    fn pass(
+        &self,
+        audio: &[f32],
+        plan: &Plan,
+        cancel: &CancelToken,
+    ) -> Result<(Decoded, String), SttError> {
+        let mut d = self.decode_unless(audio, plan, Some(cancel))?;
+        if cancel.is_cancelled() {
+            return Err(SttError::Cancelled);
+        }
         let mut note = String::new();
         if !d.aborted {
             if let Some(once) = text::periodic_prefix(&d.text)
@@ -813,13 +846,14 @@ impl Transcriber for WhisperStt {
     }
 
     fn transcribe(&self, audio: &[f32]) -> Result<Transcript, SttError> {
-        self.transcribe_drafting(audio, &mut |_| false)
+        self.transcribe_drafting(audio, &mut |_| false, &CancelToken::new())
     }
 
     fn transcribe_drafting(
         &self,
         audio: &[f32],
         draft: &mut dyn FnMut(&str) -> bool,
+        cancel: &CancelToken,
     ) -> Result<Transcript, SttError> {
         // Background jobs wait while this runs (crate::cpu).
         let _live = crate::cpu::LiveWork::begin();
@@ -835,7 +869,7 @@ impl Transcriber for WhisperStt {
         let fast = self.fast_plan(audio.len());
         let decoded = match fast {
             Some(mut plan) => {
-                let (mut d, mut trimmed) = self.pass(audio, &plan)?;
+                let (mut d, mut trimmed) = self.pass(audio, &plan, cancel)?;
                 if self.greedy_on_trial(&plan, audio_ms)
                     && !d.aborted
                     && d.avg_logprob < self.cfg.fast.greedy_min_avg_logprob
@@ -857,7 +891,7 @@ impl Transcriber for WhisperStt {
                         );
                         let greedy_took = d.elapsed;
                         plan.greedy = false;
-                        (d, trimmed) = self.pass(audio, &plan)?;
+                        (d, trimmed) = self.pass(audio, &plan, cancel)?;
                         d.elapsed += greedy_took;
                     }
                 }
@@ -884,7 +918,7 @@ impl Transcriber for WhisperStt {
                         // of the full encoder's cost.
                         let wide = match self.wide_plan(&plan) {
                             Some(wide) => {
-                                let (w, trimmed) = self.pass(audio, &wide)?;
+                                let (w, trimmed) = self.pass(audio, &wide, cancel)?;
                                 timings.wide_ms = Some(w.elapsed.as_millis() as u64);
                                 let verdict = self.suspicious(
                                     &w,
@@ -940,7 +974,10 @@ impl Transcriber for WhisperStt {
                                     greedy: plan.greedy && !self.greedy_on_trial(&plan, audio_ms),
                                     ..plan
                                 };
-                                let d = self.decode(audio, &full)?;
+                                let d = self.decode_unless(audio, &full, Some(cancel))?;
+                                if cancel.is_cancelled() {
+                                    return Err(SttError::Cancelled);
+                                }
                                 timings.full_ms = Some(d.elapsed.as_millis() as u64);
                                 d
                             }
@@ -958,7 +995,10 @@ impl Transcriber for WhisperStt {
                     "stt.fast.enabled = false".into()
                 };
                 let full = self.full_plan(audio.len());
-                let d = self.decode(audio, &full)?;
+                let d = self.decode_unless(audio, &full, Some(cancel))?;
+                if cancel.is_cancelled() {
+                    return Err(SttError::Cancelled);
+                }
                 timings.full_ms = Some(d.elapsed.as_millis() as u64);
                 d
             }
@@ -994,7 +1034,7 @@ impl Transcriber for WhisperStt {
         let started = Instant::now();
         let audio_ms = audio.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
         let plan = self.word_plan(audio.len());
-        let (d, trimmed) = self.pass(audio, &plan)?;
+        let (d, trimmed) = self.pass(audio, &plan, &CancelToken::new())?;
         let cleaned = text::clean(&d.text);
         let no_speech = cleaned.is_empty() || (d.no_speech_prob > 0.6 && d.avg_logprob < -1.0);
         let timings = SttTimings {
@@ -1047,7 +1087,7 @@ impl Transcriber for WhisperStt {
 
 #[cfg(test)]
 mod tests {
-    use super::{exit_guard, Plan, WhisperStt};
+    use super::{exit_guard, CancelToken, Plan, SttError, WhisperStt};
     use crate::stt::SttConfig;
     use std::path::Path;
     use std::sync::{Arc, OnceLock};
@@ -1120,6 +1160,39 @@ mod tests {
             ..w.full_plan(audio.len())
         };
         assert!(!w.decode(&audio, &full).expect("full").aborted);
+    }
+
+    #[test]
+    fn a_cancelled_pass_stops_and_one_cancelled_before_it_starts_never_runs() {
+        let _one = one_at_a_time();
+        let w = engine();
+        let audio = hum(2.0);
+        let plan = Plan {
+            max_tokens: 32,
+            ..w.full_plan(audio.len())
+        };
+        // Cancelled once the pass holds the engine: it stops after the
+        // encoder (the same pass uncancelled runs on: the test above).
+        let cancel = CancelToken::new();
+        let canceller = {
+            let (w, cancel) = (w.clone(), cancel.clone());
+            std::thread::spawn(move || {
+                until_busy(&w);
+                cancel.cancel();
+            })
+        };
+        let stopped = w.decode_unless(&audio, &plan, Some(&cancel)).expect("pass");
+        canceller.join().expect("canceller");
+        assert!(stopped.aborted, "{stopped:?}");
+        // Cancelled before: no encoder, no decoder.
+        let started = Instant::now();
+        let never = w.decode_unless(&audio, &plan, Some(&cancel));
+        assert!(matches!(never, Err(SttError::Cancelled)), "{never:?}");
+        assert!(
+            started.elapsed() < stopped.elapsed / 2,
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -86,6 +86,42 @@ struct Job {
     said_at: Instant,
 }
 
+/// A preparation under way ([`Shared::preparing`]).
+struct Preparing {
+    text: String,
+    /// The `said` count when it was asked for.
+    said_before: u64,
+    generation: u64,
+    /// Pieces made and not yet played.
+    made: Vec<Clip>,
+    /// Set once its sentence was said: the volume then, and when the
+    /// first piece was queued. From then on each piece plays as it comes.
+    playing: Option<(f32, Instant)>,
+    /// Audio queued so far.
+    audio_ms: f64,
+}
+
+impl Preparing {
+    /// Its sentence was said first after it was asked for: play what was
+    /// made, and every piece from now on. False when a piece could not
+    /// be queued (a stop came, or the output failed).
+    fn start_playing(&mut self, sink: &dyn AudioSink, shared: &Shared) -> bool {
+        let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
+        self.playing = Some((volume, Instant::now()));
+        tracing::debug!(
+            "the prepared \"{}\" was said while being made: playing it",
+            self.text
+        );
+        for earlier in std::mem::take(&mut self.made) {
+            self.audio_ms += earlier.seconds() * 1000.0;
+            if !play_piece(sink, shared, self.generation, &earlier.with_volume(volume)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 #[derive(Default)]
 struct Shared {
     generation: AtomicU64,
@@ -106,6 +142,11 @@ struct Shared {
     /// A sentence a preparation already played when it was said (so its
     /// own job only records it).
     spoken_ahead: Mutex<Option<(String, SpokenAhead)>>,
+    /// The preparation being synthesised now, with its pieces so far: a
+    /// [`Speaker::say`] of its text plays them at once, from the caller's
+    /// thread, rather than when the next piece is made (for a sentence of
+    /// two pieces, that was its whole synthesis).
+    preparing: Mutex<Option<Preparing>>,
     /// f32 bits of the volume in [0, 1].
     volume: AtomicU32,
     stats: Mutex<Vec<SentenceStat>>,
@@ -237,6 +278,9 @@ impl Speaker {
         }
         self.shared.said.fetch_add(1, Ordering::SeqCst);
         self.shared.pending.fetch_add(1, Ordering::SeqCst);
+        if let Sound::Speech = sound {
+            self.play_preparation_now(&text);
+        }
         let job = Job {
             text,
             work: Work::Say(sound),
@@ -246,6 +290,31 @@ impl Speaker {
         if self.tx.send(job).is_err() {
             self.shared.pending.fetch_sub(1, Ordering::SeqCst);
             tracing::error!("the speaker thread has stopped; cannot speak");
+        }
+    }
+
+    /// `text` was just said: when it is the sentence being prepared and
+    /// the first said since, the pieces made so far play now, and the
+    /// rest as the speaker thread makes them.
+    fn play_preparation_now(&self, text: &str) {
+        let Ok(mut preparing) = self.shared.preparing.lock() else {
+            return;
+        };
+        let Some(p) = preparing.as_mut() else {
+            return;
+        };
+        if p.playing.is_some()
+            || p.made.is_empty()
+            || p.text != text
+            || p.generation != self.shared.generation.load(Ordering::SeqCst)
+            || !said_first(&self.shared, p.said_before, text)
+        {
+            return;
+        }
+        if !p.start_playing(self.sink.as_ref(), &self.shared) {
+            // The speaker thread sees the generation or the error at its
+            // next piece; nothing more plays.
+            tracing::debug!("the prepared \"{text}\" could not start playing");
         }
     }
 
@@ -426,44 +495,52 @@ fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, 
         return;
     }
     let _live = crate::cpu::LiveWork::begin();
-    let mut made: Vec<Clip> = Vec::new();
-    // Set once the sentence is said while it is being made: from then on
-    // each piece plays as it comes.
-    let mut playing: Option<(f32, Instant)> = None;
-    let mut audio_ms = 0.0;
+    let slot = || shared.preparing.lock().unwrap_or_else(|e| e.into_inner());
+    *slot() = Some(Preparing {
+        text: job.text.clone(),
+        said_before,
+        generation: job.generation,
+        made: Vec::new(),
+        playing: None,
+        audio_ms: 0.0,
+    });
     let result = tts.synthesize_pieces(&job.text, &mut |clip: Clip| {
-        if playing.is_none() {
+        let mut guard = slot();
+        let Some(p) = guard.as_mut() else {
+            return false;
+        };
+        if p.playing.is_none() {
             let said = shared.said.load(Ordering::SeqCst);
             if said != said_before {
                 if !said_first(shared, said_before, &job.text) {
                     // Something else was said: this would only delay it.
                     return false;
                 }
-                let volume = f32::from_bits(shared.volume.load(Ordering::SeqCst));
-                playing = Some((volume, Instant::now()));
-                tracing::debug!(
-                    "the prepared \"{}\" was said while being made: playing it",
-                    job.text
-                );
-                for earlier in made.drain(..) {
-                    audio_ms += earlier.seconds() * 1000.0;
-                    if !play_piece(sink, shared, job, &earlier.with_volume(volume)) {
-                        return false;
-                    }
+                if !p.start_playing(sink, shared) {
+                    return false;
                 }
             }
         }
-        match playing {
+        match p.playing {
             Some((volume, _)) => {
-                audio_ms += clip.seconds() * 1000.0;
-                play_piece(sink, shared, job, &clip.with_volume(volume))
+                p.audio_ms += clip.seconds() * 1000.0;
+                play_piece(sink, shared, job.generation, &clip.with_volume(volume))
             }
             None => {
-                made.push(clip);
+                p.made.push(clip);
                 true
             }
         }
     });
+    let Some(Preparing {
+        made,
+        playing,
+        audio_ms,
+        ..
+    }) = slot().take()
+    else {
+        return;
+    };
     if playing.is_some() {
         sink.end_pieces();
     }
@@ -531,8 +608,8 @@ fn prepare_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job, 
 
 /// Queue one piece of a sentence on the output unless a stop came first;
 /// false when it was not queued (stopped, or the output failed).
-fn play_piece(sink: &dyn AudioSink, shared: &Shared, job: &Job, clip: &Clip) -> bool {
-    let stale = || shared.generation.load(Ordering::SeqCst) != job.generation;
+fn play_piece(sink: &dyn AudioSink, shared: &Shared, generation: u64, clip: &Clip) -> bool {
+    let stale = || shared.generation.load(Ordering::SeqCst) != generation;
     let guard = shared.play_lock.lock();
     if stale() {
         return false;
@@ -559,7 +636,7 @@ fn stream_one(tts: &mut Tts, sink: &dyn AudioSink, shared: &Shared, job: &Job) {
     let mut audio_ms = 0.0;
     let result = tts.synthesize_pieces(&job.text, &mut |clip: Clip| {
         audio_ms += clip.seconds() * 1000.0;
-        let queued = play_piece(sink, shared, job, &clip.with_volume(volume));
+        let queued = play_piece(sink, shared, job.generation, &clip.with_volume(volume));
         if queued && first_at.is_none() {
             first_at = Some(Instant::now());
         }
@@ -1095,6 +1172,56 @@ mod tests {
         );
         assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
         assert_eq!(made.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_sentence_said_between_its_prepared_pieces_plays_what_was_made_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(PacedWavSink::create(&dir.path().join("out.wav")).unwrap());
+        let made = Arc::new(AtomicUsize::new(0));
+        let tts = Tts::with_engines(vec![Box::new(Pieces {
+            gap: Duration::from_millis(300),
+            made: made.clone(),
+        })]);
+        let speaker = Speaker::start(tts, sink.clone()).unwrap();
+        speaker.prepare("It is noon.", speaker.said_count());
+        // Said after its first piece was made and long before the second
+        // is: that piece plays now, not when the next one comes.
+        std::thread::sleep(Duration::from_millis(400));
+        let said = Instant::now();
+        speaker.say("It is noon.");
+        while sink.played_seconds() == 0.0 {
+            assert!(said.elapsed() < Duration::from_secs(5), "nothing played");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let first = said.elapsed();
+        assert!(first < Duration::from_millis(100), "{first:?}");
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        // Made once, every piece heard once, in one sentence's figures.
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(
+            (sink.played_seconds() - 0.3).abs() < 0.02,
+            "{}",
+            sink.played_seconds()
+        );
+        let stats = speaker.take_stats();
+        assert_eq!(stats.len(), 1);
+        assert!(
+            (stats[0].audio_ms - 300.0).abs() < 1.0,
+            "{}",
+            stats[0].audio_ms
+        );
+        // A stop while it plays silences the rest.
+        speaker.prepare("It is one.", speaker.said_count());
+        std::thread::sleep(Duration::from_millis(400));
+        speaker.say("It is one.");
+        speaker.stop();
+        assert!(speaker.wait_done(&CancelToken::new(), Duration::from_secs(5)));
+        assert!(
+            sink.played_seconds() < 0.3 + 0.1 + 0.02,
+            "{}",
+            sink.played_seconds()
+        );
     }
 
     #[test]

@@ -37,8 +37,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::audio::vad::{Speculation, Utterance, VadEvent};
+use crate::cancel::CancelToken;
 use crate::stt::Transcript;
-use crate::tts::speaker::TurnSpeech;
+use crate::tts::speaker::{Speaker, TurnSpeech};
+
+/// How long the loop waits for a look's words between reads of the
+/// microphone ([`super::VoiceLoop::look_while_listening`]).
+const LOOK_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Lowest device-classifier confidence that ends a command early. Measured
 /// on fragments cut at a pause (notes/latency.md): "Turn the volume." came
@@ -765,14 +770,13 @@ impl super::VoiceLoop {
             .looked()
             .and_then(|s| s.0.downcast_ref::<Transcript>())
             .map(|t| t.text.trim().to_string());
-        let transcribed = self.stt.transcribe_drafting(&audio, &mut |words| {
-            if heard_before.as_deref() == Some(words.trim()) {
-                return true;
-            }
-            self.on_draft(conversation, words);
-            false
-        });
-        let transcript = match transcribed {
+        let transcript = match self.look_while_listening(
+            audio,
+            heard_before,
+            conversation,
+            snapshot.speech_end_ms,
+            pending,
+        )? {
             Ok(t) => t,
             Err(e) => {
                 tracing::debug!("speculative transcript failed: {e}");
@@ -851,13 +855,190 @@ impl super::VoiceLoop {
         }
     }
 
+    /// What a look's draft and its answer need, apart from the loop (the
+    /// look runs on a thread of its own: [`Self::look_while_listening`]).
+    fn drafter(&self) -> Drafter {
+        Drafter {
+            services: self.services.clone(),
+            speaker: self.speaker.clone(),
+            wake_words: self
+                .wake
+                .as_ref()
+                .map(|gate| gate.words().to_vec())
+                .unwrap_or_default(),
+        }
+    }
+
     /// Heard words as the turn will see them: without the wake word.
     fn request_words(&self, heard: &str) -> String {
-        match self.wake.as_ref() {
-            Some(gate) if !gate.words().is_empty() => {
-                crate::wake::strip::strip(heard, gate.words())
+        self.drafter().request_words(heard)
+    }
+
+    /// See [`Drafter::prepare_llm_answer`].
+    fn prepare_llm_answer(&self, conversation: Option<i64>, request: String) {
+        self.drafter().prepare_llm_answer(conversation, request);
+    }
+
+    /// Transcribe a look's `audio` on a thread of its own while the
+    /// microphone is read on. Speech that goes on drops the look at once
+    /// (whisper stops at its next operation): a look at a gap inside a
+    /// sentence neither holds the listening loop nor delays the look at
+    /// the next pause, so looks can start at a short pause (`look_ms`).
+    /// The audio read meanwhile is endpointed as usual (its events go to
+    /// `pending`), up to a pause that could end the utterance by itself:
+    /// the rest waits in the source, as it did when the look held the
+    /// loop. `None`: the look was dropped (speech went on, or shutdown).
+    fn look_while_listening(
+        &mut self,
+        audio: Vec<f32>,
+        heard_before: Option<String>,
+        conversation: Option<i64>,
+        speech_end_ms: u64,
+        pending: &mut std::collections::VecDeque<VadEvent>,
+    ) -> Option<Result<Transcript, crate::stt::SttError>> {
+        let cancel = CancelToken::new();
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let stt = self.stt.clone();
+        let drafter = self.drafter();
+        let look_cancel = cancel.clone();
+        let look = std::thread::Builder::new()
+            .name("look".into())
+            .spawn(move || {
+                let transcribed = stt.transcribe_drafting(
+                    &audio,
+                    &mut |words| {
+                        if heard_before.as_deref() == Some(words.trim()) {
+                            return true;
+                        }
+                        if !look_cancel.is_cancelled() {
+                            drafter.on_draft(conversation, words);
+                        }
+                        false
+                    },
+                    &look_cancel,
+                );
+                let _ = done_tx.send(transcribed);
+            });
+        let look = match look {
+            Ok(look) => look,
+            Err(e) => {
+                tracing::debug!("could not start the look at a pause: {e}");
+                return None;
             }
-            _ => heard.to_string(),
+        };
+        // Not joined: whisper.cpp stops only after its encoder (~50–100 ms
+        // here, four times that on a Pi), and the loop must read on. The
+        // next look's pass waits for the engine, and a look cancelled
+        // before it gets the engine never runs; a draft is not acted on
+        // once cancelled.
+        let drop_look = |look: std::thread::JoinHandle<()>| {
+            cancel.cancel();
+            drop(look);
+        };
+        let read_until = self.vad.hangover_ms.saturating_sub(2 * self.vad.frame_ms);
+        let mut buf = vec![0i16; (crate::audio::SAMPLE_RATE * self.vad.frame_ms / 1000) as usize];
+        let mut reading = true;
+        loop {
+            if let Ok(transcribed) = done.try_recv() {
+                let _ = look.join();
+                return Some(transcribed);
+            }
+            if self.shutdown.is_cancelled() {
+                drop_look(look);
+                return None;
+            }
+            match self.endpointer.pause_ms(speech_end_ms) {
+                None => {
+                    drop_look(look);
+                    tracing::debug!("speech went on: the look at the pause was dropped");
+                    return None;
+                }
+                Some(ms) if ms >= read_until => reading = false,
+                Some(_) => {}
+            }
+            let read = if reading {
+                self.source.read(&mut buf, std::time::Duration::ZERO)
+            } else {
+                Ok(0)
+            };
+            match read {
+                Ok(0) => {
+                    if let Ok(transcribed) = done.recv_timeout(LOOK_POLL) {
+                        let _ = look.join();
+                        return Some(transcribed);
+                    }
+                }
+                Ok(n) => pending.extend(self.endpointer.push(&buf[..n])),
+                // The main loop meets the error (or the end) on its next read.
+                Err(_) => reading = false,
+            }
+        }
+    }
+    /// A complete command was heard up to `speech_end_ms`: read on until
+    /// the pause after it reaches `pause_ms` and end the utterance there,
+    /// unless speech resumes first (then `None`, and listening goes on
+    /// with the events read meanwhile in `pending`). The transcript was
+    /// made while the pause grew (`look_ms`), so usually little is left to
+    /// wait.
+    fn end_when_paused(
+        &mut self,
+        speech_end_ms: u64,
+        pause_ms: u32,
+        pending: &mut std::collections::VecDeque<VadEvent>,
+    ) -> Option<Utterance> {
+        let early = pause_ms;
+        let mut buf = vec![0i16; 1600];
+        // Read everything already captured first, then 20 ms at a time.
+        let mut wait = std::time::Duration::ZERO;
+        let deadline = Instant::now() + std::time::Duration::from_millis(u64::from(early) + 500);
+        loop {
+            match self.endpointer.pause_ms(speech_end_ms) {
+                None => return None,
+                Some(ms) if ms >= early => break,
+                Some(_) => {}
+            }
+            if Instant::now() > deadline || self.shutdown.is_cancelled() {
+                return None;
+            }
+            match self.source.read(&mut buf, wait) {
+                Ok(0) => wait = std::time::Duration::from_millis(20),
+                Ok(n) => {
+                    for event in self.endpointer.push(&buf[..n]) {
+                        match event {
+                            // The full hang-over passed meanwhile.
+                            VadEvent::Utterance(u) => return Some(u),
+                            other => pending.push_back(other),
+                        }
+                    }
+                }
+                // The main loop meets the error (or the end) on its next read.
+                Err(_) => return None,
+            }
+        }
+        let ended = self.endpointer.end_now(speech_end_ms);
+        if ended.is_some() {
+            tracing::info!("a complete command at a pause: answering now");
+        }
+        ended
+    }
+}
+
+/// A look's draft and the model's answer begun on it, apart from the
+/// loop's audio (cheap clones of what they use).
+struct Drafter {
+    services: crate::agent::Services,
+    speaker: Arc<Speaker>,
+    /// The wake word's words (`[wake]`), taken off what was heard.
+    wake_words: Vec<String>,
+}
+
+impl Drafter {
+    /// Heard words as the turn will see them: without the wake word.
+    fn request_words(&self, heard: &str) -> String {
+        if self.wake_words.is_empty() {
+            heard.to_string()
+        } else {
+            crate::wake::strip::strip(heard, &self.wake_words)
         }
     }
 
@@ -925,54 +1106,6 @@ impl super::VoiceLoop {
         if let Err(e) = spawned {
             tracing::debug!("could not start the answer's request early: {e}");
         }
-    }
-
-    /// A complete command was heard up to `speech_end_ms`: read on until
-    /// the pause after it reaches `pause_ms` and end the utterance there,
-    /// unless speech resumes first (then `None`, and listening goes on
-    /// with the events read meanwhile in `pending`). The transcript was
-    /// made while the pause grew (`look_ms`), so usually little is left to
-    /// wait.
-    fn end_when_paused(
-        &mut self,
-        speech_end_ms: u64,
-        pause_ms: u32,
-        pending: &mut std::collections::VecDeque<VadEvent>,
-    ) -> Option<Utterance> {
-        let early = pause_ms;
-        let mut buf = vec![0i16; 1600];
-        // Read everything already captured first, then 20 ms at a time.
-        let mut wait = std::time::Duration::ZERO;
-        let deadline = Instant::now() + std::time::Duration::from_millis(u64::from(early) + 500);
-        loop {
-            match self.endpointer.pause_ms(speech_end_ms) {
-                None => return None,
-                Some(ms) if ms >= early => break,
-                Some(_) => {}
-            }
-            if Instant::now() > deadline || self.shutdown.is_cancelled() {
-                return None;
-            }
-            match self.source.read(&mut buf, wait) {
-                Ok(0) => wait = std::time::Duration::from_millis(20),
-                Ok(n) => {
-                    for event in self.endpointer.push(&buf[..n]) {
-                        match event {
-                            // The full hang-over passed meanwhile.
-                            VadEvent::Utterance(u) => return Some(u),
-                            other => pending.push_back(other),
-                        }
-                    }
-                }
-                // The main loop meets the error (or the end) on its next read.
-                Err(_) => return None,
-            }
-        }
-        let ended = self.endpointer.end_now(speech_end_ms);
-        if ended.is_some() {
-            tracing::info!("a complete command at a pause: answering now");
-        }
-        ended
     }
 }
 

@@ -199,3 +199,53 @@ pub fn default_tree_engine(state_dir: &Path) -> earshot::tree::Engine {
         earshot::nlu::load_embedder(&config.nlu, &config.paths()).map_err(|e| e.to_string());
     earshot::tree::Engine::build(&config.tree, &config.nlu, &config.paths(), env, embedder).unwrap()
 }
+
+/// A microphone that delivers a recording at its real pace (what
+/// openWakeWord needs), then ends.
+pub struct PacedSource {
+    samples: Vec<i16>,
+    pos: usize,
+    started: Option<std::time::Instant>,
+}
+
+impl PacedSource {
+    pub fn new(samples: Vec<i16>) -> PacedSource {
+        PacedSource {
+            samples,
+            pos: 0,
+            started: None,
+        }
+    }
+}
+
+impl earshot::audio::AudioSource for PacedSource {
+    fn read(
+        &mut self,
+        out: &mut [i16],
+        timeout: std::time::Duration,
+    ) -> Result<usize, earshot::audio::AudioError> {
+        if self.pos >= self.samples.len() {
+            return Err(earshot::audio::AudioError::Ended);
+        }
+        let started = *self.started.get_or_insert_with(std::time::Instant::now);
+        let mut due = (started.elapsed().as_secs_f64() * 16_000.0) as usize;
+        if due <= self.pos {
+            std::thread::sleep(timeout.min(std::time::Duration::from_millis(20)));
+            due = (started.elapsed().as_secs_f64() * 16_000.0) as usize;
+        }
+        let n = due
+            .min(self.samples.len())
+            .saturating_sub(self.pos)
+            .min(out.len());
+        out[..n].copy_from_slice(&self.samples[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+    fn flush(&mut self) {}
+    fn overruns(&self) -> u64 {
+        0
+    }
+    fn describe(&self) -> String {
+        "paced test microphone".into()
+    }
+}
