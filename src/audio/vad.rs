@@ -73,7 +73,9 @@ pub struct VadConfig {
     /// Non-speech after which that look starts (≤ `early_ms`): the
     /// transcript is made while the pause grows to `early_ms`, so a
     /// complete command ends at `early_ms` instead of `early_ms` plus a
-    /// transcription. 0 = at `early_ms`.
+    /// transcription. The look runs beside the listening and is dropped
+    /// when speech goes on, so a short gap inside a sentence costs no
+    /// wait (issue 21: 90 before that). 0 = at `early_ms`.
     pub look_ms: u32,
     /// Speech longer than this is not offered for a look: no command is
     /// this long, and a look at a long utterance costs a transcription
@@ -113,7 +115,7 @@ impl Default for VadConfig {
             early_ms: 300,
             question_ms: 600,
             settle_ms: 600,
-            look_ms: 90,
+            look_ms: 60,
             look_max_ms: 8_000,
             quiet_db: 40.0,
             speech_check: true,
