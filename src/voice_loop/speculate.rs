@@ -881,7 +881,7 @@ impl super::VoiceLoop {
 
     /// Transcribe a look's `audio` on a thread of its own while the
     /// microphone is read on. Speech that goes on drops the look at once
-    /// (whisper stops at its next operation): a look at a gap inside a
+    /// (whisper stops after its encoder, or at its next token): a look at a gap inside a
     /// sentence neither holds the listening loop nor delays the look at
     /// the next pause, so looks can start at a short pause (`look_ms`).
     /// The audio read meanwhile is endpointed as usual (its events go to
@@ -974,6 +974,7 @@ impl super::VoiceLoop {
             }
         }
     }
+
     /// A complete command was heard up to `speech_end_ms`: read on until
     /// the pause after it reaches `pause_ms` and end the utterance there,
     /// unless speech resumes first (then `None`, and listening goes on
