@@ -150,6 +150,13 @@ fn a_cancelled_transcription_stops_without_decoding() {
     let whole = w.transcribe(&jfk).unwrap();
     let whole_took = started.elapsed();
     assert!(!whole.text.is_empty());
+    // Another pass holds the engine (as the suite's other tests may): a
+    // cancelled one neither waits for it nor runs.
+    let busy = {
+        let (w, jfk) = (w.clone(), jfk.clone());
+        std::thread::spawn(move || w.transcribe(&jfk))
+    };
+    std::thread::sleep(Duration::from_millis(50));
     let cancel = CancelToken::new();
     cancel.cancel();
     let started = Instant::now();
@@ -160,6 +167,7 @@ fn a_cancelled_transcription_stops_without_decoding() {
         dropped_took * 3 < whole_took,
         "cancelled {dropped_took:?}, whole {whole_took:?}"
     );
+    assert_eq!(busy.join().unwrap().unwrap().text, whole.text);
     // And the engine is whole after it.
     assert_eq!(w.transcribe(&jfk).unwrap().text, whole.text);
 }

@@ -382,17 +382,23 @@ impl WhisperStt {
         watch: Option<&AbortWatch>,
         read: impl FnOnce(Result<(), whisper_rs::WhisperError>, &WhisperState) -> T,
     ) -> Result<T, SttError> {
+        let cancelled =
+            || watch.is_some_and(|w| w.cancel.as_ref().is_some_and(CancelToken::is_cancelled));
+        // Not wanted any more: neither wait for the engine nor run.
+        if cancelled() {
+            return Err(SttError::Cancelled);
+        }
         let yields = watch.is_some_and(|w| w.yields);
         let _live = (!yields).then(|| LivePass::enter(&self.live));
         let _one_at_a_time = self.run.lock().map_err(|_| {
             SttError::Local("the whisper engine was poisoned by an earlier panic".into())
         })?;
+        // Cancelled while it waited for the engine: whisper.cpp would only
+        // ask after its encoder.
+        if cancelled() {
+            return Err(SttError::Cancelled);
+        }
         if let Some(watch) = watch {
-            // Cancelled while it waited for the engine: the words are not
-            // wanted, and whisper.cpp checks only after its encoder.
-            if watch.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
-                return Err(SttError::Cancelled);
-            }
             let _ = watch.began.set(Instant::now());
         }
         let _in_flight = exit_guard::enter();
