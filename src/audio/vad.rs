@@ -577,11 +577,17 @@ impl Endpointer {
     /// The speculation attached at an earlier pause of the speech in
     /// progress (its last look), whatever speech followed it.
     pub fn looked(&self) -> Option<&Speculation> {
+        self.looked_at().map(|(_, s)| s)
+    }
+
+    /// [`Endpointer::looked`], with the speech end (stream ms) it was
+    /// attached at.
+    pub fn looked_at(&self) -> Option<(u64, &Speculation)> {
         let sp = self.speaking.as_ref()?;
         self.attached
             .as_ref()
             .filter(|(at, _)| *at >= sp.speech_start_ms)
-            .map(|(_, s)| s)
+            .map(|(at, s)| (*at, s))
     }
 
     /// End the speech in progress now (the listener judged what was said a

@@ -717,6 +717,20 @@ pub fn look_plan(request: &str, classified: &Option<(String, f32)>, early: Early
     }
 }
 
+/// Voiced audio after an earlier look at the same speech beyond which
+/// what followed was words, not a breath or a click (webrtc-vad's count;
+/// the shortest word measured here, "Put", holds ~150 ms).
+const WORDS_AFTER_MS: u64 = 120;
+
+/// Whether `snapshot` holds words after stream position `at_ms` (the
+/// speech end an earlier look was made at).
+fn words_came_after(snapshot: &Utterance, at_ms: u64) -> bool {
+    let from =
+        at_ms.saturating_sub(snapshot.start_ms) * u64::from(crate::audio::SAMPLE_RATE) / 1000;
+    let after = snapshot.samples.get(from as usize..).unwrap_or_default();
+    crate::audio::vad::voiced_ms(after, 2) > WORDS_AFTER_MS
+}
+
 /// The speculative transcript an utterance carries, if any.
 pub fn carried(utterance: &Utterance) -> Option<Transcript> {
     utterance
@@ -764,11 +778,15 @@ impl super::VoiceLoop {
         // What the last look at this utterance heard: a second look whose
         // unsure first reading is the same words (a breath or a click
         // after a finished sentence broke its pause) keeps that reading
-        // instead of decoding again with the beams.
+        // instead of decoding again with the beams. Not when words came
+        // after that look: whisper's greedy reading of "Why do we have
+        // <pause> leap years?" was "Why do we have?" again, and keeping it
+        // lost the words.
         let heard_before = self
             .endpointer
-            .looked()
-            .and_then(|s| s.0.downcast_ref::<Transcript>())
+            .looked_at()
+            .filter(|(at, _)| !words_came_after(&snapshot, *at))
+            .and_then(|(_, s)| s.0.downcast_ref::<Transcript>())
             .map(|t| t.text.trim().to_string());
         let transcript = match self.look_while_listening(
             audio,
@@ -1122,6 +1140,39 @@ mod tests {
     fn plan(text: &str, intent: &str, confidence: f32) -> LookPlan {
         let classified = Some((intent.to_string(), confidence));
         look_plan(text, &classified, early_end(text, classified.clone()))
+    }
+
+    #[test]
+    fn words_after_an_earlier_look_are_told_from_silence() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/speech/jfk.wav");
+        let (speech, _) = crate::audio::wav::read_16k_mono(&path, None).unwrap();
+        let speech = crate::audio::to_i16(&speech);
+        let second = |n: f32| (n * 16_000.0) as usize;
+        // 1 s of words, a 500 ms pause (the earlier look was made at its
+        // start, 1000 ms), then more words or only silence.
+        let snapshot = |after: &[i16]| {
+            let mut samples = speech[second(0.5)..second(1.5)].to_vec();
+            samples.extend(vec![0i16; second(0.5)]);
+            samples.extend_from_slice(after);
+            Utterance {
+                samples,
+                start_ms: 0,
+                speech_start_ms: 0,
+                speech_end_ms: 0,
+                reason: crate::audio::vad::EndReason::Early,
+                decided_at: Instant::now(),
+                speculation: None,
+            }
+        };
+        assert!(words_came_after(
+            &snapshot(&speech[second(2.0)..second(3.0)]),
+            1000
+        ));
+        assert!(!words_came_after(&snapshot(&vec![0i16; second(0.3)]), 1000));
+        // Whatever came before the look is not counted.
+        assert!(!words_came_after(&snapshot(&[]), 1000));
+        assert!(words_came_after(&snapshot(&[]), 0));
     }
 
     #[test]
