@@ -1203,32 +1203,13 @@ fn a_look_at_a_gap_inside_a_sentence_is_dropped_when_speech_goes_on() {
     mic.extend(silence(0.15));
     mic.extend(trimmed(pcm("to my shopping list.")));
     mic.extend(silence(2.0));
-    let mut voice = earshot::voice_loop::VoiceLoop {
-        services: services.clone(),
-        stt: Stt::with_engines(vec![ear.clone()], 0),
-        speaker: Arc::new(
-            earshot::tts::speaker::Speaker::start(
-                earshot::tts::Tts::with_engines(Vec::new()),
-                Arc::new(earshot::audio::playback::NullSink::new("test")),
-            )
-            .unwrap(),
-        ),
-        source: Box::new(common::PacedSource::new(mic)),
-        reopen: None,
-        endpointer: earshot::audio::vad::Endpointer::new(&config.audio.vad).unwrap(),
-        button: None,
-        shutdown: earshot::cancel::CancelToken::new(),
-        push_to_talk: false,
-        barge_in: false,
-        json: false,
-        wake: None,
-        vad: config.audio.vad.clone(),
-        volume: config.tts.volume,
-        ring: None,
-        lights: None,
-        interrupter: None,
-        speech_check: None,
-    };
+    let mut voice = common::voice_loop(
+        &services,
+        &config,
+        Stt::with_engines(vec![ear.clone()], 0),
+        mic,
+        None,
+    );
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");
 
@@ -1243,18 +1224,7 @@ fn a_look_at_a_gap_inside_a_sentence_is_dropped_when_speech_goes_on() {
     );
     // The look at the real pause ran whole, once: the turn used its words.
     assert_eq!(calls.iter().filter(|(_, c)| !c).count(), 1, "{calls:?}");
-    let heard: Vec<String> = services
-        .store
-        .with_conn(|c| {
-            let mut st =
-                c.prepare("SELECT input FROM turn_log WHERE source = 'voice' ORDER BY id")?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })
-        .unwrap()
-        .iter()
-        .map(|t| common::words(t))
-        .collect();
+    let heard = common::voice_inputs(&services);
     assert!(
         heard.len() == 1 && heard[0].contains("batter") && heard[0].contains("shopping list"),
         "{heard:?}"

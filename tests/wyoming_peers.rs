@@ -470,47 +470,10 @@ fn voice_loop_heard(mic: Vec<i16>, wake: WakeGate) -> Vec<String> {
     // Issue 20: no on-device LLM either ("no LLM", as before).
     config.llm.order = vec![earshot::llm::Source::Remote];
     let services = earshot::app::build(&config).unwrap();
-    let speaker = Arc::new(
-        earshot::tts::speaker::Speaker::start(
-            Tts::with_engines(Vec::new()),
-            Arc::new(earshot::audio::playback::NullSink::new("test")),
-        )
-        .unwrap(),
-    );
-    let mut voice = earshot::voice_loop::VoiceLoop {
-        services: services.clone(),
-        stt: whisper().clone(),
-        speaker,
-        source: Box::new(common::PacedSource::new(mic)),
-        reopen: None,
-        endpointer: earshot::audio::vad::Endpointer::new(&config.audio.vad).unwrap(),
-        button: None,
-        shutdown: earshot::cancel::CancelToken::new(),
-        push_to_talk: false,
-        barge_in: false,
-        json: false,
-        wake: Some(wake),
-        vad: config.audio.vad.clone(),
-        volume: config.tts.volume,
-        ring: None,
-        lights: None,
-        interrupter: None,
-        speech_check: None,
-    };
+    let mut voice = common::voice_loop(&services, &config, whisper().clone(), mic, Some(wake));
     let summary = voice.run(&mut || {}).unwrap();
     assert_eq!(summary.reason, "end of input");
-    services
-        .store
-        .with_conn(|c| {
-            let mut st =
-                c.prepare("SELECT input FROM turn_log WHERE source = 'voice' ORDER BY id")?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })
-        .unwrap()
-        .iter()
-        .map(|t| words(t))
-        .collect()
+    common::voice_inputs(&services)
 }
 
 #[test]

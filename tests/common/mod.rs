@@ -249,3 +249,58 @@ impl earshot::audio::AudioSource for PacedSource {
         "paced test microphone".into()
     }
 }
+
+/// `earshot run`'s voice loop over `mic` with `stt`, a silent speaker and
+/// the given wake gate (`None`: every sentence is a request); no button,
+/// lights, ring or speech check.
+pub fn voice_loop(
+    services: &earshot::agent::Services,
+    config: &earshot::config::Config,
+    stt: earshot::stt::Stt,
+    mic: Vec<i16>,
+    wake: Option<earshot::voice_loop::wake::WakeGate>,
+) -> earshot::voice_loop::VoiceLoop {
+    let speaker = std::sync::Arc::new(
+        earshot::tts::speaker::Speaker::start(
+            earshot::tts::Tts::with_engines(Vec::new()),
+            std::sync::Arc::new(earshot::audio::playback::NullSink::new("test")),
+        )
+        .unwrap(),
+    );
+    earshot::voice_loop::VoiceLoop {
+        services: services.clone(),
+        stt,
+        speaker,
+        source: Box::new(PacedSource::new(mic)),
+        reopen: None,
+        endpointer: earshot::audio::vad::Endpointer::new(&config.audio.vad).unwrap(),
+        button: None,
+        shutdown: earshot::cancel::CancelToken::new(),
+        push_to_talk: false,
+        barge_in: false,
+        json: false,
+        wake,
+        vad: config.audio.vad.clone(),
+        volume: config.tts.volume,
+        ring: None,
+        lights: None,
+        interrupter: None,
+        speech_check: None,
+    }
+}
+
+/// What each voice turn heard, in order, as `words` writes it.
+pub fn voice_inputs(services: &earshot::agent::Services) -> Vec<String> {
+    services
+        .store
+        .with_conn(|c| {
+            let mut st =
+                c.prepare("SELECT input FROM turn_log WHERE source = 'voice' ORDER BY id")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap()
+        .iter()
+        .map(|t| words(t))
+        .collect()
+}
