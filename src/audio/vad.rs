@@ -665,6 +665,19 @@ pub fn segment(samples: &[i16], cfg: &VadConfig) -> Result<Vec<Utterance>, Strin
 /// Milliseconds of frames webrtc-vad calls voiced (a cheap "is there any
 /// speech" measure that ignores the trigger logic).
 pub fn voiced_ms(samples: &[i16], aggressiveness: u8) -> u64 {
+    voiced_frames(samples, aggressiveness)
+        .iter()
+        .filter(|&&v| v)
+        .count() as u64
+        * VOICED_FRAME_MS
+}
+
+/// The frame [`voiced_frames`] judges, in ms.
+pub const VOICED_FRAME_MS: u64 = 30;
+
+/// webrtc-vad's verdict on each whole 30 ms frame of `samples` (16 kHz),
+/// without the trigger logic: where speech and the pauses inside it are.
+pub fn voiced_frames(samples: &[i16], aggressiveness: u8) -> Vec<bool> {
     let mode = match aggressiveness {
         0 => VadMode::Quality,
         1 => VadMode::LowBitrate,
@@ -672,11 +685,11 @@ pub fn voiced_ms(samples: &[i16], aggressiveness: u8) -> u64 {
         _ => VadMode::VeryAggressive,
     };
     let mut vad = Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode);
-    let n = samples
-        .chunks_exact(480)
-        .filter(|f| vad.is_voice_segment(f).unwrap_or(false))
-        .count();
-    n as u64 * 30
+    let frame = (u64::from(SAMPLE_RATE) * VOICED_FRAME_MS / 1000) as usize;
+    samples
+        .chunks_exact(frame)
+        .map(|f| vad.is_voice_segment(f).unwrap_or(false))
+        .collect()
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use whisper_rs::{
     FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
 };
 
-use super::{text, FastConfig, SttConfig, SttError, SttTimings, Transcriber, Transcript};
+use super::{gaps, text, FastConfig, SttConfig, SttError, SttTimings, Transcriber, Transcript};
 use crate::audio::SAMPLE_RATE;
 use crate::cancel::CancelToken;
 
@@ -813,6 +813,109 @@ impl WhisperStt {
     }
 }
 
+impl WhisperStt {
+    /// The reading `whole` of `audio`, or a better one when it lost the
+    /// words after a pause inside the utterance ([`gaps`]). Returns the
+    /// note for `reason` when those words had been lost.
+    fn keep_words_after_pauses(
+        &self,
+        audio: &[f32],
+        whole: Decoded,
+        cancel: &CancelToken,
+    ) -> Result<(Decoded, Option<String>), SttError> {
+        if text::clean(&whole.text).is_empty() {
+            return Ok((whole, None));
+        }
+        let pauses = gaps::inner_gaps(audio);
+        let (Some(from), Some(last)) = (gaps::tail_start(&pauses), pauses.last()) else {
+            return Ok((whole, None));
+        };
+        let tail_audio = &audio[from.min(audio.len())..];
+        let Some(mut plan) = self.fast_plan(tail_audio.len()) else {
+            return Ok((whole, None));
+        };
+        // A few words: greedy is as good as the beams (`greedy_max_ms`).
+        plan.greedy = true;
+        let (tail, _) = self.pass(tail_audio, &plan, cancel)?;
+        let tail_text = text::clean(&tail.text);
+        // The VAD heard words there: unsure words, or words whisper's
+        // no-speech rule would drop, still say the whole may have lost
+        // some (the tail of "leap years" alone read "Late peers." at
+        // −1.77 with a high no-speech probability). Only adding the tail
+        // as read alone needs that rule passed.
+        let tail_is_words = !tail.aborted && !tail_text.is_empty();
+        let tail_is_speech = !(tail.no_speech_prob > 0.6 && tail.avg_logprob < -1.0);
+        tracing::debug!(
+            whole = %whole.text,
+            tail = %tail_text,
+            tail_avg_logprob = tail.avg_logprob,
+            pause_ms = last.ms(),
+            "STT: the words after the last pause read alone"
+        );
+        if !tail_is_words || gaps::holds(&whole.text, &tail_text) {
+            return Ok((whole, None));
+        }
+        tracing::info!(
+            whole = %whole.text,
+            tail = %tail_text,
+            pause_ms = last.ms(),
+            "STT reading lacks the words after a pause; reading again with the pauses closed"
+        );
+        let closed = gaps::close(audio, &pauses);
+        let Some(plan) = self.fast_plan(closed.len()) else {
+            return Ok((whole, None));
+        };
+        let (again, _) = self.pass(&closed, &plan, cancel)?;
+        tracing::debug!(again = %again.text, avg_logprob = again.avg_logprob, "STT: the reading with the pauses closed");
+        let closed_ms = closed.len() as u64 * 1000 / u64::from(SAMPLE_RATE);
+        let again_sound = self
+            .suspicious(&again, &plan, closed_ms, self.cfg.fast.wide_min_avg_logprob)
+            .is_none();
+        let lost = format!(
+            "; the words after a {} ms pause were lost ({:?} without {:?})",
+            last.ms(),
+            whole.text,
+            tail_text
+        );
+        if again_sound && gaps::holds(&again.text, &tail_text) {
+            return Ok((
+                again,
+                Some(format!("{lost}: read again with the pauses closed")),
+            ));
+        }
+        // The tail alone may be the misreading (a word the whole had,
+        // heard differently): words are only added when the reading with
+        // the pauses closed has more of them than the whole.
+        let more = text::normalise(&again.text).len() > text::normalise(&whole.text).len();
+        if again_sound && more {
+            return Ok((
+                again,
+                Some(format!(
+                    "{lost}: read again with the pauses closed, more words"
+                )),
+            ));
+        }
+        // Both readings stop at the pause when they hold no more words
+        // than the speech before it read alone: then the tail's own
+        // reading is added.
+        let head_audio = &audio[..gaps::head_end(&pauses).min(audio.len())];
+        let Some(plan) = self.fast_plan(head_audio.len()) else {
+            return Ok((whole, None));
+        };
+        if !tail_is_speech {
+            return Ok((whole, None));
+        }
+        let (head, _) = self.pass(head_audio, &plan, cancel)?;
+        if !head.aborted && text::normalise(&whole.text).len() <= text::normalise(&head.text).len()
+        {
+            let mut joined = whole;
+            joined.text = gaps::join(&joined.text, &tail_text);
+            return Ok((joined, Some(format!("{lost}: added as read alone"))));
+        }
+        Ok((whole, None))
+    }
+}
+
 /// Encoder context for `audio_ms` of audio: the audio plus the margin,
 /// at least `min_audio_ctx`, rounded up to a multiple of 8 frames.
 pub fn audio_ctx_for(audio_ms: u64, f: &FastConfig) -> u32 {
@@ -1009,6 +1112,20 @@ impl Transcriber for WhisperStt {
                 d
             }
         };
+        let mut decoded = decoded;
+        let mut gap_note = None;
+        if self.cfg.fast.gap_check && self.cfg.fast.enabled && !decoded.aborted {
+            let gap_started = Instant::now();
+            let (checked, note) = self.keep_words_after_pauses(audio, decoded, cancel)?;
+            decoded = checked;
+            if note.is_some() {
+                timings.gap_ms = Some(gap_started.elapsed().as_millis() as u64);
+            }
+            gap_note = note;
+        }
+        if let Some(note) = &gap_note {
+            reason.push_str(note);
+        }
         if decoded.aborted && path != "fast" {
             reason.push_str(&format!(
                 "; full pass stopped at the {} ms wall-time cap (text may be partial)",
@@ -1024,7 +1141,11 @@ impl Transcriber for WhisperStt {
             text: if no_speech { String::new() } else { cleaned },
             no_speech,
             engine: "whisper".into(),
-            path: path.into(),
+            path: if gap_note.is_some() {
+                format!("{path}+gap")
+            } else {
+                path.into()
+            },
             reason,
             timings,
             audio_ctx,
