@@ -719,8 +719,8 @@ pub fn look_plan(request: &str, classified: &Option<(String, f32)>, early: Early
 
 /// Voiced audio after an earlier look at the same speech beyond which
 /// what followed was words, not a breath or a click (webrtc-vad's count;
-/// the shortest word measured here, "Put", holds ~150 ms).
-const WORDS_AFTER_MS: u64 = 120;
+/// the STT's check for words lost after a pause uses the same measure).
+const WORDS_AFTER_MS: u64 = crate::stt::gaps::MIN_WORDS_MS;
 
 /// Whether `snapshot` holds words after stream position `at_ms` (the
 /// speech end an earlier look was made at).
