@@ -70,6 +70,14 @@ pub struct VadConfig {
     /// mid-sentence. At or above `hangover_ms` it never ends sooner;
     /// 0 = off.
     pub settle_ms: u32,
+    /// Non-speech that ends an utterance whose look read words that
+    /// cannot end a sentence — trailing off, or stopping on a word that
+    /// needs more ("How hot is", "How do birds", "Add it to the"),
+    /// instead of `hangover_ms`: a speaker pausing there is looking for
+    /// the next word (a pause of 600 ms inside "How hot is … the surface
+    /// of the sun?" cut it at the hang-over). At or below `hangover_ms`
+    /// it holds nothing longer; 0 = off.
+    pub open_hold_ms: u32,
     /// Non-speech after which that look starts (≤ `early_ms`): the
     /// transcript is made while the pause grows to `early_ms`, so a
     /// complete command ends at `early_ms` instead of `early_ms` plus a
@@ -115,6 +123,7 @@ impl Default for VadConfig {
             early_ms: 300,
             question_ms: 600,
             settle_ms: 600,
+            open_hold_ms: 1_200,
             look_ms: 60,
             look_max_ms: 8_000,
             quiet_db: 40.0,
@@ -294,6 +303,9 @@ struct Speech {
     paused: bool,
     /// Mean square of the loudest frame so far (`VadConfig::quiet_db`).
     peak_power: f32,
+    /// The hang-over of this pause when a look held it longer
+    /// ([`Endpointer::hold`]); 0 = `hangover_ms`.
+    hold_ms: u32,
 }
 
 /// How many of the speech's samples an utterance keeps: `tail_ms` after
@@ -458,6 +470,7 @@ impl Endpointer {
                 sp.silence_ms = 0;
                 sp.last_voiced_end_ms = ms(self.pos);
                 sp.paused = false;
+                sp.hold_ms = 0;
             } else {
                 sp.silence_ms += frame_ms;
             }
@@ -483,7 +496,7 @@ impl Endpointer {
                     speculation: None,
                 }));
             }
-            if sp.silence_ms >= self.cfg.hangover_ms {
+            if sp.silence_ms >= self.cfg.hangover_ms.max(sp.hold_ms) {
                 self.end(EndReason::Silence, events);
             } else if len_ms >= u64::from(self.cfg.max_utterance_ms) {
                 self.end(EndReason::MaxLength, events);
@@ -520,6 +533,7 @@ impl Endpointer {
                 silence_ms: 0,
                 paused: false,
                 peak_power: 0.0,
+                hold_ms: 0,
             });
         }
     }
@@ -566,6 +580,20 @@ impl Endpointer {
             .as_ref()
             .filter(|sp| sp.last_voiced_end_ms == speech_end_ms)
             .map(|sp| sp.silence_ms)
+    }
+
+    /// Let the pause after `speech_end_ms` last up to `hold_ms` before it
+    /// ends the utterance, instead of `hangover_ms` (the look there read
+    /// words that cannot end a sentence: `VadConfig::open_hold_ms`).
+    /// Nothing when speech resumed since, or `hold_ms` is shorter.
+    pub fn hold(&mut self, speech_end_ms: u64, hold_ms: u32) {
+        if let Some(sp) = self
+            .speaking
+            .as_mut()
+            .filter(|sp| sp.last_voiced_end_ms == speech_end_ms)
+        {
+            sp.hold_ms = sp.hold_ms.max(hold_ms);
+        }
     }
 
     /// Keep `speculation` for the speech up to `speech_end_ms`: the
@@ -962,6 +990,44 @@ mod tests {
         assert_eq!(early.speech_end_ms, u.speech_end_ms);
         assert!(early.samples.len() <= u.samples.len());
         assert!(!ep.is_speaking());
+    }
+
+    #[test]
+    fn a_held_pause_outlasts_the_hang_over_and_speech_after_it_ends_the_hold() {
+        // Two phrases 1000 ms apart: the hang-over (700) cuts them in two;
+        // a look that holds the pause to 1200 keeps them one utterance.
+        let cfg = VadConfig::default();
+        let utterances = |hold: Option<u32>| {
+            let mut ep = Endpointer::new(&cfg).unwrap();
+            let mut out = Vec::new();
+            let mut sig = two_phrases(1000);
+            sig.extend(vec![0i16; 16_000]);
+            for c in sig.chunks(160) {
+                for e in ep.push(c) {
+                    match e {
+                        VadEvent::Pause(p) => {
+                            if let Some(ms) = hold {
+                                ep.hold(p.speech_end_ms + 30, ms); // not its pause: nothing
+                                ep.hold(p.speech_end_ms, ms);
+                            }
+                        }
+                        VadEvent::Utterance(u) => out.push(u),
+                        _ => {}
+                    }
+                }
+            }
+            out.extend(ep.finish());
+            out
+        };
+        assert_eq!(utterances(None).len(), 2);
+        let held = utterances(Some(1200));
+        assert_eq!(held.len(), 1, "{held:?}");
+        // The second phrase's end, held again by its own look, still
+        // ends once its hold has passed.
+        assert_eq!(held[0].reason, EndReason::Silence);
+        assert!(held[0].duration_ms() > 2000, "both phrases: {held:?}");
+        // A hold shorter than the hang-over holds nothing.
+        assert_eq!(utterances(Some(300)).len(), 2);
     }
 
     #[test]

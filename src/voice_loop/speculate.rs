@@ -109,6 +109,7 @@ pub fn ending(text: &str) -> Ending {
         .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
         .to_lowercase();
     if last.is_empty()
+        || lacks_its_verb(t)
         || (DANGLING.contains(&last.as_str())
             && !ends_a_clause(t)
             && !says_which_way(&last, t)
@@ -119,6 +120,38 @@ pub fn ending(text: &str) -> Ending {
         Ending::Finished
     } else {
         Ending::Unmarked
+    }
+}
+
+/// Whether a question asked with "do" stops before its verb: "How do
+/// birds?", "Why does the?", "What did you?" — the question word (or
+/// none), "do", "does" or "did", then at most its subject, a pronoun or
+/// a noun with its article ("how do the birds"). whisper writes a
+/// question mark there when the voice pauses, and the rest ("… find
+/// their way home?") follows. "What does it mean?", "Why do cats purr?"
+/// have their verb.
+fn lacks_its_verb(text: &str) -> bool {
+    const DO: &[&str] = &["do", "does", "did"];
+    const ARTICLE: &[&str] = &[
+        "a", "an", "the", "my", "your", "his", "her", "our", "their", "its", "these", "those",
+        "some", "any",
+    ];
+    let w = words(text);
+    let Some(at) = w.iter().position(|x| DO.contains(&x.as_str())) else {
+        return false;
+    };
+    // "do" opens the question, or follows its question word(s): "how
+    // do", "how often do", "what kind of music do" is not counted.
+    let opens =
+        at == 0 || (at <= 2 && QUESTION_WORDS.contains(&w[0].split('\'').next().unwrap_or("")));
+    if !opens {
+        return false;
+    }
+    let rest = &w[at + 1..];
+    match rest {
+        [] | [_] => true,
+        [article, _] => ARTICLE.contains(&article.as_str()),
+        _ => false,
     }
 }
 
@@ -179,7 +212,8 @@ fn ends_a_clause(text: &str) -> bool {
 /// preposition ("what do you know about me", not "remind me"), "that"
 /// after hearing or saying ("can you repeat that", "I didn't catch
 /// that", "what was that", not "remember that"), "set" after what is set
-/// ("do I have any alarms set", not "set").
+/// ("do I have any alarms set", not "set"), a verb whose object the
+/// question asks for ("what do bees make", not "make").
 fn closes_on_its_object(text: &str) -> bool {
     const PREPOSITIONS: &[&str] = &["about", "for", "with", "to", "of", "from", "at", "on"];
     const HEARD: &[&str] = &[
@@ -208,7 +242,14 @@ fn closes_on_its_object(text: &str) -> bool {
     let [.., before, last] = w.as_slice() else {
         return false;
     };
+    // "what do bees make", "which one did you add": the question word
+    // is the verb's object.
+    const ASKS_FOR_OBJECT: &[&str] = &["what", "which", "who", "whom"];
+    const AUX: &[&str] = &["do", "does", "did", "can", "will", "would", "should"];
+    let object_asked = ASKS_FOR_OBJECT.contains(&w[0].as_str())
+        && w[1..w.len() - 1].iter().any(|x| AUX.contains(&x.as_str()));
     match last.as_str() {
+        "make" | "add" | "put" | "set" if object_asked => true,
         "me" => PREPOSITIONS.contains(&before.as_str()),
         "that" => HEARD.contains(&before.as_str()),
         "set" => SET_THINGS.contains(&before.as_str()),
@@ -811,6 +852,12 @@ impl super::VoiceLoop {
             .as_ref()
             .and_then(|tree| tree.shadow_classify(&request));
         let early = early_end(&request, classified.clone());
+        // Words that cannot end a sentence: the speaker is looking for
+        // the next one, so this pause may outlast the hang-over.
+        if ending(&request) == Ending::Open {
+            self.endpointer
+                .hold(snapshot.speech_end_ms, self.vad.open_hold_ms);
+        }
         tracing::debug!(
             text = %transcript.text,
             intent = ?classified,
@@ -1239,6 +1286,34 @@ mod tests {
             "Can you make the volume.",
         ] {
             assert!(!reads_finished(half), "{half:?}");
+        }
+    }
+
+    #[test]
+    fn a_question_with_do_is_not_finished_before_its_verb() {
+        for before_the_verb in [
+            "How do birds?",
+            "Why does the moon?",
+            "What did you?",
+            "Do you?",
+            "How often do dogs?",
+            "Where do my keys?",
+            "How hot is?",
+        ] {
+            assert_eq!(ending(before_the_verb), Ending::Open, "{before_the_verb:?}");
+        }
+        for with_its_verb in [
+            "Why do cats purr?",
+            "What does it mean?",
+            "What do bees make?",
+            "How do you do?",
+            "Where did the Romans live?",
+            "How does a rainbow form?",
+            "Do you know what time it is?",
+            "Turn the volume down to do.",
+            "What do I have on my calendar today?",
+        ] {
+            assert_eq!(ending(with_its_verb), Ending::Finished, "{with_its_verb:?}");
         }
     }
 
