@@ -22,7 +22,8 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
          Add batteries <pause 450> to my shopping list.\n\
          Why is the sky blue?\n\
          Who painted <pause 500> the Mona Lisa?\n\
-         Why do we have <pause 450> leap years?\n",
+         Why do we have <pause 450> leap years?\n\
+         How hot is <pause 650> the surface of the sun?\n",
     )
     .unwrap();
     let out = common::run(
@@ -44,7 +45,7 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", common::stdout(&out)));
     assert_eq!(report["load"], "quiet");
     let utterances = report["utterances"].as_array().expect("utterances");
-    assert_eq!(utterances.len(), 5, "{report}");
+    assert_eq!(utterances.len(), 6, "{report}");
     for u in utterances {
         let first = u["first_audio_ms"].as_f64();
         assert!(first.is_some_and(|ms| ms > 0.0), "no answer audio: {u}");
@@ -109,6 +110,11 @@ fn the_paced_benchmark_keeps_every_word_and_uses_the_transcript_made_at_the_paus
     let leap = &utterances[4];
     let heard = leap["transcript"].as_str().unwrap();
     assert!(heard.split_whitespace().count() > 4, "{leap}");
+    // A pause longer than the hang-over after a word that cannot end a
+    // sentence ("How hot is") is held (`audio.vad.open_hold_ms`).
+    let hot = &utterances[5];
+    let heard = hot["transcript"].as_str().unwrap().to_lowercase();
+    assert!(heard.contains("sun") || heard.contains("surface"), "{hot}");
     for command in [&utterances[0], &utterances[1]] {
         assert!(command["llm_begun_early_ms"].is_null(), "{command}");
     }

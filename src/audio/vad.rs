@@ -70,9 +70,9 @@ pub struct VadConfig {
     /// mid-sentence. At or above `hangover_ms` it never ends sooner;
     /// 0 = off.
     pub settle_ms: u32,
-    /// Non-speech that ends an utterance whose look read words that
-    /// cannot end a sentence — trailing off, or stopping on a word that
-    /// needs more ("How hot is", "How do birds", "Add it to the"),
+    /// Non-speech that ends an utterance whose look read words stopping
+    /// on one that cannot end a sentence ("How hot is", "How do birds",
+    /// "Add it to the"; not a trailing comma after a whole question),
     /// instead of `hangover_ms`: a speaker pausing there is looking for
     /// the next word (a pause of 600 ms inside "How hot is … the surface
     /// of the sun?" cut it at the hang-over). At or below `hangover_ms`

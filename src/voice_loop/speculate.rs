@@ -123,6 +123,17 @@ pub fn ending(text: &str) -> Ending {
     }
 }
 
+/// Whether `text` stops on a word that cannot end a sentence ("How hot
+/// is", "How do birds", "Add it to the"), whatever mark whisper put
+/// after it. Not a trailing comma or "…" after words that can end one:
+/// whisper writes "who painted the Mona Lisa," where the voice stays up
+/// at the end of a whole question, and holding those past the hang-over
+/// (`audio.vad.open_hold_ms`) cost 500 ms on every such line.
+fn stops_on_a_word_that_needs_more(text: &str) -> bool {
+    let bare = text.trim().trim_end_matches([',', '.', '…', '?', '!']);
+    !bare.trim().is_empty() && ending(bare) == Ending::Open
+}
+
 /// Whether a question asked with "do" stops before its verb: "How do
 /// birds?", "Why does the?", "What did you?" — the question word (or
 /// none), "do", "does" or "did", then at most its subject, a pronoun or
@@ -854,7 +865,7 @@ impl super::VoiceLoop {
         let early = early_end(&request, classified.clone());
         // Words that cannot end a sentence: the speaker is looking for
         // the next one, so this pause may outlast the hang-over.
-        if ending(&request) == Ending::Open {
+        if stops_on_a_word_that_needs_more(&request) {
             self.endpointer
                 .hold(snapshot.speech_end_ms, self.vad.open_hold_ms);
         }
@@ -1286,6 +1297,28 @@ mod tests {
             "Can you make the volume.",
         ] {
             assert!(!reads_finished(half), "{half:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_word_that_needs_more_holds_a_pause_past_the_hang_over() {
+        for held in [
+            "How hot is?",
+            "How do birds?",
+            "Add it to the",
+            "Put it on my...",
+            "Set a timer for,",
+        ] {
+            assert!(stops_on_a_word_that_needs_more(held), "{held:?}");
+        }
+        for not_held in [
+            "who painted the Mona Lisa,",
+            "Why is the sky blue...",
+            "Set a timer for ten minutes.",
+            "What time is it",
+            "",
+        ] {
+            assert!(!stops_on_a_word_that_needs_more(not_held), "{not_held:?}");
         }
     }
 
