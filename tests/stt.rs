@@ -433,6 +433,23 @@ fn words_after_a_long_pause_inside_a_sentence_are_not_lost() {
             );
         }
     }
+    // The voice loop's way: a look at the pause reads the head alone,
+    // then the look at the end reads the whole; the head's reading is
+    // the one the check compares with (no pass of its own), and the
+    // words after the pause are still there.
+    let whole = paused("why_do_we_have", "leap_years", 800);
+    let head_len = (200 + 700 + 200) * SAMPLE_RATE as usize / 1000;
+    let mut look = whole[..head_len.min(whole.len())].to_vec();
+    look.resize(head_len, 0.0);
+    let head = stt.transcribe(&look).unwrap();
+    let t = stt.transcribe(&whole).unwrap();
+    assert!(
+        text::normalise(&t.text).len() > text::normalise(&head.text).len(),
+        "head {:?}, whole {:?} ({})",
+        head.text,
+        t.text,
+        t.reason
+    );
     // A reading that kept its words is left as it was: the tail read
     // alone is found at its end.
     let t = stt

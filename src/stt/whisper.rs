@@ -91,6 +91,11 @@ pub struct WhisperStt {
     /// yielding pass (the warm-up) stops when this is above zero.
     live: Arc<AtomicUsize>,
     model_path: PathBuf,
+    /// The last reading and the audio it was of: a look at a pause inside
+    /// speech read the head of what the next look reads whole, so the
+    /// check for words lost after that pause ([`gaps`]) knows the head's
+    /// words without a pass.
+    last_reading: Mutex<Option<(Vec<f32>, String)>>,
 }
 
 /// Counts a live pass in [`WhisperStt::live`] until dropped.
@@ -364,6 +369,7 @@ impl WhisperStt {
             run: Mutex::new(()),
             live: Arc::new(AtomicUsize::new(0)),
             model_path: path.to_path_buf(),
+            last_reading: Mutex::new(None),
         })
     }
 
@@ -830,6 +836,15 @@ impl WhisperStt {
         let (Some(from), Some(last)) = (gaps::tail_start(&pauses), pauses.last()) else {
             return Ok((whole, None));
         };
+        // The words before the pause, when the last reading was of just
+        // them (the look at this pause): a whole with more words has
+        // read on past the pause.
+        let head_read = self.head_reading(audio, gaps::head_end(&pauses), from);
+        if let Some(head) = &head_read {
+            if text::normalise(&whole.text).len() > text::normalise(head).len() {
+                return Ok((whole, None));
+            }
+        }
         let tail_audio = &audio[from.min(audio.len())..];
         let Some(mut plan) = self.fast_plan(tail_audio.len()) else {
             return Ok((whole, None));
@@ -905,14 +920,37 @@ impl WhisperStt {
         if !tail_is_speech {
             return Ok((whole, None));
         }
-        let (head, _) = self.pass(head_audio, &plan, cancel)?;
-        if !head.aborted && text::normalise(&whole.text).len() <= text::normalise(&head.text).len()
-        {
+        let head = match head_read {
+            Some(text) => text,
+            None => {
+                let (head, _) = self.pass(head_audio, &plan, cancel)?;
+                if head.aborted {
+                    return Ok((whole, None));
+                }
+                head.text
+            }
+        };
+        if text::normalise(&whole.text).len() <= text::normalise(&head).len() {
             let mut joined = whole;
             joined.text = gaps::join(&joined.text, &tail_text);
             return Ok((joined, Some(format!("{lost}: added as read alone"))));
         }
         Ok((whole, None))
+    }
+}
+
+impl WhisperStt {
+    /// The last reading, when it was of `audio`'s first `head_end`
+    /// samples and ended before `tail_from` (a look at the pause there).
+    fn head_reading(&self, audio: &[f32], head_end: usize, tail_from: usize) -> Option<String> {
+        let last = self.last_reading.lock().ok()?;
+        let (heard, text) = last.as_ref()?;
+        let covers_head = heard.len() >= head_end && head_end <= audio.len();
+        // The look's audio ends with the `tail_ms` kept after the words
+        // (or silence standing in for it), inside the pause.
+        let stops_in_pause = heard.len() <= tail_from;
+        (covers_head && stops_in_pause && heard[..head_end] == audio[..head_end])
+            .then(|| text.clone())
     }
 }
 
@@ -1114,7 +1152,10 @@ impl Transcriber for WhisperStt {
         };
         let mut decoded = decoded;
         let mut gap_note = None;
-        if self.cfg.fast.gap_check && self.cfg.fast.enabled && !decoded.aborted {
+        // A full-context reading goes on past a pause (segments and
+        // timestamps); only a shrunken context ends at one.
+        let shrunken = !path.contains("full");
+        if self.cfg.fast.gap_check && self.cfg.fast.enabled && shrunken && !decoded.aborted {
             let gap_started = Instant::now();
             let (checked, note) = self.keep_words_after_pauses(audio, decoded, cancel)?;
             decoded = checked;
@@ -1131,6 +1172,11 @@ impl Transcriber for WhisperStt {
                 "; full pass stopped at the {} ms wall-time cap (text may be partial)",
                 self.cfg.fast.full_max_wall_ms
             ));
+        }
+        if self.cfg.fast.gap_check && audio_ms <= u64::from(self.cfg.fast.max_audio_ms) {
+            if let Ok(mut last) = self.last_reading.lock() {
+                *last = Some((audio.to_vec(), decoded.text.clone()));
+            }
         }
         let cleaned = text::clean(&decoded.text);
         // whisper's own rule for "this was not speech".
