@@ -424,6 +424,7 @@ fn words_after_a_long_pause_inside_a_sentence_are_not_lost() {
     ] {
         for pause_ms in [450, 800] {
             let t = stt.transcribe(&paused(head, tail, pause_ms)).unwrap();
+            assert!(t.timings.gap_ms.is_some(), "the check ran: {t:?}");
             assert!(
                 text::normalise(&t.text).len() > head_words,
                 "{head} <pause {pause_ms}> {tail}: {:?} ({}; {})",

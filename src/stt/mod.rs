@@ -378,8 +378,9 @@ pub struct SttTimings {
     pub wide_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_ms: Option<u64>,
-    /// The check for words lost after a pause (`stt::gaps`): the tail's
-    /// own pass, and the reading with the pauses closed when it ran.
+    /// The check for words lost after a pause (`stt::gaps`), when it read
+    /// the words after one: the tail's own pass, and the reading again
+    /// when they were lost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

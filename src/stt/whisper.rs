@@ -822,11 +822,13 @@ impl WhisperStt {
 impl WhisperStt {
     /// The reading `whole` of `audio`, or a better one when it lost the
     /// words after a pause inside the utterance ([`gaps`]). Returns the
-    /// note for `reason` when those words had been lost.
+    /// note for `reason` when those words had been lost; `checked` is set
+    /// once a pass of the check ran.
     fn keep_words_after_pauses(
         &self,
         audio: &[f32],
         whole: Decoded,
+        checked: &std::cell::Cell<bool>,
         cancel: &CancelToken,
     ) -> Result<(Decoded, Option<String>), SttError> {
         if text::clean(&whole.text).is_empty() {
@@ -845,6 +847,7 @@ impl WhisperStt {
                 return Ok((whole, None));
             }
         }
+        checked.set(true);
         let tail_audio = &audio[from.min(audio.len())..];
         let Some(mut plan) = self.fast_plan(tail_audio.len()) else {
             return Ok((whole, None));
@@ -913,16 +916,16 @@ impl WhisperStt {
         // Both readings stop at the pause when they hold no more words
         // than the speech before it read alone: then the tail's own
         // reading is added.
-        let head_audio = &audio[..gaps::head_end(&pauses).min(audio.len())];
-        let Some(plan) = self.fast_plan(head_audio.len()) else {
-            return Ok((whole, None));
-        };
         if !tail_is_speech {
             return Ok((whole, None));
         }
         let head = match head_read {
             Some(text) => text,
             None => {
+                let head_audio = &audio[..gaps::head_end(&pauses).min(audio.len())];
+                let Some(plan) = self.fast_plan(head_audio.len()) else {
+                    return Ok((whole, None));
+                };
                 let (head, _) = self.pass(head_audio, &plan, cancel)?;
                 if head.aborted {
                     return Ok((whole, None));
@@ -937,9 +940,7 @@ impl WhisperStt {
         }
         Ok((whole, None))
     }
-}
 
-impl WhisperStt {
     /// The last reading, when it was of `audio`'s first `head_end`
     /// samples and ended before `tail_from` (a look at the pause there).
     fn head_reading(&self, audio: &[f32], head_end: usize, tail_from: usize) -> Option<String> {
@@ -1157,9 +1158,10 @@ impl Transcriber for WhisperStt {
         let shrunken = !path.contains("full");
         if self.cfg.fast.gap_check && self.cfg.fast.enabled && shrunken && !decoded.aborted {
             let gap_started = Instant::now();
-            let (checked, note) = self.keep_words_after_pauses(audio, decoded, cancel)?;
-            decoded = checked;
-            if note.is_some() {
+            let ran = std::cell::Cell::new(false);
+            let (kept, note) = self.keep_words_after_pauses(audio, decoded, &ran, cancel)?;
+            decoded = kept;
+            if ran.get() {
                 timings.gap_ms = Some(gap_started.elapsed().as_millis() as u64);
             }
             gap_note = note;
