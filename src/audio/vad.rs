@@ -706,13 +706,7 @@ pub const VOICED_FRAME_MS: u64 = 30;
 /// webrtc-vad's verdict on each whole 30 ms frame of `samples` (16 kHz),
 /// without the trigger logic: where speech and the pauses inside it are.
 pub fn voiced_frames(samples: &[i16], aggressiveness: u8) -> Vec<bool> {
-    let mode = match aggressiveness {
-        0 => VadMode::Quality,
-        1 => VadMode::LowBitrate,
-        2 => VadMode::Aggressive,
-        _ => VadMode::VeryAggressive,
-    };
-    let mut vad = Vad::new_with_rate_and_mode(SampleRate::Rate16kHz, mode);
+    let mut vad = new_vad(aggressiveness);
     let frame = (u64::from(SAMPLE_RATE) * VOICED_FRAME_MS / 1000) as usize;
     samples
         .chunks_exact(frame)
